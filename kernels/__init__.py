@@ -1,0 +1,1 @@
+"""Triton and Gluon kernels for fp8 MQA logits, with their configs (import name: mqa_kernels)."""

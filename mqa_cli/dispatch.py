@@ -1,0 +1,197 @@
+"""Dispatch as data: one ordered table of kernel rows; `plan()` takes the first whose conditions hold.
+
+`explain` prints this table and `run`/`verify`/`bench`/`dump` execute what `plan()` returns, so
+what is explained is what runs. Each condition carries its required and actual value, so a
+rejection reads as a sentence. Nothing here imports torch or triton.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from mqa_kernels import configs
+
+from .errors import UserError
+from .targets import Target, triton_version
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What dispatch looks at: sizes and flags, never tensors."""
+
+    kind: str  # "prefill" or "paged"
+    S: int  # query rows (paged: batch * next_n)
+    N: int  # kv rows (paged: max_context_len)
+    heads: int
+    dim: int
+    clean_logits: bool = True
+    fp8: str = "e4m3fn"
+    batch: int = 1
+    next_n: int = 1
+    block_size: int = 0
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    required: str
+    actual: str
+    ok: bool
+
+    def sentence(self) -> str:
+        return f"{self.name} must be {self.required}, is {self.actual}"
+
+
+class Capabilities:
+    """Lazy probes of the toolchain; each is computed on first use and shown, never swallowed."""
+
+    def __init__(self):
+        self._cache = {}
+
+    def _get(self, key, fn):
+        if key not in self._cache:
+            self._cache[key] = fn()
+        return self._cache[key]
+
+    @property
+    def triton_version(self) -> str:
+        return self._get("triton", lambda: triton_version() or "not installed")
+
+    @property
+    def gluon(self) -> str:
+        """'available' or why not, found from the installed files (no import)."""
+
+        def probe():
+            from importlib.metadata import PackageNotFoundError, distribution
+
+            try:
+                dist = distribution("triton")
+            except PackageNotFoundError:
+                return "triton not installed"
+            path = dist.locate_file("triton/experimental/gluon/language/nvidia/hopper/__init__.py")
+            return "available" if path.exists() else "missing (triton/experimental/gluon not in this triton)"
+
+        return self._get("gluon", probe)
+
+
+def _version_tuple(text: str) -> tuple:
+    out = []
+    for part in text.split(".")[:2]:
+        digits = "".join(c for c in part if c.isdigit())
+        out.append(int(digits) if digits else 0)
+    return tuple(out)
+
+
+def _pow2(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
+
+
+def check_eq(name, actual, required) -> Check:
+    return Check(name, f"== {required}", str(actual), actual == required)
+
+
+def check_in(name, actual, allowed) -> Check:
+    return Check(name, "in {" + ", ".join(map(str, allowed)) + "}", str(actual), actual in allowed)
+
+
+def check_pow2_range(name, actual, lo, hi) -> Check:
+    return Check(name, f"a power of two in [{lo}, {hi}]", str(actual), _pow2(actual) and lo <= actual <= hi)
+
+
+def check_ge(name, actual, bound) -> Check:
+    return Check(name, f">= {bound}", str(actual), actual >= bound)
+
+
+def check_triton(caps: Capabilities, minimum: str) -> Check:
+    v = caps.triton_version
+    return Check("triton", f">= {minimum}", v, v != "not installed" and _version_tuple(v) >= _version_tuple(minimum))
+
+
+def check_fp8_runs(shape: Shape, target: Target) -> Check:
+    """The interpreter of triton 3.6 cannot run e4m3fnuz; GPU targets need their own flavour."""
+    if target.backend == "interpreter":
+        return Check("fp8 flavour", "e4m3fn (the triton 3.6 interpreter does not handle e4m3fnuz)", shape.fp8,
+                     shape.fp8 == "e4m3fn")
+    return Check("fp8 flavour", f"{target.fp8} (native on {target.name})", shape.fp8, shape.fp8 == target.fp8)
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    summary: str
+    conditions: Callable[[Shape, Target, Capabilities], list]
+    config: Callable[[Shape, Target], configs.KernelConfig]
+
+
+def _tiled_conditions(shape, target, caps):
+    return [
+        check_eq("problem", shape.kind, "prefill"),
+        check_pow2_range("heads", shape.heads, 8, 128),
+        check_pow2_range("dim", shape.dim, 32, 256),
+        check_fp8_runs(shape, target),
+        check_triton(caps, "3.6"),
+    ]
+
+
+def _tiled_config(shape, target):
+    return configs.tiled_config(heads=shape.heads, dim=shape.dim, S=shape.S, N=shape.N, clean=shape.clean_logits,
+                                backend=target.backend, units=target.units)
+
+
+# The table, in order. The portable row comes last and holds wherever Triton runs.
+PREFILL_ROWS: list[Row] = [
+    Row("tiled", "portable Triton kernel: kv tile = MMA M, BLOCK_Q x heads = N; live tiles only; -inf fused",
+        _tiled_conditions, _tiled_config),
+]
+
+TABLE: list[Row] = PREFILL_ROWS
+
+
+def row_names() -> list[str]:
+    return [r.name for r in TABLE]
+
+
+@dataclass
+class Candidate:
+    row: Row
+    checks: list
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def first_failure(self) -> Check | None:
+        return next((c for c in self.checks if not c.ok), None)
+
+
+@dataclass
+class Plan:
+    shape: Shape
+    target: Target
+    candidates: list
+    chosen: Candidate
+    config: configs.KernelConfig
+    forced: bool = False
+    notes: list = field(default_factory=list)
+
+
+def plan(shape: Shape, target: Target, kernel: str | None = None, force: bool = False,
+         caps: Capabilities | None = None) -> Plan:
+    """Evaluate every row in order and pick the first that holds (or the named one)."""
+    caps = caps or Capabilities()
+    candidates = [Candidate(row, row.conditions(shape, target, caps)) for row in TABLE]
+    if kernel is not None:
+        chosen = next((c for c in candidates if c.row.name == kernel), None)
+        if chosen is None:
+            raise UserError(f"unknown kernel {kernel!r}; choose one of {', '.join(row_names())}")
+        if not chosen.ok and not force:
+            fails = "; ".join(c.sentence() for c in chosen.checks if not c.ok)
+            raise UserError(f"kernel {kernel} does not hold for this problem on {target.name}: {fails} (--force to run it anyway)")
+        notes = [f"forced by --kernel {kernel}" + (" --force" if not chosen.ok else "")]
+        return Plan(shape, target, candidates, chosen, chosen.row.config(shape, target), True, notes)
+    chosen = next((c for c in candidates if c.ok), None)
+    if chosen is None:
+        why = "; ".join(f"{c.row.name}: {c.first_failure.sentence()}" for c in candidates)
+        raise UserError(f"no kernel supports this problem on {target.name}: {why}")
+    return Plan(shape, target, candidates, chosen, chosen.row.config(shape, target))

@@ -1,0 +1,90 @@
+"""One launch function per kernel family; the kernel object comes from the plan's config.
+
+On a CPU tensor the kernel runs through the Triton interpreter (wrapped here, so no
+environment variable has to be set before import).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import torch
+
+from .errors import UserError
+
+
+def _setup_interpreter() -> bool:
+    """With no GPU, turn on the Triton interpreter; it must be on before triton is first imported."""
+    if "triton" not in sys.modules and not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+INTERPRETING = _setup_interpreter()
+
+_NOTED = False
+
+
+def note_interpreter() -> None:
+    global _NOTED
+    if not _NOTED:
+        print("note: no GPU: running the Triton interpreter on the CPU; its times say nothing about GPU speed",
+              file=sys.stderr)
+        _NOTED = True
+
+
+def kernel_object(cfg, interpret: bool):
+    """The jitted entry kernel named by the config, or its interpreted twin."""
+    if interpret != INTERPRETING:
+        if interpret:
+            raise UserError("tensors are on the CPU but this process compiles for a GPU; move them to the GPU "
+                            "(or set TRITON_INTERPRET=1 before starting Python)")
+        raise UserError("tensors are on a GPU but this process runs the Triton interpreter (TRITON_INTERPRET=1)")
+    return getattr(importlib.import_module(f"mqa_kernels.{cfg.module}"), cfg.kernel)
+
+
+def padded_stride(N: int, align: int = 128) -> int:
+    """Row stride of the logits buffer: rounded up so full kv tiles store without column masks."""
+    return -(-N // align) * align
+
+
+def alloc_logits(S: int, N: int, device, align: int = 128) -> torch.Tensor:
+    """[S, N] view of an [S, padded] fp32 buffer."""
+    return torch.empty(S, padded_stride(N, align), dtype=torch.float32, device=device)[:, :N]
+
+
+def _check_layout(t) -> None:
+    if t.q.stride(2) != 1 or t.q.stride(1) != t.dim:
+        raise UserError("q must have contiguous heads and dims (q[s] is one [H, D] block); call .contiguous()")
+    if t.kv.stride(1) != 1:
+        raise UserError("kv must be contiguous along D; call .contiguous()")
+    if t.weights.stride(1) != 1:
+        raise UserError("weights must be contiguous along heads; call .contiguous()")
+
+
+def launch_tiled(t, cfg, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Launch mqa_logits_tiled (and any kernel sharing its signature)."""
+    _check_layout(t)
+    interpret = t.q.device.type == "cpu"
+    if interpret:
+        note_interpreter()
+    c = cfg.constexprs
+    out = alloc_logits(t.S, t.N, t.q.device) if out is None else out
+    splits = cfg.schedule.get("kv_splits", 1)
+    n_tiles = -(-t.N // c["BLOCK_KV"])
+    per_split = -(-n_tiles // splits)
+    grid = (-(-t.S // c["BLOCK_Q"]), -(-n_tiles // per_split))
+    options = {} if interpret else cfg.options
+    kernel_object(cfg, interpret)[grid](
+        t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, out,
+        t.S, t.N, t.q.stride(0), t.kv.stride(0), t.weights.stride(0), out.stride(0), per_split,
+        **c, **options)
+    return out
+
+
+LAUNCHERS = {"prefill_tiled": launch_tiled}
+
+
+def launch(t, cfg, out=None):
+    return LAUNCHERS[cfg.module](t, cfg, out)

@@ -1,0 +1,149 @@
+"""ProblemSpec: sizes, layout and windows of a prefill problem, with no tensors (cheap: numpy only).
+
+S = batch*seq query rows and N = batch*seq_kv kv rows, sequences packed one after another.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .errors import UserError
+
+LAYOUTS = ("causal", "full", "window", "cp")
+
+
+@dataclass(frozen=True)
+class ProblemSpec:
+    batch: int = 1
+    seq: int = 256
+    seq_kv: int | None = None  # kv tokens per sequence; default seq // ratio (cp: 4 * seq)
+    ratio: int = 1
+    heads: int = 64
+    dim: int = 128
+    layout: str = "causal"
+    window: int | None = None
+    seed: int = 0
+    clean_logits: bool = True
+
+    def __post_init__(self):
+        for name in ("batch", "seq", "ratio", "heads", "dim"):
+            if getattr(self, name) < 1:
+                raise UserError(f"--{name} must be >= 1, got {getattr(self, name)}")
+        if self.layout not in LAYOUTS:
+            raise UserError(f"--layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        if self.seq_kv is not None and self.seq_kv < 1:
+            raise UserError(f"--seq-kv must be >= 1, got {self.seq_kv}")
+        if self.layout == "window" and (self.window is None or self.window < 1):
+            raise UserError("--layout window needs --window W with W >= 1")
+        if self.layout == "cp":
+            if self.seq % 2:
+                raise UserError(f"--layout cp needs an even --seq (two query chunks), got {self.seq}")
+            if self.kv_len % self.seq:
+                raise UserError(f"--layout cp needs --seq-kv a multiple of --seq, got {self.kv_len} and {self.seq}")
+        if self.seq_kv is None and self.seq // self.ratio < 1:
+            raise UserError(f"--seq {self.seq} / --ratio {self.ratio} leaves no kv tokens")
+
+    @property
+    def kv_len(self) -> int:
+        """kv tokens per sequence (LK)."""
+        if self.seq_kv is not None:
+            return self.seq_kv
+        if self.layout == "cp":
+            return 4 * self.seq
+        return self.seq // self.ratio
+
+    @property
+    def S(self) -> int:
+        return self.batch * self.seq
+
+    @property
+    def N(self) -> int:
+        return self.batch * self.kv_len
+
+    def with_(self, **changes) -> "ProblemSpec":
+        return replace(self, **changes)
+
+    def label(self) -> str:
+        """An id that reads like a bench line: s1024-n1560-h64-d128-causal-clean1."""
+        extra = f"-r{self.ratio}" if self.ratio != 1 else ""
+        extra += f"-w{self.window}" if self.layout == "window" else ""
+        return (f"b{self.batch}-s{self.seq}-n{self.kv_len}-h{self.heads}-d{self.dim}-{self.layout}{extra}"
+                f"-clean{int(self.clean_logits)}")
+
+
+def windows(spec: ProblemSpec) -> tuple[np.ndarray, np.ndarray]:
+    """ks, ke (int32 [S]) for the spec's layout; query position p of sequence b is row b*seq + p."""
+    L, LK, R = spec.seq, spec.kv_len, spec.ratio
+    p = np.arange(L, dtype=np.int64)
+    if spec.layout == "full":
+        s, e = np.zeros(L, np.int64), np.full(L, LK, np.int64)
+    elif spec.layout == "cp":
+        # Zigzag context parallelism: this rank holds query chunks cp_id and 2*cp-1-cp_id of a
+        # sequence of LK tokens split into 2*cp chunks of L/2 (cp = LK / L).
+        chunk, cp = L // 2, LK // L
+        cp_id = cp // 3
+        first = cp_id * chunk + p[:chunk] + 1
+        second = (2 * cp - 1 - cp_id) * chunk + p[:chunk] + 1
+        s, e = np.zeros(L, np.int64), np.concatenate([first, second])
+    else:
+        if R == 1:
+            e = np.clip(p + 1 + LK - L, 1, LK)
+        else:
+            e = np.clip((p + 1) // R, 1, LK)
+        s = np.maximum(e - spec.window, 0) if spec.layout == "window" else np.zeros(L, np.int64)
+    base = (np.arange(spec.batch, dtype=np.int64) * LK)[:, None]
+    ks = (base + s[None, :]).reshape(-1).astype(np.int32)
+    ke = (base + e[None, :]).reshape(-1).astype(np.int32)
+    return ks, ke
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What the problem costs: the two numbers every performance claim is measured against."""
+
+    S: int
+    N: int
+    heads: int
+    dim: int
+    live: int
+    clean_logits: bool
+    flop: int = field(init=False)
+    bytes: int = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "flop", 2 * self.heads * self.dim * self.live)
+        inputs = self.S * self.heads * self.dim + self.N * self.dim + 4 * self.N + 4 * self.S * self.heads + 8 * self.S
+        # clean: every [S, N] entry is written; otherwise only the live ones must be.
+        outputs = 4 * (self.S * self.N if self.clean_logits else self.live)
+        object.__setattr__(self, "bytes", inputs + outputs)
+
+    @property
+    def live_fraction(self) -> float:
+        return self.live / max(1, self.S * self.N)
+
+    @property
+    def intensity(self) -> float:
+        return self.flop / max(1, self.bytes)
+
+
+def counts_from_windows(S, N, heads, dim, ks, ke, clean_logits=True) -> Counts:
+    live = int(np.maximum(np.asarray(ke, np.int64) - np.asarray(ks, np.int64), 0).sum())
+    return Counts(S, N, heads, dim, live, clean_logits)
+
+
+def counts(spec: ProblemSpec) -> Counts:
+    ks, ke = windows(spec)
+    return counts_from_windows(spec.S, spec.N, spec.heads, spec.dim, ks, ke, spec.clean_logits)
+
+
+def summary_rows(c: Counts) -> list[tuple[str, str]]:
+    """The problem summary every command prints."""
+    return [
+        ("S x N", f"{c.S:,} x {c.N:,}"),
+        ("H, D", f"{c.heads}, {c.dim}"),
+        ("live pairs", f"{c.live:,} ({100 * c.live_fraction:.1f} %)"),
+        ("FLOP", f"{c.flop:,} ({c.flop / 1e12:.3f} T)"),
+        ("min bytes", f"{c.bytes:,} ({c.bytes / 1e6:.1f} MB)"),
+        ("intensity", f"{c.intensity:.1f} FLOP/B"),
+    ]

@@ -1,0 +1,125 @@
+"""Prefill tensors: random generation from a ProblemSpec and validation of user-given ones."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .errors import UserError
+from .problem import ProblemSpec, windows
+
+FP8_DTYPES = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}
+FP8_NAMES = {v: k for k, v in FP8_DTYPES.items()}
+KEYS = ("q", "kv", "kv_scales", "weights", "ks", "ke")
+
+
+@dataclass
+class Prefill:
+    q: torch.Tensor  # fp8 [S, H, D]
+    kv: torch.Tensor  # fp8 [N, D]
+    kv_scales: torch.Tensor  # fp32 [N]
+    weights: torch.Tensor  # fp32 [S, H]
+    ks: torch.Tensor  # int32 [S]
+    ke: torch.Tensor  # int32 [S]
+
+    @property
+    def S(self):
+        return self.q.shape[0]
+
+    @property
+    def N(self):
+        return self.kv.shape[0]
+
+    @property
+    def heads(self):
+        return self.q.shape[1]
+
+    @property
+    def dim(self):
+        return self.q.shape[2]
+
+    @property
+    def fp8(self) -> str:
+        return FP8_NAMES[self.q.dtype]
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in KEYS}
+
+    def to(self, device) -> "Prefill":
+        return Prefill(*(getattr(self, k).to(device) for k in KEYS))
+
+
+def quantize_per_token(x: torch.Tensor, fp8: str = "e4m3fn") -> tuple[torch.Tensor, torch.Tensor]:
+    """fp8 rows with one fp32 scale each: scale = amax / fp8 max."""
+    dtype = FP8_DTYPES[fp8]
+    scale = x.abs().amax(dim=-1).clamp_min(1e-4) / torch.finfo(dtype).max
+    return (x / scale.unsqueeze(-1)).to(dtype), scale.float()
+
+
+def random_prefill(spec: ProblemSpec, device="cpu", fp8: str = "e4m3fn") -> Prefill:
+    """Random, never-zero inputs from the spec's seed (q randn -> fp8, kv quantised per token, weights randn)."""
+    gen = torch.Generator(device=device).manual_seed(spec.seed)
+    S, N, H, D = spec.S, spec.N, spec.heads, spec.dim
+    q = torch.randn(S, H, D, generator=gen, device=device).to(FP8_DTYPES[fp8])
+    kv, kv_scales = quantize_per_token(torch.randn(N, D, generator=gen, device=device), fp8)
+    weights = torch.randn(S, H, generator=gen, device=device)
+    ks, ke = windows(spec)
+    return Prefill(q, kv, kv_scales, weights, torch.from_numpy(ks).to(device), torch.from_numpy(ke).to(device))
+
+
+def validate(t: Prefill) -> None:
+    """Raise UserError naming the first thing wrong with user-given tensors."""
+    if t.q.dtype not in FP8_NAMES:
+        raise UserError(f"q must be fp8 e4m3 (float8_e4m3fn or float8_e4m3fnuz), got {t.q.dtype}")
+    if t.q.dim() != 3:
+        raise UserError(f"q must be [S, H, D], got shape {list(t.q.shape)}")
+    S, H, D = t.q.shape
+    if t.kv.dtype != t.q.dtype:
+        raise UserError(f"kv must have q's dtype {t.q.dtype}, got {t.kv.dtype}")
+    if t.kv.dim() != 2 or t.kv.shape[1] != D:
+        raise UserError(f"kv must be [N, {D}], got shape {list(t.kv.shape)}")
+    N = t.kv.shape[0]
+    expect = {"kv_scales": ((N,), torch.float32), "weights": ((S, H), torch.float32),
+              "ks": ((S,), torch.int32), "ke": ((S,), torch.int32)}
+    for key, (shape, dtype) in expect.items():
+        x = getattr(t, key)
+        if x.dtype != dtype:
+            raise UserError(f"{key} must be {dtype}, got {x.dtype}")
+        if tuple(x.shape) != shape:
+            raise UserError(f"{key} must have shape {list(shape)}, got {list(x.shape)}")
+    devices = {getattr(t, k).device for k in KEYS}
+    if len(devices) > 1:
+        raise UserError(f"all tensors must be on one device, got {sorted(map(str, devices))}")
+    if S == 0 or N == 0:
+        raise UserError(f"empty problem: S = {S}, N = {N}")
+    if not torch.isfinite(t.kv_scales).all():
+        raise UserError("kv_scales holds NaN or inf")
+    if not torch.isfinite(t.weights).all():
+        raise UserError("weights holds NaN or inf")
+    if (t.ks < 0).any():
+        raise UserError(f"ks must be >= 0, found {int(t.ks.min())}")
+    if (t.ke < 0).any():
+        raise UserError(f"ke must be >= 0, found {int(t.ke.min())}")
+    bad = (t.ks > t.ke).nonzero()
+    if bad.numel():
+        i = int(bad[0, 0])
+        raise UserError(f"ks > ke at row {i}: ks = {int(t.ks[i])}, ke = {int(t.ke[i])}")
+    if (t.ke > N).any():
+        i = int((t.ke > N).nonzero()[0, 0])
+        raise UserError(f"ke > N = {N} at row {i}: ke = {int(t.ke[i])}")
+
+
+def live_mask(ks: torch.Tensor, ke: torch.Tensor, N: int, cols: slice | None = None) -> torch.Tensor:
+    j = torch.arange(N, device=ks.device)
+    if cols is not None:
+        j = j[cols]
+    return (j[None, :] >= ks[:, None].long()) & (j[None, :] < ke[:, None].long())
+
+
+def chunk_rows(S: int, N: int, H: int, budget_bytes: int = 512 << 20) -> int:
+    """Rows per reference chunk so the [rows, H, N] score block stays within the budget."""
+    return max(1, min(S, budget_bytes // max(1, H * N * 4)))
+
+
+__all__ = ["Prefill", "random_prefill", "validate", "quantize_per_token", "live_mask", "chunk_rows", "math"]
