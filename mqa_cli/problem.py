@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-import numpy as np
-
 from .errors import UserError
 
 LAYOUTS = ("causal", "full", "window", "cp")
@@ -72,29 +70,34 @@ class ProblemSpec:
                 f"-clean{int(self.clean_logits)}")
 
 
-def windows(spec: ProblemSpec) -> tuple[np.ndarray, np.ndarray]:
-    """ks, ke (int32 [S]) for the spec's layout; query position p of sequence b is row b*seq + p."""
+def sequence_windows(spec: ProblemSpec) -> tuple[list, list]:
+    """Window [s, e) of each query position of one sequence, relative to its kv (pure Python: cheap to import)."""
     L, LK, R = spec.seq, spec.kv_len, spec.ratio
-    p = np.arange(L, dtype=np.int64)
     if spec.layout == "full":
-        s, e = np.zeros(L, np.int64), np.full(L, LK, np.int64)
-    elif spec.layout == "cp":
+        return [0] * L, [LK] * L
+    if spec.layout == "cp":
         # Zigzag context parallelism: this rank holds query chunks cp_id and 2*cp-1-cp_id of a
         # sequence of LK tokens split into 2*cp chunks of L/2 (cp = LK / L).
         chunk, cp = L // 2, LK // L
         cp_id = cp // 3
-        first = cp_id * chunk + p[:chunk] + 1
-        second = (2 * cp - 1 - cp_id) * chunk + p[:chunk] + 1
-        s, e = np.zeros(L, np.int64), np.concatenate([first, second])
+        e = [cp_id * chunk + p + 1 for p in range(chunk)] + [(2 * cp - 1 - cp_id) * chunk + p + 1 for p in range(chunk)]
+        return [0] * L, e
+    if R == 1:
+        e = [min(max(p + 1 + LK - L, 1), LK) for p in range(L)]
     else:
-        if R == 1:
-            e = np.clip(p + 1 + LK - L, 1, LK)
-        else:
-            e = np.clip((p + 1) // R, 1, LK)
-        s = np.maximum(e - spec.window, 0) if spec.layout == "window" else np.zeros(L, np.int64)
-    base = (np.arange(spec.batch, dtype=np.int64) * LK)[:, None]
-    ks = (base + s[None, :]).reshape(-1).astype(np.int32)
-    ke = (base + e[None, :]).reshape(-1).astype(np.int32)
+        e = [min(max((p + 1) // R, 1), LK) for p in range(L)]
+    s = [max(x - spec.window, 0) for x in e] if spec.layout == "window" else [0] * L
+    return s, e
+
+
+def windows(spec: ProblemSpec):
+    """ks, ke (int32 numpy [S]) for the spec's layout; query position p of sequence b is row b*seq + p."""
+    import numpy as np
+
+    s, e = sequence_windows(spec)
+    base = (np.arange(spec.batch, dtype=np.int64) * spec.kv_len)[:, None]
+    ks = (base + np.asarray(s, np.int64)[None, :]).reshape(-1).astype(np.int32)
+    ke = (base + np.asarray(e, np.int64)[None, :]).reshape(-1).astype(np.int32)
     return ks, ke
 
 
@@ -128,13 +131,16 @@ class Counts:
 
 
 def counts_from_windows(S, N, heads, dim, ks, ke, clean_logits=True) -> Counts:
+    import numpy as np
+
     live = int(np.maximum(np.asarray(ke, np.int64) - np.asarray(ks, np.int64), 0).sum())
     return Counts(S, N, heads, dim, live, clean_logits)
 
 
 def counts(spec: ProblemSpec) -> Counts:
-    ks, ke = windows(spec)
-    return counts_from_windows(spec.S, spec.N, spec.heads, spec.dim, ks, ke, spec.clean_logits)
+    s, e = sequence_windows(spec)
+    live = spec.batch * sum(max(b - a, 0) for a, b in zip(s, e))
+    return Counts(spec.S, spec.N, spec.heads, spec.dim, live, spec.clean_logits)
 
 
 def summary_rows(c: Counts) -> list[tuple[str, str]]:

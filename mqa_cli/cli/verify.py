@@ -1,0 +1,56 @@
+"""`mqa-logits verify`: check kernels against the reference on one problem or the built-in matrix."""
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from . import app
+from .options import Force, Json, Kernel, Target, problem_options
+
+Dtype = Annotated[str, typer.Option("--dtype", help="reference precision: float32 | float64")]
+
+@app.command()
+@problem_options
+def verify(target: Target = None, kernel: Kernel = None, dtype: Dtype = "float32", large: Annotated[bool, typer.Option(
+        "--large", help="add the large GPU shapes (S = N = 32768 causal, ...) to the built-in matrix")] = False,
+           force: Force = False, json_: Json = False, *, problem):
+    """Exact -inf pattern, relative error, calc_diff and bitwise repeatability; exit 1 on any failure."""
+    import torch
+    from tabulate import tabulate
+
+    from .. import dispatch, matrix, source, targets
+    from ..errors import UserError
+    from ..verify import DIFF_TOL, REL_TOL, verify as verify_one
+    from .run import device_for
+
+    if dtype not in ("float32", "float64"):
+        raise UserError(f"--dtype must be float32 or float64, got {dtype!r}")
+    tgt = targets.resolve(target)
+    device = device_for(tgt)
+    if problem.given():
+        problems = [source.from_options(problem, tgt.fp8)]
+    else:
+        specs = list(matrix.VERIFY_MATRIX) + (list(matrix.GPU_EXTRA) if large else [])
+        problems = [source.from_spec(s, tgt.fp8) for s in specs]
+    results = []
+    for prob in problems:
+        plan = dispatch.plan(prob.shape, tgt, kernel=kernel, force=force)
+        t = prob.materialise(device)
+        results.append(verify_one(t, plan.config, prob.shape.clean_logits, prob.label, getattr(torch, dtype)))
+        del t
+    ok = all(r.ok for r in results)
+    if json_:
+        print(json.dumps({"ok": ok, "target": tgt.name, "rel_tol": REL_TOL, "diff_tol": DIFF_TOL,
+                          "results": [r.as_dict() for r in results]}, indent=2))
+    else:
+        rows = [[r.label, r.kernel, "✓" if r.comparison.inf_pattern_ok else "✗", f"{r.comparison.rel_error:.2e}",
+                 f"{r.comparison.calc_diff:.2e}", r.comparison.unwritten, "✓" if r.bitwise_repeat else "✗",
+                 "pass" if r.ok else "FAIL"] for r in results]
+        print(tabulate(rows, headers=["problem", "kernel", "-inf", "rel err", "calc_diff", "unwritten", "bitwise",
+                                      "result"]))
+        print(f"{sum(r.ok for r in results)} passed, {sum(not r.ok for r in results)} failed "
+              f"(on {tgt.name}; rel err < {REL_TOL:g}, calc_diff < {DIFF_TOL:g})")
+    if not ok:
+        raise typer.Exit(1)

@@ -1,0 +1,35 @@
+"""Timing: triton.testing.do_bench (CUDA events, L2 flushed between runs) median and spread on a GPU;
+one wall-clock run on the interpreter, flagged as meaningless for speed."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class Timing:
+    median_us: float
+    p20_us: float
+    p80_us: float
+    method: str
+
+    @property
+    def spread(self) -> float:
+        """(p80 - p20) / median."""
+        return (self.p80_us - self.p20_us) / self.median_us if self.median_us else 0.0
+
+
+def time_fn(fn, on_gpu: bool, warmup_ms: int = 25, rep_ms: int = 100) -> Timing:
+    if on_gpu:
+        import triton
+
+        p20, p50, p80 = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.2, 0.5, 0.8])
+        return Timing(p50 * 1e3, p20 * 1e3, p80 * 1e3, "do_bench median, L2 flushed")
+    t0 = time.perf_counter()
+    fn()
+    dt = (time.perf_counter() - t0) * 1e6
+    return Timing(dt, dt, dt, "wall clock, interpreter (not GPU speed)")
+
+
+def tflops(flop: int, us: float) -> float:
+    return flop / (us * 1e-6) / 1e12 if us > 0 else 0.0
