@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from dataclasses import dataclass
 
 import torch
 
@@ -63,26 +64,42 @@ def _check_layout(t) -> None:
         raise UserError("weights must be contiguous along heads; call .contiguous()")
 
 
+@dataclass
+class LaunchArgs:
+    """Everything one launch passes: shared by `launch` (runs it) and `compile` (signature for dump)."""
+
+    grid: tuple
+    args: list  # positional runtime arguments, in the kernel's order
+    constexprs: dict
+    options: dict  # num_warps, num_stages, target options
+
+
+def tiled_args(t, cfg, out) -> LaunchArgs:
+    """Arguments of mqa_logits_tiled for tensors `t` (Prefill) and an [S, N] view `out`."""
+    c = cfg.constexprs
+    n_tiles = -(-t.N // c["BLOCK_KV"])
+    per_split = -(-n_tiles // cfg.schedule.get("kv_splits", 1))
+    grid = (-(-t.S // c["BLOCK_Q"]), -(-n_tiles // per_split))
+    args = [t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, out,
+            t.S, t.N, t.q.stride(0), t.kv.stride(0), t.weights.stride(0), out.stride(0), per_split]
+    return LaunchArgs(grid, args, dict(c), dict(cfg.options))
+
+
 def launch_tiled(t, cfg, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Launch mqa_logits_tiled (and any kernel sharing its signature)."""
+    """Launch mqa_logits_tiled."""
     _check_layout(t)
     interpret = t.q.device.type == "cpu"
     if interpret:
         note_interpreter()
-    c = cfg.constexprs
     out = alloc_logits(t.S, t.N, t.q.device) if out is None else out
-    splits = cfg.schedule.get("kv_splits", 1)
-    n_tiles = -(-t.N // c["BLOCK_KV"])
-    per_split = -(-n_tiles // splits)
-    grid = (-(-t.S // c["BLOCK_Q"]), -(-n_tiles // per_split))
-    options = {} if interpret else cfg.options
-    kernel_object(cfg, interpret)[grid](
-        t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, out,
-        t.S, t.N, t.q.stride(0), t.kv.stride(0), t.weights.stride(0), out.stride(0), per_split,
-        **c, **options)
+    a = tiled_args(t, cfg, out)
+    options = {} if interpret else a.options
+    kernel_object(cfg, interpret)[a.grid](*a.args, **a.constexprs, **options)
     return out
 
 
+# Per kernel module: how to build its arguments, and how to launch it.
+ARGS = {"prefill_tiled": tiled_args}
 LAUNCHERS = {"prefill_tiled": launch_tiled}
 
 
