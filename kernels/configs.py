@@ -64,3 +64,25 @@ def tiled_config(*, heads: int, dim: int, S: int, N: int, clean: bool, backend: 
     constexprs = {"H": heads, "D": dim, "BLOCK_Q": block_q, "BLOCK_KV": block_kv, "CLEAN": bool(clean)}
     return KernelConfig("mqa_logits_tiled", "prefill_tiled", TILED_KEYS, constexprs, options,
                         {"kv_splits": max(1, splits), "q_blocks": q_blocks})
+
+
+H64D128_KEYS = ("H", "D", "BLOCK_Q", "BLOCK_KV", "CLEAN", "EVEN_S")
+
+# Tuned per target: (BLOCK_Q, BLOCK_KV, options). sm90 from the H200 sweeps in docs/PERFORMANCE.md;
+# gfx950 follows the seed's variant (4 query rows folded into the MMA, triple buffering).
+H64D128_TUNED = {
+    "sm90": (4, 64, {"num_warps": 4, "num_stages": 3}),
+    "sm100": (4, 64, {"num_warps": 4, "num_stages": 3}),
+    "gfx950": (4, 64, {"num_warps": 4, "num_stages": 3, "waves_per_eu": 1, "matrix_instr_nonkdim": 16}),
+    "gfx942": (4, 64, {"num_warps": 4, "num_stages": 2, "waves_per_eu": 1, "matrix_instr_nonkdim": 16}),
+    "cpu": (4, 64, {"num_warps": 4, "num_stages": 1}),
+}
+
+
+def h64d128_config(*, heads: int, dim: int, S: int, clean: bool, target: str) -> KernelConfig:
+    """Specialised kernel: BLOCK_Q x 64 heads = the MMA's N, interior tiles unmasked, last blocks first."""
+    block_q, block_kv, options = H64D128_TUNED.get(target, H64D128_TUNED["sm90"])
+    constexprs = {"H": heads, "D": dim, "BLOCK_Q": block_q, "BLOCK_KV": block_kv, "CLEAN": bool(clean),
+                  "EVEN_S": S % block_q == 0}
+    return KernelConfig("mqa_logits_h64d128", "prefill_h64d128", H64D128_KEYS, constexprs, dict(options),
+                        {"q_blocks": -(-S // block_q)})

@@ -138,8 +138,34 @@ def _tiled_config(shape, target):
                                 backend=target.backend, units=target.units)
 
 
+def _h64d128_conditions(target_name: str, min_seq: int):
+    def conditions(shape, target, caps):
+        return [
+            check_eq("problem", shape.kind, "prefill"),
+            check_eq("target", target.name, target_name),
+            check_eq("heads", shape.heads, 64),
+            check_eq("dim", shape.dim, 128),
+            check_ge("seq_len (S)", shape.S, min_seq),
+            check_fp8_runs(shape, target),
+            check_triton(caps, "3.6"),
+        ]
+
+    return conditions
+
+
+def _h64d128_config(shape, target):
+    return configs.h64d128_config(heads=shape.heads, dim=shape.dim, S=shape.S, clean=shape.clean_logits,
+                                  target=target.name)
+
+
 # The table, in order. The portable row comes last and holds wherever Triton runs.
 PREFILL_ROWS: list[Row] = [
+    Row("h64d128_gfx950", "the seed's rule (aiter): specialised H64D128 kernel on gfx950 for seq_len >= 4096; "
+        "4 query rows x 64 heads per MMA, triple-buffered, unmasked interior tiles",
+        _h64d128_conditions("gfx950", 4096), _h64d128_config),
+    Row("h64d128_sm90", "specialised H64D128 kernel on Hopper: 4 query rows x 64 heads = MMA N 256, "
+        "unmasked interior tiles, last (heaviest causal) blocks first",
+        _h64d128_conditions("sm90", 1024), _h64d128_config),
     Row("tiled", "portable Triton kernel: kv tile = MMA M, BLOCK_Q x heads = N; live tiles only; -inf fused",
         _tiled_conditions, _tiled_config),
 ]

@@ -85,22 +85,35 @@ def tiled_args(t, cfg, out) -> LaunchArgs:
     return LaunchArgs(grid, args, dict(c), dict(cfg.options))
 
 
-def launch_tiled(t, cfg, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Launch mqa_logits_tiled."""
-    _check_layout(t)
-    interpret = t.q.device.type == "cpu"
-    if interpret:
-        note_interpreter()
-    out = alloc_logits(t.S, t.N, t.q.device) if out is None else out
-    a = tiled_args(t, cfg, out)
-    options = {} if interpret else a.options
-    kernel_object(cfg, interpret)[a.grid](*a.args, **a.constexprs, **options)
-    return out
+def h64d128_args(t, cfg, out) -> LaunchArgs:
+    """Arguments of mqa_logits_h64d128; the out row stride must cover whole kv tiles."""
+    c = cfg.constexprs
+    if out.stride(0) < -(-t.N // c["BLOCK_KV"]) * c["BLOCK_KV"]:
+        raise UserError(f"logits row stride {out.stride(0)} must be padded to a multiple of {c['BLOCK_KV']}")
+    grid = (-(-t.S // c["BLOCK_Q"]),)
+    args = [t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, out,
+            t.S, t.N, t.q.stride(0), t.kv.stride(0), t.weights.stride(0), out.stride(0)]
+    return LaunchArgs(grid, args, dict(c), dict(cfg.options))
+
+
+def _launch_with(args_fn):
+    def launch_family(t, cfg, out: torch.Tensor | None = None) -> torch.Tensor:
+        _check_layout(t)
+        interpret = t.q.device.type == "cpu"
+        if interpret:
+            note_interpreter()
+        out = alloc_logits(t.S, t.N, t.q.device) if out is None else out
+        a = args_fn(t, cfg, out)
+        kernel_object(cfg, interpret)[a.grid](*a.args, **a.constexprs, **({} if interpret else a.options))
+        return out
+
+    launch_family.__doc__ = f"Launch the kernel whose arguments {args_fn.__name__} builds."
+    return launch_family
 
 
 # Per kernel module: how to build its arguments, and how to launch it.
-ARGS = {"prefill_tiled": tiled_args}
-LAUNCHERS = {"prefill_tiled": launch_tiled}
+ARGS = {"prefill_tiled": tiled_args, "prefill_h64d128": h64d128_args}
+LAUNCHERS = {module: _launch_with(fn) for module, fn in ARGS.items()}
 
 
 def launch(t, cfg, out=None):
