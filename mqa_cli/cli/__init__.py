@@ -1,6 +1,7 @@
 """The `mqa-logits` command: one small module per command over one library call."""
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -10,7 +11,7 @@ from ..errors import UserError
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_show_locals=False,
                   help="fp8 MQA logits (DeepSeek sparse attention's lightning indexer): explain, run, verify, dump, bench.")
 
-from . import explain, run, verify  # noqa: E402,F401  (registers the commands)
+from . import bench, explain, run, verify  # noqa: E402,F401  (registers the commands)
 
 
 def main() -> None:
@@ -23,3 +24,10 @@ def main() -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except Exception as e:  # a bug or an environment failure: one line, the traceback only on request
+        if os.environ.get("MQA_LOGITS_DEBUG"):
+            raise
+        first = (str(e).strip().splitlines() or [""])[0]
+        print(f"internal error: {type(e).__name__}: {first} (MQA_LOGITS_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
+        sys.exit(1)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import typing
 from dataclasses import dataclass, fields
 from typing import Annotated, Optional
 
@@ -76,7 +77,9 @@ PROBLEM_NAMES = [name for name, _ in PROBLEM_PARAMS]
 def problem_options(fn):
     """Give a command the problem flags; it receives them as `problem: ProblemOptions`."""
     sig = inspect.signature(fn)
-    own = [p for p in sig.parameters.values() if p.name != "problem"]
+    hints = typing.get_type_hints(fn, include_extras=True)  # resolve string annotations (PEP 563)
+    own = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()
+           if p.name != "problem"]
     extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ann)
              for name, ann in PROBLEM_PARAMS]
 
