@@ -14,6 +14,16 @@ import traceback
 import torch
 import triton
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+try:  # installed: kernels/ is the package mqa_kernels
+    import mqa_kernels  # noqa: F401
+except ImportError:  # run from a plain checkout
+    import kernels
+
+    sys.modules["mqa_kernels"] = kernels
+
 from mqa_cli import launch as mlaunch
 from mqa_cli.launch_gluon import launch_gluon_sm90
 from mqa_cli.problem import ProblemSpec
