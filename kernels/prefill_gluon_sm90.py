@@ -5,10 +5,10 @@ One program = one block of BLOCK_Q query rows; one warpgroup (4 warps).
   transposed view is the wgmma's B operand (N = BLOCK_Q*H = 128).
 - kv tiles [BLOCK_KV = 64, D] (the wgmma's M operand) stream through a STAGES-deep ring of
   NVMMA-swizzled shared-memory slots, each paced by its own mbarrier (TMA expect-tx).
-- Software pipeline with two accumulators: the async wgmma of tile 2j+1 is issued, then
-  warpgroup_mma_wait(num_outstanding=1) hands back tile 2j, whose slot is refilled and
-  whose epilogue (relu, x weight, head sum, x kv_scale, -inf mask, store) runs while the
-  tensor cores work on tile 2j+1 (see the loop for why odd tiles wait fully).
+- Software pipeline with two accumulators: warpgroup_mma_wait hands back tile i, the async
+  wgmma of tile i+1 is issued into the other accumulator, tile i's slot is refilled and its
+  epilogue (relu, x weight, head sum, x kv_scale, -inf mask, store) runs while the tensor
+  cores work on tile i+1.
 - Only kv tiles inside [min ks, max ke) of the block are computed; with CLEAN the rest of
   the block's rows is written as -inf by the same program (vectorised stores).
 - Programs run heaviest-last-rows first (program 0 takes the last query block).
@@ -162,10 +162,10 @@ def mqa_logits_gluon_sm90(
 
         # Two accumulators, A (even tiles) and B (odd tiles), each feeding its own registers back
         # into the next MMA (use_acc=False) so no register copies sit inside a wgmma's flight.
-        # Tile 2j+1's MMA (B) runs under tile 2j's epilogue (A); B's epilogue then runs after a
-        # full wait: ptxas serialises every wgmma of the kernel (C7514) when a wgmma still in
-        # flight at the loop back-edge has its registers read after a partial wait, so nothing
-        # crosses the back-edge. The other program(s) on the SM fill that gap.
+        # Each half-step: full wait for the MMA in flight, issue the next tile's MMA into the
+        # other accumulator, then run the finished tile's epilogue under it. (Waits are full:
+        # ptxas serialises every wgmma of the kernel (C7514) when a wgmma in flight at the loop
+        # back-edge has its registers read after a partial wait.)
         # When n_tiles is even the last MMA (tile n_tiles) is a dummy whose stores are masked off.
         row_end = gl.minimum(t_hi * BLOCK_KV, N)
         mbarrier.wait(bars.index(0), 0)
@@ -176,20 +176,20 @@ def mqa_logits_gluon_sm90(
         for j in range(0, n_tiles // 2):
             t1 = 2 * j + 1
             mbarrier.wait(bars.index(t1 % STAGES), (t1 // STAGES) & 1)
+            acc_a = warpgroup_mma_wait(num_outstanding=0, deps=(tok_a, ))
             tok_b = warpgroup_mma(kv_smem.index(t1 % STAGES), q_t, acc_b, use_acc=False, is_async=True)
+            _refill(kv_desc, kv_smem, bars, t1 - 1, n_tiles, kv0, BLOCK_KV, STAGES)
             rows_b = rows_a + BLOCK_KV
             scale_b = gl.load(kv_scale_ptr + rows_b, mask=rows_b < row_end, other=0.0)
-            acc_a = warpgroup_mma_wait(num_outstanding=1, deps=(tok_a, ))
-            _refill(kv_desc, kv_smem, bars, t1 - 1, n_tiles, kv0, BLOCK_KV, STAGES)
             _epilogue(acc_a, w2, scale_a, ks2, ke2, rows_a, row_end, out_rows, q_ok2, BLOCK_KV, BLOCK_Q, H, CLEAN)
 
             t2 = t1 + 1
             mbarrier.wait(bars.index(t2 % STAGES), (t2 // STAGES) & 1, pred=t2 < n_tiles)
+            acc_b = warpgroup_mma_wait(num_outstanding=0, deps=(tok_b, ))
             tok_a = warpgroup_mma(kv_smem.index(t2 % STAGES), q_t, acc_a, use_acc=False, is_async=True)
+            _refill(kv_desc, kv_smem, bars, t1, n_tiles, kv0, BLOCK_KV, STAGES)
             rows_a = rows_b + BLOCK_KV
             scale_a = gl.load(kv_scale_ptr + rows_a, mask=rows_a < row_end, other=0.0)
-            acc_b = warpgroup_mma_wait(num_outstanding=0, deps=(tok_b, ))
-            _refill(kv_desc, kv_smem, bars, t1, n_tiles, kv0, BLOCK_KV, STAGES)
             _epilogue(acc_b, w2, scale_b, ks2, ke2, rows_b, row_end, out_rows, q_ok2, BLOCK_KV, BLOCK_Q, H, CLEAN)
         acc_a = warpgroup_mma_wait(num_outstanding=0, deps=(tok_a, ))
         _epilogue(acc_a, w2, scale_a, ks2, ke2, rows_a, row_end, out_rows, q_ok2, BLOCK_KV, BLOCK_Q, H, CLEAN)

@@ -6,6 +6,7 @@ directly with its dispatch config (no host-side validation in the timed region).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -56,7 +57,13 @@ def gluon_run(t, clean):
 
 def tiled_run(t, clean):
     cfg = tiled_config(heads=t.heads, dim=t.dim, S=t.S, N=t.N, clean=clean, backend="cuda", units=UNITS)
-    return lambda out=None: mlaunch.launch_tiled(t, cfg, out)
+    return lambda out=None: mlaunch.launch(t, cfg, out)
+
+
+def gluon_variant(t, clean, **constexprs):
+    cfg = gluon_sm90_config(heads=t.heads, dim=t.dim, S=t.S, N=t.N, clean=clean, units=UNITS)
+    cfg = dataclasses.replace(cfg, constexprs={**cfg.constexprs, **constexprs})
+    return lambda out=None: launch_gluon_sm90(t, cfg, out)
 
 
 def check(t, clean, run):
@@ -155,6 +162,21 @@ def main():
         rel = res["chk1"].split("rel=")[1].split()[0]
         lines.append(f"| {res['shape']} | {res['live']:,} | {cell('g1')} | {cell('g0')} | {cell('p1')} | {cell('p0')} | "
                      f"{res['target'] or '-'} | {chk} rel {rel} |")
+    # STAGES sweep (full op), on two shapes, after the checks.
+    sweep = []
+    for label, kw in (("1x8192 causal", dict(seq=8192)), ("S4096 N65536 full", dict(seq=4096, seq_kv=65536, layout="full"))):
+        try:
+            t = random_prefill(ProblemSpec(**kw), device="cuda")
+            for stages in (2, 3, 6):
+                ok, msg = check(t, True, gluon_variant(t, True, STAGES=stages)) if label.startswith("1x8192") else (True, "")
+                us = bench(gluon_variant(t, True, STAGES=stages))
+                sweep.append(f"{label} STAGES={stages}: {us:.1f} us {'' if ok else 'CHECK FAILED ' + msg}")
+                print(sweep[-1], flush=True)
+            del t
+            torch.cuda.empty_cache()
+        except Exception:
+            traceback.print_exc()
+    lines += [""] + sweep
     table = "\n".join(lines)
     print(table)
     path = os.path.join(os.environ.get("OUT", "."), "gluon.txt")
