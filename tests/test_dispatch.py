@@ -1,0 +1,113 @@
+"""Dispatch: every row selected once and ruled out once, with the reason; explain's text and JSON agree;
+explain with --target imports neither torch nor triton."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mqa_cli import dispatch, targets
+from mqa_cli.dispatch import Shape
+from mqa_cli.errors import UserError
+
+from .conftest import assert_one_line_error
+
+
+def shape(S=8192, N=8192, H=64, D=128, clean=True, fp8="e4m3fn"):
+    return Shape("prefill", S, N, H, D, clean, fp8)
+
+
+# (row, a shape and target that select it, a shape and target that rule it out, the condition that does)
+CASES = {
+    "h64d128_gfx950": ((shape(), "gfx950"), (shape(S=4095), "gfx950"), "seq_len (S)"),
+    "h64d128_sm90": ((shape(), "sm90"), (shape(H=32), "sm90"), "heads"),
+    "tiled": ((shape(H=32, D=64), "gfx950"), (shape(H=48), "sm90"), "heads"),
+}
+
+
+def test_every_row_has_a_case():
+    names = [r.name for r in dispatch.PREFILL_ROWS]
+    assert sorted(names) == sorted(n for n in CASES if n in names)
+    missing = [n for n in names if n not in CASES]
+    assert not missing
+
+
+@pytest.mark.parametrize("row", list(CASES))
+def test_row_selected_and_ruled_out(row):
+    (sel_shape, sel_target), (out_shape, out_target), reason = CASES[row]
+    p = dispatch.plan(sel_shape, targets.get_target(sel_target))
+    assert p.chosen.row.name == row
+    cands = [dispatch.Candidate(r, r.conditions(out_shape, targets.get_target(out_target), dispatch.Capabilities()))
+             for r in dispatch.TABLE if r.name == row]
+    assert not cands[0].ok and cands[0].first_failure.name == reason
+    try:
+        p = dispatch.plan(out_shape, targets.get_target(out_target))
+    except UserError as e:  # no row holds: the error names each row's reason
+        assert f"{row}: {cands[0].first_failure.sentence()}" in str(e)
+    else:
+        assert p.chosen.row.name != row
+
+
+def test_gfx950_rule_boundaries():
+    g = targets.get_target("gfx950")
+    assert dispatch.plan(shape(S=4096), g).chosen.row.name == "h64d128_gfx950"
+    assert dispatch.plan(shape(S=4095), g).chosen.row.name == "tiled"
+    assert dispatch.plan(shape(S=8192, H=32, D=64), g).chosen.row.name == "tiled"
+
+
+def test_gfx942_needs_fnuz_and_cpu_refuses_fnuz():
+    assert dispatch.plan(shape(fp8="e4m3fnuz"), targets.get_target("gfx942")).chosen.row.name == "tiled"
+    with pytest.raises(UserError, match="e4m3fnuz"):
+        dispatch.plan(shape(fp8="e4m3fnuz"), targets.get_target("cpu"))
+
+
+def test_forced_kernel_names_failed_conditions():
+    with pytest.raises(UserError, match="target must be == gfx950, is sm90"):
+        dispatch.plan(shape(), targets.get_target("sm90"), kernel="h64d128_gfx950")
+    p = dispatch.plan(shape(), targets.get_target("sm90"), kernel="h64d128_gfx950", force=True)
+    assert p.forced and p.chosen.row.name == "h64d128_gfx950"
+    with pytest.raises(UserError, match="unknown kernel"):
+        dispatch.plan(shape(), targets.get_target("sm90"), kernel="nope")
+
+
+def test_config_name_carries_config():
+    p = dispatch.plan(shape(), targets.get_target("gfx950"))
+    c = p.config.constexprs
+    assert p.config.name.startswith("mqa_logits_h64d128_H_64_D_128_")
+    assert f"BLOCK_Q_{c['BLOCK_Q']}" in p.config.name and "CLEAN_1" in p.config.name
+    assert dispatch.plan(shape(clean=False), targets.get_target("gfx950")).config.name != p.config.name
+
+
+def test_explain_text_and_json_agree(run_cli):
+    args = ["explain", "--heads", "64", "--dim", "128", "--seq", "8192", "--target", "gfx950"]
+    text = run_cli(*args)
+    assert text.returncode == 0, text.stderr
+    d = json.loads(run_cli(*args, "--json").stdout)
+    assert d["plan"]["selected"] == "h64d128_gfx950"
+    assert f"selected: {d['plan']['selected']}" in text.stdout
+    assert d["plan"]["kernel_name"] in text.stdout
+    assert d["problem"]["live"] == 33_558_528 and f"{d['problem']['live']:,}" in text.stdout
+    assert d["floor"]["bound"] in ("compute", "memory") and f"{d['floor']['bound']}-bound" in text.stdout
+    for row in d["plan"]["candidates"]:
+        assert row["kernel"] in text.stdout
+        if not row["ok"]:
+            assert f"ruled out: {row['ruled_out_by']}" in text.stdout
+
+
+def test_explain_shows_seq_len_failing(run_cli):
+    out = run_cli("explain", "--heads", "64", "--dim", "128", "--seq", "4095", "--target", "gfx950").stdout
+    assert "ruled out: seq_len (S) must be >= 4096, is 4095" in out
+    assert "selected: tiled" in out
+
+
+def test_explain_imports_neither_torch_nor_triton():
+    code = ("import sys; from mqa_cli.cli import app; "
+            "app(['explain', '--seq', '8192', '--target', 'sm90'], standalone_mode=False); "
+            "bad = [m for m in ('torch', 'triton') if m in sys.modules]; "
+            "print('IMPORTED', bad, file=sys.stderr); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_explain_bad_target(run_cli):
+    assert_one_line_error(run_cli("explain", "--target", "sm70"), contains="unknown target")

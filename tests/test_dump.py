@@ -1,0 +1,233 @@
+"""`mqa-logits dump` on a CPU machine: cross-compiles for sm90, sm100, gfx942 and gfx950.
+
+Every compile runs the CLI in a subprocess without TRITON_INTERPRET (this test process runs the
+interpreter, and a process that imported triton in interpreter mode cannot compile), against a
+private Triton cache so the first dump really compiles and the second can be seen to hit the cache.
+The kernel compiles the same for any S / N, so the problem is small; --seq 4096 selects the
+specialised rows where they exist (h64d128 on sm90 and gfx950), the portable one elsewhere.
+"""
+import json
+import re
+import struct
+from pathlib import Path
+
+import pytest
+
+from mqa_cli.inspect_asm import elf_symbols
+
+from .conftest import assert_one_line_error, cli
+
+pytest.importorskip("triton")
+
+PROBLEM = ("--heads", "64", "--dim", "128", "--seq", "4096")
+TARGETS = ("sm90", "sm100", "gfx942", "gfx950")
+EXPECTED = {"cuda": {"ttir", "ttgir", "ll", "ptx", "cubin", "sass"}, "hip": {"ttir", "ttgir", "ll", "amdgcn", "hsaco"}}
+BACKEND = {"sm90": "cuda", "sm100": "cuda", "gfx942": "hip", "gfx950": "hip"}
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    return {"TRITON_CACHE_DIR": str(tmp_path_factory.mktemp("triton_cache"))}
+
+
+@pytest.fixture(scope="module")
+def dump_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("dumps")
+
+
+def dump(*args, env, dump_dir):
+    return cli("dump", *PROBLEM, "--dump-dir", dump_dir, *args, env_extra=env)
+
+
+@pytest.fixture(scope="module")
+def dumps(env, dump_dir):
+    """target -> (JSON result, folder) of one dump each."""
+    out = {}
+    for target in TARGETS:
+        proc = dump("--target", target, "--json", env=env, dump_dir=dump_dir)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        d = json.loads(proc.stdout)
+        out[target] = (d, Path(d["dump_dir"]))
+    return out
+
+
+def _file(folder: Path, ext: str) -> Path:
+    (path,) = folder.glob(f"*.{ext}")
+    return path
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_stage_and_manifest(dumps, target):
+    d, folder = dumps[target]
+    assert folder.parent.name == target
+    assert folder.name == d["summary"]["config"]  # <kernel name>_w<warps>_s<stages>
+    exts = {p.suffix[1:] for p in folder.iterdir() if p.name != "manifest.json"}
+    assert exts == EXPECTED[BACKEND[target]]
+    assert all(p.stat().st_size > 0 for p in folder.iterdir())
+    m = json.loads((folder / "manifest.json").read_text())
+    assert m["target"] == target and m["gpu_target"]["backend"] == BACKEND[target]
+    assert m["triton_version"] and m["hash"] == d["summary"]["hash"]
+    assert m["kernel_name"] == d["summary"]["kernel_name"] and m["config"]["name"] == m["kernel_name"]
+    assert m["compile_options"]["num_warps"] == d["summary"]["resources"]["warps"]
+    assert sorted(m["files"]) == sorted(p.name for p in folder.iterdir())
+
+
+def test_sm90_sass_has_e4m3_qgmma(dumps):
+    d, folder = dumps["sm90"]
+    sass = _file(folder, "sass").read_text()
+    assert re.search(r"QGMMA\.\d+x\d+x\d+\.F32\.E4M3\.E4M3", sass)
+    tc = d["summary"]["instructions"]["tensor core"]
+    assert any(op.startswith("QGMMA") and op.endswith("E4M3.E4M3") for op in tc), tc
+
+
+def test_gfx950_amdgcn_has_fp8_mfma(dumps):
+    d, folder = dumps["gfx950"]
+    text = _file(folder, "amdgcn").read_text()
+    fp8 = [ln for ln in text.splitlines() if re.match(r"\s+v_mfma_\w*(fp8|f8f6f4)", ln)]
+    assert fp8
+    # f8f6f4 operands default to fp8 e4m3 (cbsz / blgp 0)
+    assert not any(re.search(r"(cbsz|blgp):[1-9]", ln) for ln in fp8)
+    tc = d["summary"]["instructions"]["tensor core"]
+    assert any("fp8" in op or "e4m3×e4m3" in op for op in tc), tc
+
+
+def test_gfx942_uses_fnuz_mfma(dumps):
+    d, _ = dumps["gfx942"]
+    assert any("fp8" in op for op in d["summary"]["instructions"]["tensor core"])
+    m = json.loads((dumps["gfx942"][1] / "manifest.json").read_text())
+    assert m["signature"]["q_ptr"] == "*fp8e4b8"
+
+
+def _nv_info_regcount(cubin: bytes, name: str) -> int:
+    """EIATTR_REGCOUNT (0x2f) for the kernel's symbol, read from the cubin's .nv.info section."""
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    strs = secs[shstrndx][4]
+    sname = lambda off, base=strs: cubin[base + off:cubin.index(b"\0", base + off)].decode()
+    symtab = next(s for s in secs if s[1] == 2)
+    sym_index = next(j for j in range(symtab[5] // 24)
+                     if sname(struct.unpack_from("<I", cubin, symtab[4] + j * 24)[0], secs[symtab[6]][4]) == name)
+    info = next(s for s in secs if sname(s[0]) == ".nv.info")
+    p, end = info[4], info[4] + info[5]
+    while p < end:
+        fmt, attr = cubin[p], cubin[p + 1]
+        size = struct.unpack_from("<H", cubin, p + 2)[0] if fmt == 4 else (2 if fmt == 3 else 0)
+        if fmt == 4 and attr == 0x2F:
+            sym, regs = struct.unpack_from("<II", cubin, p + 4)
+            if sym == sym_index:
+                return regs
+        p += 4 + size if fmt == 4 else (4 if fmt == 3 else 2)
+    raise AssertionError("no EIATTR_REGCOUNT")
+
+
+def _msgpack_uint_after(data: bytes, key: bytes) -> int:
+    i = data.index(bytes([0xA0 | len(key)]) + key) + 1 + len(key)
+    b = data[i]
+    if b < 0x80:
+        return b
+    return {0xCC: lambda: data[i + 1], 0xCD: lambda: struct.unpack_from(">H", data, i + 1)[0]}[b]()
+
+
+@pytest.mark.parametrize("target", ("sm90", "sm100"))
+def test_cuda_registers_match_the_cubin(dumps, target):
+    d, folder = dumps[target]
+    regs = d["summary"]["resources"]["registers"]
+    assert _nv_info_regcount(_file(folder, "cubin").read_bytes(), d["summary"]["kernel_name"]) == regs
+    assert 16 <= regs <= 255
+
+
+@pytest.mark.parametrize("target", ("gfx942", "gfx950"))
+def test_amd_registers_match_the_metadata(dumps, target):
+    d, folder = dumps[target]
+    r = d["summary"]["resources"]
+    text = _file(folder, "amdgcn").read_text()
+    assert int(re.search(r"\.vgpr_count:\s+(\d+)", text).group(1)) == r["vgprs"]
+    assert int(re.search(r"\.sgpr_count:\s+(\d+)", text).group(1)) == r["sgprs"]
+    hsaco = _file(folder, "hsaco").read_bytes()  # the binary's own metadata note (msgpack)
+    assert _msgpack_uint_after(hsaco, b".vgpr_count") == r["vgprs"]
+    assert r["occupancy_waves_per_simd"] >= 1 and r["scratch_bytes"] == 0
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_config_name_in_asm_and_symbol_table(dumps, target):
+    d, folder = dumps[target]
+    name = d["summary"]["kernel_name"]
+    assert re.fullmatch(r"mqa_logits_\w+_H_64_D_128_BLOCK_Q_\d+_BLOCK_KV_\d+_CLEAN_1\w*", name), name
+    text_ext, bin_ext = ("ptx", "cubin") if BACKEND[target] == "cuda" else ("amdgcn", "hsaco")
+    assert name in _file(folder, text_ext).read_text()
+    assert name in elf_symbols(_file(folder, bin_ext).read_bytes())
+
+
+def test_two_configs_two_names(env, dump_dir):
+    proc = cli("dump", "--seq", "64", "--target", "sm90", "--json", "--diff", "tiled",
+               "tiled:BLOCK_KV=128,num_warps=8", env_extra=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    d = json.loads(proc.stdout)
+    a, b = d["a"], d["b"]
+    assert "_BLOCK_KV_64_" in a["kernel_name"] and "_BLOCK_KV_128_" in b["kernel_name"]
+    assert a["kernel_name"] != b["kernel_name"] and a["config"].endswith("_w4_s3") and b["config"].endswith("_w8_s3")
+    assert (a["resources"]["warps"], b["resources"]["warps"]) == (4, 8)
+    text = cli("dump", "--seq", "64", "--target", "sm90", "--diff", "tiled", "tiled:num_warps=8", env_extra=env)
+    assert text.returncode == 0 and "registers / thread" in text.stdout and "Δ" in text.stdout
+
+
+def test_second_dump_hits_the_cache(dumps, env, dump_dir):
+    d, folder = dumps["gfx950"]
+    assert d["cache_hit"] is False
+    cache = Path(env["TRITON_CACHE_DIR"])
+    before = sorted(p.relative_to(cache) for p in cache.rglob("*"))
+    proc = dump("--target", "gfx950", "--json", "--force", env=env, dump_dir=dump_dir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    again = json.loads(proc.stdout)
+    assert again["cache_hit"] is True and again["cache_dir"] == str(cache)
+    assert again["summary"]["hash"] == d["summary"]["hash"]
+    assert sorted(p.relative_to(cache) for p in cache.rglob("*")) == before  # nothing new compiled
+    assert str(cache) in proc.stderr
+
+
+def test_nonempty_folder_needs_force(dumps, env, dump_dir):
+    _, folder = dumps["sm90"]
+    stamp = (folder / "manifest.json").stat().st_mtime_ns
+    proc = dump("--target", "sm90", env=env, dump_dir=dump_dir)
+    assert_one_line_error(proc, contains="--force")
+    assert (folder / "manifest.json").stat().st_mtime_ns == stamp
+    proc = dump("--target", "sm90", "--force", env=env, dump_dir=dump_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert "registers / thread" in proc.stdout and "QGMMA" in proc.stdout and "cache hit" in proc.stdout
+
+
+@pytest.mark.parametrize("target,stage,marker", [("sm90", "ptx", ".target sm_90a"), ("sm90", "sass", "QGMMA"),
+                                                  ("gfx950", "amdgcn", "v_mfma"), ("gfx942", "ttgir", "#ttg")])
+def test_stage_to_stdout_only(env, tmp_path, target, stage, marker):
+    proc = cli("dump", *PROBLEM, "--target", target, "--stage", stage, "--dump-dir", tmp_path / "d", env_extra=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert marker in proc.stdout and "registers" not in proc.stdout
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("args,contains", [
+    (("--target", "sm91"), "unknown target"),
+    (("--target", "cpu"), "nothing is compiled"),
+    (("--target", "sm90", "--kernel", "nope"), "unknown kernel"),
+    (("--target", "sm90", "--kernel", "tiled:NOPE=1"), "unknown config key"),
+    (("--target", "gfx950", "--stage", "sass"), "no sass stage"),
+    (("--target", "gfx942", "--stage", "sass"), "no sass stage"),
+    (("--target", "sm90", "--stage", "amdgcn"), "no amdgcn stage"),
+    (("--target", "sm100", "--stage", "cubin"), "unknown stage"),
+])
+def test_bad_input_is_one_line(env, tmp_path, args, contains):
+    proc = cli("dump", *PROBLEM, "--dump-dir", tmp_path, *args, env_extra=env)
+    assert_one_line_error(proc, contains=contains)
+    assert not any(tmp_path.iterdir())
+
+
+def test_run_dump_asm_refuses_on_the_interpreter(tmp_path):
+    proc = cli("run", "--seq", "16", "--dump-asm", "--dump-dir", tmp_path, env_extra={"TRITON_INTERPRET": "1"})
+    assert_one_line_error(proc, contains="dump --target")
+
+
+def test_dump_ignores_an_inherited_interpreter_switch(env, tmp_path):
+    proc = cli("dump", *PROBLEM, "--target", "sm100", "--stage", "ttir", env_extra={**env, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "tt.dot" in proc.stdout

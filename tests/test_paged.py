@@ -1,0 +1,178 @@
+"""Paged decode (issue 5): reference against hand-computed cases, kernel against the reference over the
+paged matrix (interpreter), 2-D context_lens, the library API, counts."""
+import math
+
+import pytest
+import torch
+
+from mqa_cli import dispatch, launch, matrix, source, targets
+from mqa_cli.errors import UserError
+from mqa_cli.paged import (Paged, PagedSpec, pack_cache, random_paged, reference_paged, spec_counts, unpack_blocks,
+                           validate)
+from mqa_cli.verify import verify
+from mqa_kernels.config_paged import paged_rows
+
+CPU = targets.TARGETS["cpu"]
+FP8 = torch.float8_e4m3fn
+
+
+def _plan(t, clean=True):
+    from mqa_cli.paged import shape_of
+
+    return dispatch.plan(shape_of(t, clean), CPU)
+
+
+def _hand_problem(next_n=2, contexts=(5, 3), bs=16, H=2, D=4):
+    """Small exactly-representable inputs in a scattered cache: blocks assigned back to front."""
+    B = len(contexts)
+    g = torch.Generator().manual_seed(1)
+    q = torch.randint(-3, 4, (B, next_n, H, D), generator=g).float().to(FP8)
+    blocks_per = [-(-c // bs) for c in contexts]
+    nb = sum(blocks_per) + 2
+    kv = torch.randint(-2, 3, (nb * bs, D), generator=g).float().to(FP8)
+    sf = torch.tensor([0.5, 0.25, 2.0, 1.0] * (nb * bs // 4), dtype=torch.float32)
+    cache = pack_cache(kv, sf, bs)
+    table = torch.full((B, max(blocks_per)), -1, dtype=torch.int32)  # unused entries: -1, never read
+    nxt = nb - 1
+    for b, n in enumerate(blocks_per):
+        for i in range(n):
+            table[b, i] = nxt
+            nxt -= 1
+    w = torch.tensor([[1.0, -0.5] * (H // 2)] * (B * next_n), dtype=torch.float32)
+    return Paged(q, cache, w, torch.tensor(contexts, dtype=torch.int32), table, max(contexts)), kv, sf
+
+
+def _hand_logit(t, kv, sf, b, row, k):
+    bs = t.block_size
+    tok = int(t.block_table[b, k // bs]) * bs + k % bs
+    total = 0.0
+    for h in range(t.heads):
+        dot = sum(float(t.q[b, row, h, d].float()) * float(kv[tok, d].float()) for d in range(t.dim))
+        total += float(t.weights[b * t.next_n + row, h]) * max(dot, 0.0)
+    return total * float(sf[tok])
+
+
+def test_reference_hand_computed_causal_draft_rows():
+    t, kv, sf = _hand_problem(next_n=2, contexts=(5, 3))
+    ref = reference_paged(t)
+    assert ref.shape == (4, 5)
+    # Row (b, t) sees k < ctx[b] - next_n + t + 1.
+    ends = {(0, 0): 4, (0, 1): 5, (1, 0): 2, (1, 1): 3}
+    for (b, row), e in ends.items():
+        r = b * 2 + row
+        for k in range(5):
+            if k < e:
+                assert ref[r, k].item() == pytest.approx(_hand_logit(t, kv, sf, b, row, k), abs=1e-6)
+            else:
+                assert ref[r, k].item() == -math.inf
+    assert t.row_ends().tolist() == [[4, 5], [2, 3]]
+
+
+def test_reference_unpack_matches_layout():
+    """Block i: block_size*D fp8 bytes then block_size fp32 scales (DeepGEMM's byte layout)."""
+    t, kv, sf = _hand_problem()
+    raw = t.kv_cache[1].reshape(-1)
+    bs, D = t.block_size, t.dim
+    assert torch.equal(raw[: bs * D].view(FP8).float(), kv[bs:2 * bs].float().reshape(-1))
+    assert torch.equal(raw[bs * D:].view(torch.float32), sf[bs:2 * bs])
+    k2, s2 = unpack_blocks(t.kv_cache, torch.tensor([1]), FP8)
+    assert torch.equal(k2.float(), kv[bs:2 * bs].float()) and torch.equal(s2, sf[bs:2 * bs])
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_kernel_hand_case(clean):
+    t, kv, sf = _hand_problem(next_n=3, contexts=(20, 3), bs=16, H=8, D=64)
+    out = launch.launch(t, _plan(t, clean).config)
+    ref = reference_paged(t)
+    live = torch.isfinite(ref)
+    assert torch.allclose(out[live], ref[live], rtol=1e-6, atol=1e-6)
+    for b, row, k in ((0, 0, 17), (0, 2, 19), (1, 0, 0), (1, 2, 2), (0, 1, 5)):
+        assert out[b * 3 + row, k].item() == pytest.approx(_hand_logit(t, kv, sf, b, row, k), rel=1e-6, abs=1e-6)
+    if clean:
+        assert torch.equal(torch.isneginf(out), ~live)
+
+
+@pytest.mark.parametrize("spec", matrix.PAGED_VERIFY_MATRIX, ids=lambda s: s.label())
+def test_kernel_matches_reference(spec):
+    prob = source.from_spec(spec)
+    plan = dispatch.plan(prob.shape, CPU)
+    assert plan.chosen.row.name == "paged"
+    t = prob.materialise("cpu")
+    r = verify(t, plan.config, spec.clean_logits, prob.label)
+    assert r.comparison.inf_pattern_ok and r.comparison.unwritten == 0
+    assert r.comparison.rel_error < 1e-3 and r.comparison.calc_diff < 1e-3
+    assert r.bitwise_repeat
+
+
+def test_matrix_covers_the_issue():
+    m = matrix.PAGED_VERIFY_MATRIX
+    assert {1, 2, 3, 4, 8} <= {s.next_n for s in m}
+    assert {16, 32, 64} == {s.block_size for s in m}
+    assert {8, 16, 32, 64} == {s.heads for s in m} and {64, 128} == {s.dim for s in m}
+    assert {True, False} == {s.clean_logits for s in m}
+    assert any(s.batch == 1 for s in m)
+    assert any(s.contexts and max(s.contexts) > 20 * sorted(s.contexts)[len(s.contexts) // 2] for s in m)
+    chunks = {paged_rows(s.next_n, s.heads)[1] for s in m}
+    assert chunks == {1, 2}  # both kernel variants (one dot per tile, two dots per tile) run
+
+
+def test_two_d_context_lens():
+    """context_lens [B, next_n]: row (b, t) sees k < context_lens[b, t], any order, zero allowed."""
+    spec = PagedSpec(batch=3, next_n=3, context_len=150, block_size=32, heads=16, dim=64, seed=2)
+    t = random_paged(spec)
+    ctx2 = torch.tensor([[150, 10, 151], [0, 40, 39], [64, 64, 1]], dtype=torch.int32)
+    need = -(-ctx2.max(dim=1).values // 32)
+    assert int(need.max()) <= t.block_table.shape[1]
+    t2 = Paged(t.q, t.kv_cache, t.weights, ctx2, t.block_table, 160)
+    validate(t2)
+    ref = reference_paged(t2)
+    assert torch.isfinite(ref).sum(dim=1).tolist() == ctx2.reshape(-1).tolist()
+    for clean in (True, False):
+        out = launch.launch(t2, _plan(t2, clean).config)
+        live = torch.isfinite(ref)
+        rel = float((out[live] - ref[live]).norm() / ref[live].norm())
+        assert rel < 1e-5
+        if clean:
+            assert torch.equal(torch.isneginf(out), ~live)
+
+
+def test_api_matches_reference_and_ignores_schedule():
+    from mqa_cli import fp8_paged_mqa_logits
+    from mqa_cli.api import get_paged_mqa_logits_metadata
+
+    t = random_paged(PagedSpec(batch=2, next_n=2, context_len=100, block_size=16, heads=32, dim=64))
+    meta = get_paged_mqa_logits_metadata(t.context_lens, 16, 132)
+    out = fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, t.context_lens, t.block_table, meta,
+                               t.max_context_len, True)
+    ref = reference_paged(t)
+    assert out.shape == (4, t.max_context_len)
+    assert out.stride(0) % 128 == 0
+    assert torch.equal(torch.isneginf(out), torch.isneginf(ref))
+    live = torch.isfinite(ref)
+    assert float((out[live] - ref[live]).norm() / ref[live].norm()) < 1e-5
+    again = fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, t.context_lens, t.block_table)  # max from data
+    assert torch.equal(again, out)
+    bad = t.block_table.clone()
+    bad[0, 0] = 10_000
+    with pytest.raises(UserError, match="out of range"):
+        fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, t.context_lens, bad, None, t.max_context_len)
+
+
+def test_counts_and_floor_formula():
+    spec = PagedSpec(batch=2, next_n=2, block_size=16, heads=8, dim=64, contexts=(10, 4))
+    c = spec_counts(spec)
+    # rows end at 9, 10 and 3, 4
+    assert c.live == 26 and c.S == 4 and c.N == 10
+    assert c.flop == 2 * 8 * 64 * 26
+    assert c.bytes == (10 + 4) * (64 + 4) + 4 * 10 * 4
+    assert random_paged(spec).row_ends().tolist() == [[9, 10], [3, 4]]
+
+
+def test_contexts_jitter_and_scattered_table():
+    spec = PagedSpec(batch=64, next_n=1, context_len=1000, context_jitter=0.3, block_size=16, heads=8, dim=64)
+    ctx = spec.context_lengths()
+    assert min(ctx) >= 700 and max(ctx) < 1300 and len(set(ctx)) > 10
+    assert ctx == spec.context_lengths()  # from the seed
+    t = random_paged(spec.with_(batch=2, context_len=200))
+    used = t.block_table[0, : -(-int(t.context_lens[0]) // 16)]
+    assert (used[1:] - used[:-1] != 1).any()  # not contiguous
