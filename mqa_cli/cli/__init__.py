@@ -11,7 +11,7 @@ from ..errors import UserError
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_show_locals=False,
                   help="fp8 MQA logits (DeepSeek sparse attention's lightning indexer): explain, run, verify, dump, bench.")
 
-from . import bench, explain, run, verify  # noqa: E402,F401  (registers the commands)
+from . import bench, dump, explain, run, verify  # noqa: E402,F401  (registers the commands)
 
 
 def main() -> None:

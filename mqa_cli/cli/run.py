@@ -12,6 +12,10 @@ from .options import Force, Json, Kernel, Target, problem_options
 
 Output = Annotated[Optional[str], typer.Option("--output", help="save the logits [S, N] as safetensors key `logits`")]
 SaveProblem = Annotated[Optional[str], typer.Option("--save-problem", help="save the inputs (.safetensors or .pt)")]
+DumpAsm = Annotated[bool, typer.Option("--dump-asm", help="after the run, dump the kernel that ran (its own compiled "
+                                       "asm, registers after load) to --dump-dir and print its summary; GPU only: "
+                                       "on the CPU interpreter it refuses (exit 2), use `mqa-logits dump --target`")]
+DumpDir = Annotated[str, typer.Option("--dump-dir", help="folder for --dump-asm: <target>/<kernel name>_w<warps>_s<stages>/")]
 
 
 def device_for(tgt):
@@ -28,7 +32,7 @@ def device_for(tgt):
 @app.command()
 @problem_options
 def run(target: Target = None, kernel: Kernel = None, output: Output = None, save_problem: SaveProblem = None,
-        force: Force = False, json_: Json = False, *, problem):
+        force: Force = False, json_: Json = False, dump_asm: DumpAsm = False, dump_dir: DumpDir = "dumps", *, problem):
     """Run the kernel dispatch selects on the problem (built-in default, flags or --input) and time it."""
     from .. import dispatch, io, launch, report, source, targets, timing
 
@@ -39,6 +43,9 @@ def run(target: Target = None, kernel: Kernel = None, output: Output = None, sav
     device = device_for(tgt)
     prob = source.from_options(problem, tgt.fp8)
     plan = dispatch.plan(prob.shape, tgt, kernel=kernel, force=force)
+    if dump_asm:
+        from .dump import check_dump_asm
+        check_dump_asm(tgt, plan, dump_dir, force)
     t = prob.materialise(device)
     if save_problem:
         io.save_tensors(save_problem, t.as_dict(), force)
@@ -50,6 +57,9 @@ def run(target: Target = None, kernel: Kernel = None, output: Output = None, sav
               "kernel": plan.chosen.row.name, "kernel_name": plan.config.name, "config": plan.config.as_dict(),
               "time_us": tm.median_us, "p20_us": tm.p20_us, "p80_us": tm.p80_us, "timing": tm.method,
               "tflops": timing.tflops(prob.counts.flop, tm.median_us), "output": output, "saved_problem": save_problem}
+    if dump_asm:
+        from .dump import dump_launched
+        result["dump"] = dump_launched(tgt, plan, prob.label, dump_dir, force)
     if json_:
         print(json.dumps(result, indent=2, default=str))
         return
@@ -60,3 +70,6 @@ def run(target: Target = None, kernel: Kernel = None, output: Output = None, sav
     for label, path in (("problem", save_problem), ("logits", output)):
         if path:
             print(f"saved {label} to {path}", file=sys.stderr)
+    if dump_asm:
+        from ..inspect_asm import summary_table
+        print(f"\nwrote    {result['dump']['dump_dir']}/\n" + summary_table(result["dump"]["summary"]))

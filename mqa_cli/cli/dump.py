@@ -1,0 +1,133 @@
+"""`mqa-logits dump`: compile the dispatched kernel for any target (no GPU needed), write every stage, summarise."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Optional, Tuple
+
+import typer
+
+from . import app
+from .options import Force, Json, Target, problem_options
+
+KernelSpec = Annotated[Optional[str], typer.Option(
+    "--kernel", help="a dispatch row by name (see `explain`), optionally with config overrides: "
+                     "NAME:KEY=VALUE,... e.g. tiled:BLOCK_KV=128,num_warps=8 (KEY: a constexpr, a launch option "
+                     "such as num_warps / num_stages / waves_per_eu, or a schedule entry); ':num_warps=8' overrides "
+                     "the dispatched row")]
+DumpDir = Annotated[str, typer.Option("--dump-dir", help="folder that receives <target>/<kernel name>_w<warps>_s<stages>/")]
+Stage = Annotated[Optional[str], typer.Option(
+    "--stage", help="print only this stage to stdout (writes nothing): ttir | ttgir | llir | ptx | sass (CUDA) | "
+                    "amdgcn (AMD)")]
+Diff = Annotated[Optional[Tuple[str, str]], typer.Option(
+    "--diff", help="compile two kernels and print their summaries side by side (writes nothing); each is a row "
+                   "name with optional overrides as for --kernel, e.g. --diff tiled tiled:BLOCK_KV=128,num_warps=8")]
+
+
+def _artifact(spec, tgt, prob, force):
+    from .. import compile as comp, dispatch
+
+    name, overrides = comp.split_kernel_spec(spec)
+    plan = dispatch.plan(prob.shape, tgt, kernel=name, force=force)
+    cfg = comp.apply_overrides(plan.config, overrides)
+    return comp.compile_config(tgt, cfg, prob.shape, plan.chosen.row.name, prob.label)
+
+
+def _cache_note(art, cache_dir: str) -> str:
+    how = "cache hit" if art.cache_hit else "compiled"
+    return f"triton cache {cache_dir} ({how}, {art.seconds:.2f} s)"
+
+
+@app.command()
+@problem_options
+def dump(target: Target = None, kernel: KernelSpec = None, dump_dir: DumpDir = "dumps", stage: Stage = None,
+         diff: Diff = None, force: Force = False, json_: Json = False, *, problem):
+    """Compile the kernel dispatch selects (or --kernel) for --target without running it, on any machine.
+
+    Writes ttir, ttgir, llir, then ptx + cubin + sass (CUDA) or amdgcn + hsaco (AMD) and manifest.json into
+    DUMP_DIR/<target>/<kernel name>_w<warps>_s<stages>/ (an existing non-empty folder needs --force), then prints the
+    summary: registers, spills, stack/local/shared memory, warps, stages and the instruction mix (tensor-core,
+    global and shared loads/stores, shuffles, max/relu). Triton's cache makes a repeated dump cheap.
+    """
+    from .. import compile as comp
+
+    comp.prepare()  # before anything imports triton: the interpreter stays off in this process
+    from .. import inspect_asm, source, targets
+    from ..errors import UserError
+
+    tgt = targets.resolve(target)
+    if not tgt.is_gpu:
+        raise UserError("target cpu runs the Triton interpreter: nothing is compiled there; "
+                        "pick --target sm90, sm100, gfx942 or gfx950")
+    if stage is not None:
+        if stage not in comp.TEXT_STAGES:
+            raise UserError(f"unknown stage {stage!r}; choose one of {', '.join(comp.TEXT_STAGES)}")
+        if stage not in comp.STAGES[tgt.backend]:
+            have = [s for s in comp.STAGES[tgt.backend] if s in comp.TEXT_STAGES]
+            raise UserError(f"{tgt.name} ({tgt.backend}) has no {stage} stage; it has {', '.join(have)}")
+    if diff is not None and (kernel is not None or stage is not None):
+        raise UserError("--diff names both kernels itself; drop --kernel / --stage")
+    prob = source.from_options(problem, tgt.fp8)
+    cache_dir = comp.cache_dir()
+
+    if diff is not None:
+        arts = [_artifact(spec, tgt, prob, force) for spec in diff]
+        sums = [inspect_asm.summarize(a) for a in arts]
+        for a in arts:
+            print(_cache_note(a, cache_dir), file=sys.stderr)
+        if json_:
+            print(json.dumps({"a": sums[0], "b": sums[1]}, indent=2, default=str))
+        else:
+            print(inspect_asm.diff_table(*sums))
+        return
+
+    if stage is None:  # refuse before compiling
+        name, overrides = comp.split_kernel_spec(kernel)
+        from .. import dispatch
+
+        cfg = comp.apply_overrides(dispatch.plan(prob.shape, tgt, kernel=name, force=force).config, overrides)
+        comp.check_folder(comp.dump_folder_for(dump_dir, tgt.name, cfg), force)
+    art = _artifact(kernel, tgt, prob, force)
+    if stage is not None or json_:
+        print(_cache_note(art, cache_dir), file=sys.stderr)
+    if stage is not None:
+        sys.stdout.write(comp.stage_text(art, stage))
+        return
+    summary = inspect_asm.summarize(art)
+    folder = comp.write_dump(art, dump_dir, force=force, summary=summary)
+    files = [comp.stage_file(art, s) for s in comp.STAGES[tgt.backend] if s in art.stages] + ["manifest.json"]
+    if json_:
+        print(json.dumps({"dump_dir": str(folder), "files": files, "cache_dir": cache_dir,
+                          "cache_hit": art.cache_hit, "compile_s": art.seconds, "problem": prob.label,
+                          "summary": summary}, indent=2, default=str))
+        return
+    stem = art.cfg.name + "."
+    print(f"problem  {prob.label}")
+    print(f"wrote    {folder}/")
+    print(f"         {' '.join(f[len(stem):] if f.startswith(stem) else f for f in files)}")
+    print(f"cache    {_cache_note(art, cache_dir).removeprefix('triton cache ')}")
+    print()
+    print(inspect_asm.summary_table(summary))
+    print()
+
+
+def check_dump_asm(tgt, plan, dump_dir: str, force: bool) -> None:
+    """`run --dump-asm`, before the run: a GPU target, and a folder we may write."""
+    from .. import compile as comp
+    from ..errors import UserError
+
+    if not tgt.is_gpu:
+        raise UserError("--dump-asm: the CPU interpreter compiles nothing; `mqa-logits dump --target sm90|sm100|"
+                        "gfx942|gfx950` compiles for a GPU without having one")
+    comp.check_folder(comp.dump_folder_for(dump_dir, tgt.name, plan.config), force)
+
+
+def dump_launched(tgt, plan, label: str, dump_dir: str, force: bool) -> dict:
+    """`run --dump-asm`, after the run: write the asm of the kernel that ran; its folder and summary."""
+    from .. import compile as comp, inspect_asm
+
+    compiled = comp.launched_kernel(plan.config)
+    art = comp.from_compiled(compiled, tgt, plan.config, plan.chosen.row.name, label)
+    summary = inspect_asm.summarize(art)
+    folder = comp.write_dump(art, dump_dir, force=force, summary=summary)
+    return {"dump_dir": str(folder), "summary": summary}

@@ -1,0 +1,459 @@
+"""Cross-target compile: the plan's kernel for any GPU target, without that GPU (and without running it).
+
+    artifact = compile_plan(plan)              # triton.compile on an AST source, cached by Triton
+    write_dump(artifact, "dumps", force=False)  # every stage + manifest.json in dumps/<target>/<cfg.dump_name>/
+
+The signature is built the way the JIT builds it at launch: from the LaunchArgs that
+mqa_cli.launch computes (the one source of the argument order) on "meta"-device tensors of
+the problem's shape, so nothing is allocated; pointers and 16-divisible ints get
+tt.divisibility 16 (and, on AMD, the 2 GB pointer range that enables buffer ops), ints equal
+to 1 become constexprs, as the JIT does.
+
+Trap: a process whose triton was imported with TRITON_INTERPRET=1 cannot compile (its
+kernels are InterpretedFunctions). `prepare()` turns the interpreter off before anything
+imports triton (mqa_cli.launch would otherwise turn it on when there is no GPU) and refuses
+in one line when it is too late.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .errors import UserError
+
+# Stages written to the dump folder, per backend, in pipeline order ("sass" is disassembled from the cubin).
+STAGES = {"cuda": ("ttir", "ttgir", "llir", "ptx", "cubin", "sass"),
+          "hip": ("ttir", "ttgir", "llir", "amdgcn", "hsaco")}
+TEXT_STAGES = ("ttir", "ttgir", "llir", "ptx", "sass", "amdgcn")
+BINARY_STAGES = ("cubin", "hsaco")
+EXTENSIONS = {"ttir": "ttir", "ttgir": "ttgir", "llir": "ll", "ptx": "ptx", "cubin": "cubin", "sass": "sass",
+              "amdgcn": "amdgcn", "hsaco": "hsaco"}
+
+# Options a config override may set (besides the config's own constexprs and schedule keys).
+OPTION_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "waves_per_eu", "matrix_instr_nonkdim", "kpack",
+               "enable_fp_fusion")
+
+
+def prepare() -> None:
+    """Make this process able to compile: interpreter off, or a one-line refusal if triton already interprets."""
+    if "triton" not in sys.modules:
+        os.environ["TRITON_INTERPRET"] = "0"
+        return
+    from triton import knobs
+
+    if knobs.runtime.interpret or os.environ.get("TRITON_INTERPRET") == "1":
+        raise UserError("this process runs the Triton interpreter (TRITON_INTERPRET=1), which compiles nothing; "
+                        "run `mqa-logits dump --target ...` in a fresh process")
+
+
+def cache_dir() -> str:
+    """Where Triton caches compiled kernels (TRITON_CACHE_DIR, default ~/.triton/cache)."""
+    prepare()
+    from triton import knobs
+
+    return knobs.cache.dir
+
+
+# ---------------------------------------------------------------------------------------------- configs
+
+
+def _parse_value(text: str, current):
+    low = text.strip().lower()
+    if isinstance(current, bool) or low in ("true", "false"):
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise UserError(f"expected a boolean (0/1/true/false), got {text!r}")
+    if low in ("none", "null"):
+        return None
+    try:
+        return int(text, 0)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def split_kernel_spec(spec: str | None) -> tuple[str | None, dict]:
+    """'tiled:BLOCK_KV=128,num_warps=8' -> ('tiled', {'BLOCK_KV': '128', 'num_warps': '8'}); ':num_warps=8' -> (None, ...)."""
+    if spec is None:
+        return None, {}
+    name, _, rest = spec.partition(":")
+    overrides = {}
+    for item in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise UserError(f"bad override {item!r} in {spec!r}; write KEY=VALUE, e.g. tiled:BLOCK_KV=128,num_warps=8")
+        overrides[key.strip()] = value.strip()
+    return (name.strip() or None), overrides
+
+
+def apply_overrides(cfg, overrides: dict):
+    """A KernelConfig with constexprs / launch options / schedule entries replaced by name."""
+    if not overrides:
+        return cfg
+    constexprs, options, schedule = dict(cfg.constexprs), dict(cfg.options), dict(cfg.schedule)
+    for key, text in overrides.items():
+        if key in constexprs:
+            constexprs[key] = _parse_value(text, constexprs[key])
+        elif key in options or key in OPTION_KEYS:
+            options[key] = _parse_value(text, options.get(key))
+        elif key in schedule:
+            schedule[key] = _parse_value(text, schedule[key])
+        else:
+            known = list(constexprs) + sorted(set(options) | set(OPTION_KEYS)) + list(schedule)
+            raise UserError(f"unknown config key {key!r} for {cfg.kernel}; choose from {', '.join(known)}")
+    return replace(cfg, constexprs=constexprs, options=options, schedule=schedule)
+
+
+# ---------------------------------------------------------------------------------------------- signature
+
+# torch dtype name -> triton pointer type (what the JIT's specialisation produces).
+POINTER_TYPES = {"float8_e4m3fn": "*fp8e4nv", "float8_e4m3fnuz": "*fp8e4b8", "float8_e5m2": "*fp8e5",
+                 "float8_e5m2fnuz": "*fp8e5b16", "float32": "*fp32", "float16": "*fp16", "bfloat16": "*bf16",
+                 "int32": "*i32", "int64": "*i64", "int8": "*i8", "uint8": "*u8", "bool": "*i1"}
+
+
+def meta_prefill(shape):
+    """A Prefill of the problem's sizes on the meta device (shapes and strides, no memory)."""
+    import torch
+
+    from .tensors import FP8_DTYPES, Prefill
+
+    S, N, H, D = shape.S, shape.N, shape.heads, shape.dim
+    fp8 = FP8_DTYPES[shape.fp8]
+    meta = dict(device="meta")
+    return Prefill(torch.empty(S, H, D, dtype=fp8, **meta), torch.empty(N, D, dtype=fp8, **meta),
+                   torch.empty(N, dtype=torch.float32, **meta), torch.empty(S, H, dtype=torch.float32, **meta),
+                   torch.empty(S, dtype=torch.int32, **meta), torch.empty(S, dtype=torch.int32, **meta))
+
+
+def _specialize(backend_cls, param, value):
+    """(type, attrs key or None, constexpr value or None) for one runtime argument, as the JIT decides."""
+    import torch
+
+    specialize = not param.do_not_specialize
+    align = not param.do_not_specialize_on_alignment
+    if isinstance(value, torch.Tensor):
+        ty = POINTER_TYPES.get(str(value.dtype).removeprefix("torch."))
+        if ty is None:
+            raise UserError(f"argument {param.name}: no triton pointer type for {value.dtype}")
+        key = backend_cls.get_tensor_specialization(value, align=align) if specialize else ""
+        return ty, key, None
+    if isinstance(value, bool):
+        return "u1", None, None
+    if isinstance(value, int):
+        if specialize and value == 1:
+            return "constexpr", None, 1  # the JIT specialises 1 into the code
+        ty = "i32" if -2**31 <= value < 2**31 else ("u64" if value >= 2**63 else "i64")
+        key = backend_cls.get_int_specialization(value, align=align) if specialize else ""
+        return ty, key, None
+    if isinstance(value, float):
+        return "fp32", None, None
+    # Anything else (TMA tensor descriptors of Gluon kernels, ...): the JIT's own specialisation.
+    from triton._C.libtriton import native_specialize_impl
+
+    ty, key = native_specialize_impl(backend_cls, value, param.is_const, specialize, align)
+    return ty, key if isinstance(key, str) else None, None
+
+
+@dataclass
+class Signature:
+    signature: dict  # param name -> triton type ("*fp8e4nv", "i32", "constexpr", ...)
+    constexprs: dict  # param name -> value
+    attrs: dict  # (index,) -> [[attr, value], ...]
+    grid: tuple
+
+
+def build_signature(fn, launch_args, backend) -> Signature:
+    """ASTSource pieces for `fn` from LaunchArgs (positional runtime args in order, constexprs by name)."""
+    params = fn.params
+    runtime = [p for p in params if not p.is_constexpr]
+    if len(runtime) != len(launch_args.args):
+        raise UserError(f"{fn.__name__} takes {len(runtime)} runtime arguments, the launch builder gives "
+                        f"{len(launch_args.args)}: mqa_cli/launch.py and the kernel disagree")
+    values = dict(zip((p.name for p in runtime), launch_args.args))
+    missing = [p.name for p in params if p.is_constexpr and p.name not in launch_args.constexprs]
+    if missing:
+        raise UserError(f"{fn.__name__}: no value for constexpr {', '.join(missing)}")
+    backend_cls = type(backend)
+    signature, constexprs, attrs = {}, {}, {}
+    for i, p in enumerate(params):
+        if p.is_constexpr:
+            signature[p.name] = "constexpr"
+            constexprs[p.name] = launch_args.constexprs[p.name]
+            continue
+        ty, key, const = _specialize(backend_cls, p, values[p.name])
+        signature[p.name] = ty
+        if ty == "constexpr":
+            constexprs[p.name] = const
+        elif key:
+            parsed = backend.parse_attr(key)
+            if parsed:
+                attrs[(i, )] = parsed
+    return Signature(signature, constexprs, attrs, tuple(launch_args.grid))
+
+
+# ---------------------------------------------------------------------------------------------- compile
+
+
+@dataclass
+class Artifact:
+    """One compiled kernel: its stages (text or bytes), metadata, and where it came from."""
+
+    target: object  # mqa_cli.targets.Target
+    cfg: object  # KernelConfig
+    kernel: str  # dispatch row name
+    stages: dict  # stage -> str | bytes
+    metadata: dict
+    signature: Signature | None
+    compile_options: dict
+    cache_hit: bool | None
+    seconds: float
+    problem: str = ""
+    n_regs: int | None = None  # after load on a GPU
+    n_spills: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def backend(self) -> str:
+        return self.target.backend
+
+    @property
+    def name(self) -> str:
+        return self.metadata.get("name", self.cfg.name)
+
+
+def kernel_fn(cfg):
+    """The jitted entry kernel (JITFunction or GluonJITFunction) named by the config."""
+    prepare()
+    import importlib
+
+    from triton.runtime.jit import JITFunction
+
+    fn = getattr(importlib.import_module(f"mqa_kernels.{cfg.module}"), cfg.kernel)
+    if not isinstance(fn, JITFunction):
+        raise UserError(f"{cfg.kernel} is a {type(fn).__name__}, not a compilable JIT function "
+                        "(was triton imported with TRITON_INTERPRET=1?)")
+    return fn
+
+
+def _listen():
+    """Record whether triton.compile hit its cache (Triton's compilation listener)."""
+    from triton import knobs
+
+    seen = {}
+
+    def listener(*, src, metadata, metadata_group, times, cache_hit):
+        seen["cache_hit"] = cache_hit
+
+    previous = knobs.compilation.listener
+    knobs.compilation.listener = listener
+    return seen, lambda: setattr(knobs.compilation, "listener", previous)
+
+
+def _sass(cubin: bytes) -> str:
+    from triton import knobs
+
+    return run_tool(knobs.nvidia.cuobjdump.path, "-sass", data=cubin, suffix=".cubin")
+
+
+def run_tool(tool: str, *args, data: bytes, suffix: str) -> str:
+    """Run a binary tool (cuobjdump, nvdisasm) on `data` written to a temporary file."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=suffix) as f:
+        f.write(data)
+        f.flush()
+        try:
+            return subprocess.run([tool, *args, f.name], check=True, capture_output=True, text=True).stdout
+        except FileNotFoundError:
+            raise UserError(f"{tool} not found (it ships in the triton wheel under triton/backends/nvidia/bin)") from None
+        except subprocess.CalledProcessError as e:
+            raise UserError(f"{Path(tool).name} {' '.join(args)} failed: {e.stderr.strip().splitlines()[-1:]}") from None
+
+
+def _stages_of(compiled, backend: str) -> dict:
+    asm = compiled.asm
+    stages = {s: asm[s] for s in STAGES[backend] if s != "sass" and s in asm}
+    if backend == "cuda" and "cubin" in stages:
+        stages["sass"] = _sass(stages["cubin"])
+    return stages
+
+
+def _metadata(compiled) -> dict:
+    md = compiled.metadata._asdict()
+    t = md.get("target")
+    if t is not None and not isinstance(t, dict):
+        md["target"] = {"backend": t.backend, "arch": t.arch, "warp_size": t.warp_size}
+    return md
+
+
+def compile_config(target, cfg, shape, kernel: str = "", problem: str = "") -> Artifact:
+    """Compile `cfg`'s kernel for `target` (any GPU target; no GPU needed) on a problem of `shape`."""
+    if not target.is_gpu:
+        raise UserError("target cpu runs the Triton interpreter: nothing is compiled there; "
+                        "pick --target sm90, sm100, gfx942 or gfx950")
+    prepare()
+    import triton
+    from triton.compiler.compiler import make_backend
+
+    from . import launch  # safe now: TRITON_INTERPRET is "0", so launch leaves the interpreter off
+
+    if cfg.module not in launch.ARGS:
+        raise UserError(f"no launch builder for kernel module {cfg.module!r} in mqa_cli/launch.py ARGS")
+    fn = kernel_fn(cfg)
+    t = meta_prefill(shape)
+    out = launch.alloc_logits(t.S, t.N, "meta")
+    la = launch.ARGS[cfg.module](t, cfg, out)
+    gpu = target.gpu_target()
+    backend = make_backend(gpu)
+    sig = build_signature(fn, la, backend)
+    source_cls = triton.compiler.ASTSource
+    if fn.is_gluon():
+        from triton.experimental.gluon._runtime import GluonASTSource as source_cls
+    src = source_cls(fn, sig.signature, sig.constexprs, sig.attrs)
+    options = dict(cfg.options)
+    seen, restore = _listen()
+    t0 = time.perf_counter()
+    try:
+        compiled = triton.compile(src, target=gpu, options=options)
+    except Exception as e:  # a compile error is reported in one line (the CLI shows no tracebacks)
+        lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+        raise UserError(f"compiling {cfg.name} for {target.name} failed: {type(e).__name__}: "
+                        f"{lines[-1] if lines else ''}") from None
+    finally:
+        restore()
+    seconds = time.perf_counter() - t0
+    return Artifact(target, cfg, kernel, _stages_of(compiled, target.backend), _metadata(compiled), sig, options,
+                    seen.get("cache_hit"), seconds, problem)
+
+
+def compile_plan(plan, problem: str = "") -> Artifact:
+    return compile_config(plan.target, plan.config, plan.shape, plan.chosen.row.name, problem)
+
+
+def from_compiled(compiled, target, cfg, kernel: str = "", problem: str = "") -> Artifact:
+    """An Artifact from a CompiledKernel that ran (mqa-logits run --dump-asm): its own asm, and after
+    load the register and spill counts the driver reports."""
+    n_regs = n_spills = None
+    try:
+        compiled._init_handles()
+        n_regs, n_spills = compiled.n_regs, compiled.n_spills
+    except Exception as e:  # not loadable here: keep the asm, say why the load-time counts are missing
+        print(f"note: could not load {compiled.name} for register counts: {e}", file=sys.stderr)
+    return Artifact(target, cfg, kernel, _stages_of(compiled, target.backend), _metadata(compiled), None,
+                    dict(cfg.options), True, 0.0, problem, n_regs, n_spills)
+
+
+# ---------------------------------------------------------------------------------------------- writing
+
+
+def stage_file(art: Artifact, stage: str) -> str:
+    return f"{art.cfg.name}.{EXTENSIONS[stage]}"
+
+
+def stage_text(art: Artifact, stage: str) -> str:
+    """The text of one stage, or a one-line refusal naming what this backend has."""
+    if stage not in TEXT_STAGES:
+        raise UserError(f"unknown stage {stage!r}; choose one of {', '.join(TEXT_STAGES)}")
+    if stage not in art.stages:
+        have = [s for s in STAGES[art.backend] if s in TEXT_STAGES]
+        raise UserError(f"{art.target.name} ({art.backend}) has no {stage} stage; it has {', '.join(have)}")
+    return art.stages[stage]
+
+
+def dump_folder_for(dump_dir, target_name: str, cfg) -> Path:
+    """dump_dir/<target>/<kernel name>_w<warps>_s<stages>: the target level keeps sm90 and gfx950 builds of
+    one config (same name) apart."""
+    return Path(dump_dir) / target_name / cfg.dump_name
+
+
+def dump_folder(art: Artifact, dump_dir) -> Path:
+    return dump_folder_for(dump_dir, art.target.name, art.cfg)
+
+
+def check_folder(folder: Path, force: bool) -> None:
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{folder} exists and is not a folder")
+    if folder.is_dir() and any(folder.iterdir()) and not force:
+        raise UserError(f"{folder} exists and is not empty (--force to overwrite)")
+
+
+def manifest(art: Artifact, files: list, summary: dict | None) -> dict:
+    import triton
+
+    md = {k: v for k, v in art.metadata.items() if k != "extern_libs"}
+    return {
+        "target": art.target.name,
+        "gpu_target": md.get("target"),
+        "triton_version": triton.__version__,
+        "kernel": art.kernel,
+        "kernel_name": art.name,
+        "dump_name": art.cfg.dump_name,
+        "problem": art.problem,
+        "config": art.cfg.as_dict(),
+        "compile_options": art.compile_options,
+        "hash": md.get("hash"),
+        "signature": art.signature.signature if art.signature else None,
+        "specialization": {"constexprs": art.signature.constexprs,
+                           "attrs": {str(k[0]): v for k, v in art.signature.attrs.items()}} if art.signature else None,
+        "grid": list(art.signature.grid) if art.signature else None,
+        "metadata": md,
+        "cache_dir": cache_dir(),
+        "files": files,
+        "summary": summary,
+    }
+
+
+def write_dump(art: Artifact, dump_dir, force: bool = False, summary: dict | None = None) -> Path:
+    """Write every stage and manifest.json to dump_dir/<target>/<cfg.dump_name>/; refuse a non-empty folder
+    without force."""
+    folder = dump_folder(art, dump_dir)
+    check_folder(folder, force)
+    if folder.is_dir() and force:
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for stage in STAGES[art.backend]:
+        if stage not in art.stages:
+            continue
+        data = art.stages[stage]
+        path = folder / stage_file(art, stage)
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data)
+        files.append(path.name)
+    files.append("manifest.json")
+    (folder / "manifest.json").write_text(json.dumps(manifest(art, files, summary), indent=2, default=str) + "\n")
+    return folder
+
+
+def launched_kernel(cfg):
+    """The CompiledKernel this process launched for `cfg` (the JIT's device cache), or a one-line error."""
+    import importlib
+
+    import torch
+
+    fn = getattr(importlib.import_module(f"mqa_kernels.{cfg.module}"), cfg.kernel)
+    caches = getattr(fn, "device_caches", None)
+    if caches is None:
+        raise UserError(f"{cfg.kernel} ran in the Triton interpreter: nothing was compiled to dump")
+    device = torch.cuda.current_device()
+    kernel_cache = caches[device][0] if device in caches else {}
+    warps, stages = cfg.options.get("num_warps", 4), cfg.options.get("num_stages")
+    found = [k for k in kernel_cache.values() if getattr(k, "name", None) == cfg.name
+             and k.metadata.num_warps == warps and (stages is None or k.metadata.num_stages == stages)]
+    if not found:
+        raise UserError(f"no compiled {cfg.name} (w{warps}, s{stages}) in {cfg.kernel}'s cache on device {device}")
+    return found[-1]
