@@ -170,7 +170,33 @@ PREFILL_ROWS: list[Row] = [
         _tiled_conditions, _tiled_config),
 ]
 
-TABLE: list[Row] = PREFILL_ROWS
+def _paged_conditions(shape, target, caps):
+    return [
+        check_eq("problem", shape.kind, "paged"),
+        Check("next_n", "in [1, 8]", str(shape.next_n), 1 <= shape.next_n <= 8),
+        check_in("block_size", shape.block_size, (16, 32, 64)),
+        check_pow2_range("heads", shape.heads, 8, 64),
+        check_in("dim", shape.dim, (64, 128)),
+        check_fp8_runs(shape, target),
+        check_triton(caps, "3.6"),
+    ]
+
+
+def _paged_config(shape, target):
+    from mqa_kernels import config_paged
+
+    return config_paged.paged_config(heads=shape.heads, dim=shape.dim, next_n=shape.next_n,
+                                     block_size=shape.block_size, batch=shape.batch, max_context_len=shape.N,
+                                     clean=shape.clean_logits, backend=target.backend, units=target.units)
+
+
+# The paged decode form (fp8_paged_mqa_logits): one portable row.
+PAGED_ROWS: list[Row] = [
+    Row("paged", "paged decode: grid (batch, context splits); each kv tile gathered once through the block "
+        "table for all next_n draft rows x heads (= MMA N); -inf fused", _paged_conditions, _paged_config),
+]
+
+TABLE: list[Row] = PREFILL_ROWS + PAGED_ROWS
 
 
 def row_names() -> list[str]:

@@ -62,6 +62,25 @@ def load_tensors(path: str | os.PathLike, keys) -> dict:
     return {k: data[k] for k in keys}
 
 
+def file_keys(path: str | os.PathLike) -> set:
+    """The keys a problem file holds (empty when it cannot be read: load_tensors then says why)."""
+    p = Path(path)
+    if not p.is_file() or p.suffix.lower() not in (".safetensors", ".pt", ".pth"):
+        return set()
+    try:
+        if p.suffix.lower() == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(str(p), framework="pt") as f:
+                return set(f.keys())
+        import torch
+
+        data = torch.load(str(p), map_location="cpu", weights_only=True)
+        return set(data) if isinstance(data, dict) else set()
+    except Exception:  # unreadable here means unreadable in load_tensors, which reports it in one line
+        return set()
+
+
 def save_tensors(path: str | os.PathLike, tensors: dict, force: bool = False) -> Path:
     import torch
 

@@ -115,6 +115,12 @@ def _launch_with(args_fn):
 ARGS = {"prefill_tiled": tiled_args, "prefill_h64d128": h64d128_args}
 LAUNCHERS = {module: _launch_with(fn) for module, fn in ARGS.items()}
 
+# The paged decode kernel's launcher lives in launch_paged.py (it imports the helpers above).
+from .launch_paged import launch_paged, paged_args  # noqa: E402
+
+ARGS["paged_decode"] = paged_args
+LAUNCHERS["paged_decode"] = launch_paged
+
 
 def launch(t, cfg, out=None):
     return LAUNCHERS[cfg.module](t, cfg, out)

@@ -63,3 +63,51 @@ DSV4_SUITE: list[BenchShape] = [
 ]
 
 SUITES = {"seed": SEED_SUITE, "dsv32": DSV32_SUITE, "dsv4": DSV4_SUITE}
+
+
+# ------------------------------------------------------------------------------------ paged decode (issue 5)
+from .paged import PagedSpec  # noqa: E402
+
+PG = PagedSpec
+
+# `verify --paged`: next_n 1, 2, 3, 4, 8 (and 5), block sizes 16/32/64, H 8..64, D 64/128, clean on/off,
+# B = 1, contexts not a multiple of any block, and one very long context among many short ones.
+PAGED_VERIFY_MATRIX: list[PagedSpec] = [
+    PG(batch=1, next_n=1, context_len=200, context_jitter=0.0, block_size=64, heads=64, dim=128),
+    PG(batch=3, next_n=2, context_len=150, block_size=16, heads=8, dim=64),
+    PG(batch=2, next_n=3, context_len=130, block_size=32, heads=32, dim=128),
+    PG(batch=2, next_n=4, context_len=100, block_size=64, heads=16, dim=64, clean_logits=False),
+    PG(batch=2, next_n=8, context_len=90, block_size=16, heads=64, dim=128),
+    PG(batch=2, next_n=8, context_len=77, block_size=32, heads=8, dim=64, clean_logits=False),
+    PG(batch=8, next_n=2, block_size=16, heads=16, dim=64, contexts=(1500, 2, 17, 64, 5, 129, 8, 33)),
+    PG(batch=1, next_n=4, context_len=333, context_jitter=0.0, block_size=16, heads=32, dim=64, seed=3),
+    PG(batch=4, next_n=1, context_len=256, context_jitter=0.0, block_size=64, heads=64, dim=128, clean_logits=False),
+    PG(batch=2, next_n=5, context_len=70, block_size=32, heads=64, dim=64, seed=5),
+]
+
+# Sizes only a GPU checks in reasonable time (verify --paged --large; scripts/gpu_paged_check.py).
+PAGED_GPU_EXTRA: list[PagedSpec] = [
+    PG(batch=16, next_n=3, context_len=8192, block_size=64, heads=64, dim=128),
+    PG(batch=16, next_n=4, context_len=8192, block_size=32, heads=64, dim=128),
+    PG(batch=16, next_n=8, context_len=8192, block_size=16, heads=64, dim=128),
+    PG(batch=33, next_n=2, block_size=64, heads=64, dim=128, contexts=(65536,) + tuple(range(3, 3 + 32 * 37, 37))),
+    PG(batch=64, next_n=1, context_len=65536, block_size=64, heads=64, dim=128),
+]
+
+# bench --suite decode: B x context x next_n at H 64, D 128, block 64, jitter 0.3, clean_logits off as in
+# the reference figures (anchors-h200.md: DeepGEMM, clean off, do_bench median with L2 flush, µs).
+DECODE_REFERENCE_US: dict = {  # (B, C, next_n) -> µs
+    (1, 8192, 1): 6.8, (1, 8192, 2): 7.2, (8, 8192, 1): 9.5, (8, 8192, 2): 10.7, (64, 8192, 1): 28.8,
+    (64, 8192, 2): 31.2, (128, 8192, 1): 46.6, (128, 8192, 2): 49.4, (8, 32768, 1): 18.8, (8, 32768, 2): 19.9,
+    (64, 32768, 1): 81.4, (64, 32768, 2): 87.3, (1, 65536, 1): 11.0, (1, 65536, 2): 11.9, (8, 65536, 1): 32.5,
+    (8, 65536, 2): 34.3, (32, 65536, 1): 85.2, (32, 65536, 2): 90.7, (64, 65536, 1): 155.3, (64, 65536, 2): 164.1,
+    (128, 65536, 1): 285.5, (128, 65536, 2): 313.5,
+}
+# Issue 5's targets on the H200 (µs); next_n 4 at B 64, C 64K: within 1.15x of next_n 1.
+DECODE_TARGET_US: dict = {(64, 65536, 1): 150.0, (64, 65536, 2): 160.0, (128, 65536, 1): 285.0,
+                          (8, 65536, 1): 30.0, (64, 65536, 4): 1.15 * 150.0}
+
+DECODE_SUITE: list[PagedSpec] = [
+    PG(batch=B, next_n=T, context_len=C, context_jitter=0.3, block_size=64, heads=64, dim=128, clean_logits=False)
+    for C in (8192, 32768, 65536) for B in (1, 8, 32, 64, 128) for T in (1, 2, 4)
+]

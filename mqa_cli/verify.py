@@ -73,11 +73,19 @@ def poisoned_run(t, cfg) -> torch.Tensor:
     return launch.launch(t, cfg, out)
 
 
+def reference_for(t, dtype=torch.float32) -> torch.Tensor:
+    """The float reference of either form (dead entries -inf): paged tensors carry their own, which
+    gathers kv through the block table; the output shape is [t.S, t.N] for both."""
+    if hasattr(t, "reference"):
+        return t.reference(dtype, clean_logits=True)
+    return reference_logits(t, dtype=dtype, clean_logits=True)
+
+
 def verify(t, cfg, clean_logits: bool, label: str, dtype=torch.float32, repeats: int = 2) -> VerifyResult:
     first = poisoned_run(t, cfg)
     same = True
     for _ in range(max(0, repeats - 1)):
         again = poisoned_run(t, cfg)
         same = same and bool(torch.equal(first.nan_to_num(nan=1.5), again.nan_to_num(nan=1.5)))
-    ref = reference_logits(t, dtype=dtype, clean_logits=True)
+    ref = reference_for(t, dtype)
     return VerifyResult(label, cfg.name, compare(first, ref, clean_logits), same)

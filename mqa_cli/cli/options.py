@@ -10,12 +10,19 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UserError
+from ..paged import PagedSpec
 from ..problem import LAYOUTS, ProblemSpec
 
 PANEL = "Problem"
 
 # Defaults of the built-in problem when no flag is given: small enough for the interpreter.
 DEFAULT_PROBLEM = ProblemSpec(batch=1, seq=512, heads=64, dim=128, layout="causal")
+# ... and of the paged one (--paged); PagedSpec's defaults (B 4, next_n 2, C 512, block 64, H 64, D 128).
+DEFAULT_PAGED = PagedSpec()
+PAGED_ONLY = ("next_n", "context_len", "context_lens_from", "block_size", "context_jitter")
+PREFILL_ONLY = ("seq", "seq_kv", "ratio", "layout", "window")
+PAGED_SPEC_FIELDS = ("batch", "next_n", "context_len", "context_jitter", "block_size", "heads", "dim", "seed",
+                     "clean_logits")
 
 
 def _opt(flag, help_, **kw):
@@ -35,18 +42,49 @@ class ProblemOptions:
     seed: Optional[int] = None
     clean_logits: Optional[bool] = None
     input: Optional[str] = None
+    # The paged decode form (--paged): see mqa_cli/paged.py.
+    paged: Optional[bool] = None
+    next_n: Optional[int] = None
+    context_len: Optional[int] = None
+    context_lens_from: Optional[str] = None
+    block_size: Optional[int] = None
+    context_jitter: Optional[float] = None
 
     def given(self) -> bool:
-        """Did the user name a problem (any flag or a file)?"""
-        return any(getattr(self, f.name) is not None for f in fields(self))
+        """Did the user name a problem (any flag or a file)? --paged alone picks the form, not a problem."""
+        return any(getattr(self, f.name) is not None for f in fields(self) if f.name != "paged")
+
+    def paged_spec(self):
+        """The paged spec from flags over the paged defaults; prefill-only flags are refused."""
+        from ..paged import PagedSpec
+
+        wrong = [n for n in PREFILL_ONLY if getattr(self, n) is not None]
+        if wrong:
+            raise UserError(f"--{wrong[0].replace('_', '-')} is a prefill flag; with --paged use --context-len, "
+                            f"--next-n, --block-size, --context-jitter")
+        changes = {n: getattr(self, n) for n in PAGED_SPEC_FIELDS if getattr(self, n) is not None}
+        spec = DEFAULT_PAGED.with_(**changes)
+        if self.context_lens_from is not None:
+            from ..paged import read_context_lens
+
+            lens = read_context_lens(self.context_lens_from, spec.next_n)
+            if self.batch is not None and self.batch != len(lens):
+                raise UserError(f"--batch {self.batch} but {self.context_lens_from} holds {len(lens)} context lengths")
+            if self.context_len is not None:
+                raise UserError("--context-len and --context-lens-from both give the contexts; drop one")
+            spec = spec.with_(batch=len(lens), contexts=tuple(lens))
+        return spec
 
     def spec(self) -> ProblemSpec:
         """The spec from flags over the built-in defaults (not used with --input)."""
         if self.input is not None:
             raise UserError("--input takes the problem from the file; drop the size flags")
         base = DEFAULT_PROBLEM
+        paged_only = [n for n in PAGED_ONLY if getattr(self, n) is not None]
+        if paged_only:
+            raise UserError(f"--{paged_only[0].replace('_', '-')} belongs to the paged form; add --paged")
         changes = {f.name: getattr(self, f.name) for f in fields(self)
-                   if f.name != "input" and getattr(self, f.name) is not None}
+                   if f.name not in ("input", "paged") + PAGED_ONLY and getattr(self, f.name) is not None}
         if self.layout is not None and self.layout not in LAYOUTS:
             raise UserError(f"--layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
         return base.with_(**changes)
@@ -70,6 +108,28 @@ PROBLEM_PARAMS = [
                                                     "write -inf outside each row's window [clean]")]),
     ("input", Annotated[Optional[str], _opt("--input", "load the problem from .safetensors/.pt "
                                                        "(keys q, kv, kv_scales, weights, ks, ke)")]),
+]
+PAGED_PANEL = "Problem (paged decode, --paged)"
+
+
+def _popt(flag, help_, **kw):
+    return typer.Option(flag, help=help_, rich_help_panel=PAGED_PANEL, **kw)
+
+
+PROBLEM_PARAMS += [
+    ("paged", Annotated[Optional[bool], _popt("--paged", "the paged decode form (fp8_paged_mqa_logits); "
+                                                         "--batch, --heads, --dim, --seed, --clean-logits apply too; "
+                                                         "--input also reads paged files")]),
+    ("next_n", Annotated[Optional[int], _popt("--next-n", f"draft rows per sequence, 1..8 [{DEFAULT_PAGED.next_n}]")]),
+    ("context_len", Annotated[Optional[int], _popt("--context-len", f"mean context length C "
+                                                                    f"[{DEFAULT_PAGED.context_len}]")]),
+    ("context_lens_from", Annotated[Optional[str], _popt("--context-lens-from", "a text file of context lengths, "
+                                                                                "one per sequence (sets --batch)")]),
+    ("block_size", Annotated[Optional[int], _popt("--block-size", f"tokens per cache block: 16 | 32 | 64 "
+                                                                  f"[{DEFAULT_PAGED.block_size}]")]),
+    ("context_jitter", Annotated[Optional[float], _popt("--context-jitter", "contexts drawn uniformly in "
+                                                                            "[(1-j)C, (1+j)C) "
+                                                                            f"[{DEFAULT_PAGED.context_jitter}]")]),
 ]
 PROBLEM_NAMES = [name for name, _ in PROBLEM_PARAMS]
 

@@ -31,6 +31,9 @@ def verify(target: Target = None, kernel: Kernel = None, dtype: Dtype = "float32
     device = device_for(tgt)
     if problem.given():
         problems = [source.from_options(problem, tgt.fp8)]
+    elif problem.paged:  # `verify --paged`: the built-in paged matrix
+        specs = list(matrix.PAGED_VERIFY_MATRIX) + (list(matrix.PAGED_GPU_EXTRA) if large else [])
+        problems = [source.from_spec(s, tgt.fp8) for s in specs]
     else:
         specs = list(matrix.VERIFY_MATRIX) + (list(matrix.GPU_EXTRA) if large else [])
         problems = [source.from_spec(s, tgt.fp8) for s in specs]
