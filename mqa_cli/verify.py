@@ -22,14 +22,15 @@ class Comparison:
     rel_error: float
     calc_diff: float
     unwritten: int  # NaN poison left in live entries (or anywhere, when clean)
+    rel_tol: float = REL_TOL
 
     @property
     def ok(self) -> bool:
-        return (self.inf_pattern_ok and self.unwritten == 0 and self.rel_error < REL_TOL
+        return (self.inf_pattern_ok and self.unwritten == 0 and self.rel_error < self.rel_tol
                 and self.calc_diff < DIFF_TOL)
 
 
-def compare(out: torch.Tensor, ref: torch.Tensor, clean_logits: bool) -> Comparison:
+def compare(out: torch.Tensor, ref: torch.Tensor, clean_logits: bool, rel_tol: float = REL_TOL) -> Comparison:
     """Compare over the live entries (the finite ones of the reference)."""
     live = torch.isfinite(ref)
     inf_ok = True
@@ -40,13 +41,13 @@ def compare(out: torch.Tensor, ref: torch.Tensor, clean_logits: bool) -> Compari
     x = out[live].double()
     y = ref[live].double()
     if x.numel() == 0:
-        return Comparison(inf_ok, 0.0, 0.0, unwritten)
+        return Comparison(inf_ok, 0.0, 0.0, unwritten, rel_tol)
     x = torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)
     denom = float(y.norm())
     rel = float((x - y).norm()) / denom if denom > 0 else float((x - y).norm())
     sim = float((x * x + y * y).sum())
     diff = 1.0 - 2.0 * float((x * y).sum()) / sim if sim > 0 else 0.0
-    return Comparison(inf_ok, rel, diff, unwritten)
+    return Comparison(inf_ok, rel, diff, unwritten, rel_tol)
 
 
 @dataclass
@@ -81,11 +82,12 @@ def reference_for(t, dtype=torch.float32) -> torch.Tensor:
     return reference_logits(t, dtype=dtype, clean_logits=True)
 
 
-def verify(t, cfg, clean_logits: bool, label: str, dtype=torch.float32, repeats: int = 2) -> VerifyResult:
+def verify(t, cfg, clean_logits: bool, label: str, dtype=torch.float32, repeats: int = 2,
+           rel_tol: float = REL_TOL) -> VerifyResult:
     first = poisoned_run(t, cfg)
     same = True
     for _ in range(max(0, repeats - 1)):
         again = poisoned_run(t, cfg)
         same = same and bool(torch.equal(first.nan_to_num(nan=1.5), again.nan_to_num(nan=1.5)))
     ref = reference_for(t, dtype)
-    return VerifyResult(label, cfg.name, compare(first, ref, clean_logits), same)
+    return VerifyResult(label, cfg.name, compare(first, ref, clean_logits, rel_tol), same)

@@ -4,8 +4,17 @@
 # Results go to $OUT (the device tool brings them back) and to stdout.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# The device tool brings back at most 8 files: everything printed goes to one report, plus CSV/PNG files.
+exec > >(tee -a "$OUT/report.txt") 2>&1
 export PYTHONUNBUFFERED=1
-pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+PY=${PY:-python3}
+# Wheels carried in .whl (see docs/PERFORMANCE.md) fill gaps in the image; then the project itself.
+if ls .whl/*.whl >/dev/null 2>&1; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+$PY -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+$PY -c "import typer, tabulate, rich, safetensors, mqa_cli" || exit 1
+mqa-logits() { $PY -m mqa_cli "$@"; }
 steps=${*:-env verify bench sweep dump gluon paged}
 log() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 for step in $steps; do
@@ -13,35 +22,34 @@ for step in $steps; do
     env)
       log env
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv
-      python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
-      mqa-logits explain --heads 64 --dim 128 --seq 8192 | tee "$OUT/explain_h200.txt"
-      mqa-logits explain --heads 64 --dim 128 --seq 8192 --json > "$OUT/explain_h200.json" ;;
+      $PY -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
+      mqa-logits explain --heads 64 --dim 128 --seq 8192 ;;
     verify)
       log verify
-      mqa-logits verify --large | tee "$OUT/verify.txt"
-      for k in tiled h64d128_sm90 $(mqa-logits explain --json | python -c "import json,sys; print(' '.join(r['kernel'] for r in json.load(sys.stdin)['plan']['candidates'] if r['kernel'].startswith('gluon')))"); do
-        mqa-logits verify --kernel "$k" --force | tee "$OUT/verify_$k.txt" | tail -1
+      mqa-logits verify --large
+      for k in tiled h64d128_sm90 $(mqa-logits explain --json | $PY -c "import json,sys; print(' '.join(r['kernel'] for r in json.load(sys.stdin)['plan']['candidates'] if r['kernel'].startswith('gluon')))"); do
+        mqa-logits verify --kernel "$k" --force | tail -1
       done ;;
     bench)
       log bench
-      ks=$(mqa-logits explain --json | python -c "import json,sys; print(','.join(r['kernel'] for r in json.load(sys.stdin)['plan']['candidates'] if r['kernel'] in ('tiled','h64d128_sm90') or r['kernel'].startswith('gluon')))")
-      mqa-logits bench --suite seed --kernels "$ks" --csv "$OUT/bench_seed.csv" --plot "$OUT/bench_seed.png" --force | tee "$OUT/bench_seed.txt"
-      mqa-logits bench --suite seed --kernels "$ks" --no-clean-logits | tee "$OUT/bench_seed_noclean.txt"
-      mqa-logits bench --suite seed | tee "$OUT/bench_seed_dispatch.txt" ;;
+      ks=$(mqa-logits explain --json | $PY -c "import json,sys; print(','.join(r['kernel'] for r in json.load(sys.stdin)['plan']['candidates'] if r['kernel'] in ('tiled','h64d128_sm90') or r['kernel'].startswith('gluon')))")
+      mqa-logits bench --suite seed --kernels "$ks" --csv "$OUT/bench_seed.csv" --plot "$OUT/bench_seed.png" --force
+      mqa-logits bench --suite seed --kernels "$ks" --no-clean-logits
+      mqa-logits bench --suite seed ;;
     sweep)
       log sweep
-      python scripts/sweep_prefill.py --quick | tee "$OUT/sweep.txt" ;;
+      $PY scripts/sweep_prefill.py --quick ;;
     dump)
       log dump
-      mqa-logits run --heads 64 --dim 128 --seq 8192 --dump-asm --dump-dir /tmp/dumps --force | tee "$OUT/run_dump_asm.txt" ;;
+      mqa-logits run --heads 64 --dim 128 --seq 8192 --dump-asm --dump-dir /tmp/dumps --force ;;
     gluon)
       log gluon
-      [ -f scripts/gpu_gluon_check.py ] && python scripts/gpu_gluon_check.py | tee "$OUT/gluon_stdout.txt" ;;
+      [ -f scripts/gpu_gluon_check.py ] && $PY scripts/gpu_gluon_check.py ;;
     paged)
       log paged
-      mqa-logits verify --paged | tee "$OUT/verify_paged.txt"
-      [ -f scripts/gpu_paged_check.py ] && python scripts/gpu_paged_check.py | tee "$OUT/paged_stdout.txt"
-      mqa-logits bench --suite decode | tee "$OUT/bench_decode.txt" ;;
+      mqa-logits verify --paged
+      [ -f scripts/gpu_paged_check.py ] && $PY scripts/gpu_paged_check.py
+      mqa-logits bench --suite decode ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done
