@@ -66,7 +66,7 @@ def tiled_config(*, heads: int, dim: int, S: int, N: int, clean: bool, backend: 
                         {"kv_splits": max(1, splits), "q_blocks": q_blocks})
 
 
-H64D128_KEYS = ("H", "D", "BLOCK_Q", "BLOCK_KV", "CLEAN", "EVEN_S")
+H64D128_KEYS = ("H", "D", "BLOCK_Q", "BLOCK_KV", "CLEAN", "EVEN_S", "ORDER", "DEAD_MULT")
 
 # Tuned per target: (BLOCK_Q, BLOCK_KV, options). sm90 from the H200 sweeps in docs/PERFORMANCE.md;
 # gfx950 follows the seed's variant (4 query rows folded into the MMA, triple buffering).
@@ -80,9 +80,10 @@ H64D128_TUNED = {
 
 
 def h64d128_config(*, heads: int, dim: int, S: int, clean: bool, target: str) -> KernelConfig:
-    """Specialised kernel: BLOCK_Q x 64 heads = the MMA's N, interior tiles unmasked, last blocks first."""
+    """Specialised kernel: BLOCK_Q x heads = the MMA's N (256), interior tiles unmasked, ordered blocks."""
     block_q, block_kv, options = H64D128_TUNED.get(target, H64D128_TUNED["sm90"])
+    block_q = max(1, block_q * 64 // heads)  # keep BLOCK_Q x heads at 256 (H = 32: 8 rows)
     constexprs = {"H": heads, "D": dim, "BLOCK_Q": block_q, "BLOCK_KV": block_kv, "CLEAN": bool(clean),
-                  "EVEN_S": S % block_q == 0}
+                  "EVEN_S": S % block_q == 0, "ORDER": 1, "DEAD_MULT": 4}
     return KernelConfig("mqa_logits_h64d128", "prefill_h64d128", H64D128_KEYS, constexprs, dict(options),
                         {"q_blocks": -(-S // block_q)})

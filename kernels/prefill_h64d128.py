@@ -1,8 +1,10 @@
 """Specialised prefill kernel for the common DeepSeek shape (H = 64, D = 128; any H*D that fits works).
 
 Differs from the portable kernel where it pays on long rows:
-- query blocks run last-first: in causal and compressed layouts later rows see more kv, so the
-  heaviest blocks start first and the grid's tail is short blocks, not one long straggler;
+- query blocks run in a chosen ORDER: 0 forward, 1 last-first (in causal and compressed layouts
+  later rows see more kv, so the heaviest blocks start first and the grid's tail is short), 2 zigzag
+  (alternately from both ends, so write-heavy and compute-heavy blocks are resident together);
+- dead tiles (-inf) are stored DEAD_MULT kv tiles at a time: fewer, wider stores;
 - the kv loop is split into head / interior / tail: interior tiles lie inside every row's window
   of the block and inside N, so they load, compute and store with no masks at all;
 - the logits row stride is padded to a multiple of BLOCK_KV, so stores never need column masks,
@@ -13,7 +15,7 @@ import triton.language as tl
 
 from .naming import make_kernel_repr
 
-CONFIG_KEYS = ("H", "D", "BLOCK_Q", "BLOCK_KV", "CLEAN", "EVEN_S")
+CONFIG_KEYS = ("H", "D", "BLOCK_Q", "BLOCK_KV", "CLEAN", "EVEN_S", "ORDER", "DEAD_MULT")
 
 
 @triton.jit
@@ -63,8 +65,16 @@ def mqa_logits_h64d128(
     BLOCK_KV: tl.constexpr,
     CLEAN: tl.constexpr,
     EVEN_S: tl.constexpr,
+    ORDER: tl.constexpr,  # 0 forward, 1 last-first, 2 zigzag
+    DEAD_MULT: tl.constexpr,  # kv tiles per -inf store
 ):
-    q0 = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_Q
+    pid = tl.program_id(0)
+    last = tl.num_programs(0) - 1
+    if ORDER == 1:
+        pid = last - pid
+    elif ORDER == 2:
+        pid = tl.where(pid % 2 == 0, last - pid // 2, pid // 2)
+    q0 = pid * BLOCK_Q
     rows = q0 + tl.arange(0, BLOCK_Q)
     row_ok = rows < S
     ks = tl.load(ks_ptr + rows, mask=row_ok, other=2147483647)
@@ -106,17 +116,16 @@ def mqa_logits_h64d128(
               D, H, BLOCK_Q, BLOCK_KV, CLEAN, EVEN_S, True)
 
     if CLEAN:
-        dead = tl.full((BLOCK_KV, BLOCK_Q), float("-inf"), tl.float32)
-        offs = tl.arange(0, BLOCK_KV)
-        for start in range(0, live_lo, BLOCK_KV):
-            ptrs = out_ptr + rows[None, :] * stride_out_s + (start + offs)[:, None]
-            if EVEN_S:
-                tl.store(ptrs, dead)
-            else:
-                tl.store(ptrs, dead, mask=row_ok[None, :])
-        for start in range(live_hi, n_end, BLOCK_KV):
-            ptrs = out_ptr + rows[None, :] * stride_out_s + (start + offs)[:, None]
-            if EVEN_S:
-                tl.store(ptrs, dead)
-            else:
-                tl.store(ptrs, dead, mask=row_ok[None, :])
+        _fill_dead(out_ptr, rows, row_ok, 0, live_lo, stride_out_s, BLOCK_Q, BLOCK_KV * DEAD_MULT)
+        _fill_dead(out_ptr, rows, row_ok, live_hi, n_end, stride_out_s, BLOCK_Q, BLOCK_KV * DEAD_MULT)
+
+
+@triton.jit
+def _fill_dead(out_ptr, rows, row_ok, lo, hi, stride_out_s, BLOCK_Q: tl.constexpr, WIDTH: tl.constexpr):
+    """-inf over columns [lo, hi) of the block's rows, WIDTH columns per store."""
+    dead = tl.full((BLOCK_Q, WIDTH), float("-inf"), tl.float32)
+    offs = tl.arange(0, WIDTH)
+    for start in range(lo, hi, WIDTH):
+        cols = start + offs
+        tl.store(out_ptr + rows[:, None] * stride_out_s + cols[None, :], dead,
+                 mask=row_ok[:, None] & (cols < hi)[None, :])

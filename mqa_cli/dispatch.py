@@ -45,8 +45,9 @@ class Check:
 class Capabilities:
     """Lazy probes of the toolchain; each is computed on first use and shown, never swallowed."""
 
-    def __init__(self):
+    def __init__(self, requested: str | None = None):
         self._cache = {}
+        self.requested = requested  # the row named by --kernel, if any (opt-in rows check it)
 
     def _get(self, key, fn):
         if key not in self._cache:
@@ -138,12 +139,12 @@ def _tiled_config(shape, target):
                                 backend=target.backend, units=target.units)
 
 
-def _h64d128_conditions(target_name: str, min_seq: int):
+def _h64d128_conditions(target_name: str, min_seq: int, heads=(64,)):
     def conditions(shape, target, caps):
         return [
             check_eq("problem", shape.kind, "prefill"),
             check_eq("target", target.name, target_name),
-            check_eq("heads", shape.heads, 64),
+            check_in("heads", shape.heads, heads),
             check_eq("dim", shape.dim, 128),
             check_ge("seq_len (S)", shape.S, min_seq),
             check_fp8_runs(shape, target),
@@ -158,14 +159,47 @@ def _h64d128_config(shape, target):
                                   target=target.name)
 
 
+def check_gluon(caps: Capabilities) -> list:
+    """Gluon's API changes every release: these kernels are written for triton 3.6 exactly."""
+    v = caps.triton_version
+    return [Check("gluon", "available", caps.gluon, caps.gluon == "available"),
+            Check("triton", "3.6.x (gluon API of 3.6)", v, _version_tuple(v) == (3, 6) if v[0].isdigit() else False)]
+
+
+def check_opt_in(caps: Capabilities, row: str, why: str) -> Check:
+    return Check("opt-in", f"--kernel {row} ({why})", f"--kernel {caps.requested}" if caps.requested else "not requested",
+                 caps.requested == row)
+
+
+def _gluon_sm90_conditions(shape, target, caps):
+    return [
+        check_eq("problem", shape.kind, "prefill"),
+        check_eq("target", target.name, "sm90"),
+        check_in("heads", shape.heads, (32, 64)),
+        check_eq("dim", shape.dim, 128),
+        check_eq("fp8 flavour", shape.fp8, "e4m3fn"),
+        *check_gluon(caps),
+        check_opt_in(caps, "gluon_sm90", "slower than h64d128_sm90 on the H200: docs/PERFORMANCE.md"),
+    ]
+
+
+def _gluon_sm90_config(shape, target):
+    from mqa_kernels import config_gluon_sm90
+
+    return config_gluon_sm90.gluon_sm90_config(heads=shape.heads, dim=shape.dim, S=shape.S, N=shape.N,
+                                               clean=shape.clean_logits, units=target.units)
+
+
 # The table, in order. The portable row comes last and holds wherever Triton runs.
 PREFILL_ROWS: list[Row] = [
     Row("h64d128_gfx950", "the seed's rule (aiter): specialised H64D128 kernel on gfx950 for seq_len >= 4096; "
         "4 query rows x 64 heads per MMA, triple-buffered, unmasked interior tiles",
         _h64d128_conditions("gfx950", 4096), _h64d128_config),
-    Row("h64d128_sm90", "specialised H64D128 kernel on Hopper: 4 query rows x 64 heads = MMA N 256, "
-        "unmasked interior tiles, last (heaviest causal) blocks first",
-        _h64d128_conditions("sm90", 1024), _h64d128_config),
+    Row("h64d128_sm90", "specialised long-row kernel on Hopper (H 64 or 32, D 128): 256/H query rows x H heads "
+        "= MMA N 256, unmasked interior tiles, heaviest blocks first, wide -inf stores",
+        _h64d128_conditions("sm90", 1024, (32, 64)), _h64d128_config),
+    Row("gluon_sm90", "Gluon on Hopper: TMA kv ring, async wgmma into two accumulators so each tile's "
+        "epilogue runs under the next tile's MMA; N = 128", _gluon_sm90_conditions, _gluon_sm90_config),
     Row("tiled", "portable Triton kernel: kv tile = MMA M, BLOCK_Q x heads = N; live tiles only; -inf fused",
         _tiled_conditions, _tiled_config),
 ]
@@ -231,7 +265,7 @@ class Plan:
 def plan(shape: Shape, target: Target, kernel: str | None = None, force: bool = False,
          caps: Capabilities | None = None) -> Plan:
     """Evaluate every row in order and pick the first that holds (or the named one)."""
-    caps = caps or Capabilities()
+    caps = caps or Capabilities(requested=kernel)
     candidates = [Candidate(row, row.conditions(shape, target, caps)) for row in TABLE]
     if kernel is not None:
         chosen = next((c for c in candidates if c.row.name == kernel), None)

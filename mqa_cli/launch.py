@@ -122,5 +122,15 @@ ARGS["paged_decode"] = paged_args
 LAUNCHERS["paged_decode"] = launch_paged
 
 
+# Gluon launchers import gluon (and build TMA descriptors): loaded on first use only.
+LAZY_LAUNCHERS = {
+    "prefill_gluon_sm90": ("mqa_cli.launch_gluon", "launch_gluon_sm90"),
+    "prefill_gluon_ws_sm90": ("mqa_cli.launch_gluon_ws", "launch_gluon_ws_sm90"),
+}
+
+
 def launch(t, cfg, out=None):
+    if cfg.module not in LAUNCHERS and cfg.module in LAZY_LAUNCHERS:
+        module, name = LAZY_LAUNCHERS[cfg.module]
+        LAUNCHERS[cfg.module] = getattr(importlib.import_module(module), name)
     return LAUNCHERS[cfg.module](t, cfg, out)

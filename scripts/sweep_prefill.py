@@ -3,7 +3,6 @@
 Usage (on the GPU): python scripts/sweep_prefill.py [--quick]  → a table, and $OUT/sweep.csv if $OUT is set.
 """
 import csv
-import itertools
 import os
 import sys
 from dataclasses import replace
@@ -17,21 +16,30 @@ from mqa_kernels import configs
 
 
 def variants(spec, quick):
+    """The dispatched config, then one knob at a time around it (order, -inf width, rows, warps, registers)."""
     clean = spec.clean_logits
-    base_h = configs.h64d128_config(heads=spec.heads, dim=spec.dim, S=spec.S, clean=clean, target="sm90")
-    base_t = configs.tiled_config(heads=spec.heads, dim=spec.dim, S=spec.S, N=spec.N, clean=clean, backend="cuda",
-                                  units=132)
-    yield "tiled", base_t
-    bq_list = [2, 4, 8] if spec.heads == 32 else [2, 4]
-    grid = itertools.product(bq_list, [64, 128], [4, 8], [2, 3, 4])
-    for bq, bkv, warps, stages in grid:
-        if quick and (bkv == 128 and warps == 4):
-            continue
-        if bq * spec.heads > 256 or (bkv == 128 and warps == 4 and bq * spec.heads == 256):
-            continue
-        c = dict(base_h.constexprs, BLOCK_Q=bq, BLOCK_KV=bkv, EVEN_S=spec.S % bq == 0)
-        yield f"h64d128 q{bq} kv{bkv} w{warps} s{stages}", replace(
-            base_h, constexprs=c, options={"num_warps": warps, "num_stages": stages})
+    base = configs.h64d128_config(heads=spec.heads, dim=spec.dim, S=spec.S, clean=clean, target="sm90")
+    yield "tiled", configs.tiled_config(heads=spec.heads, dim=spec.dim, S=spec.S, N=spec.N, clean=clean,
+                                        backend="cuda", units=132)
+    yield "h64d128 (dispatched)", base
+
+    def vary(name, options=None, **constexprs):
+        c = dict(base.constexprs, **constexprs)
+        c["EVEN_S"] = spec.S % c["BLOCK_Q"] == 0
+        return name, replace(base, constexprs=c, options=dict(base.options, **(options or {})))
+
+    for order in (0, 1, 2):
+        for dead in (1, 4, 8):
+            if (order, dead) != (base.constexprs["ORDER"], base.constexprs["DEAD_MULT"]):
+                yield vary(f"order{order} dead{dead}", ORDER=order, DEAD_MULT=dead)
+    bq = base.constexprs["BLOCK_Q"]
+    yield vary(f"q{bq // 2}", BLOCK_Q=bq // 2)
+    yield vary(f"q{bq // 2} order2", BLOCK_Q=bq // 2, ORDER=2)
+    yield vary("w8", {"num_warps": 8})
+    yield vary("w8 maxnreg128", {"num_warps": 8, "maxnreg": 128})
+    yield vary("s4", {"num_stages": 4})
+    if not quick:
+        yield vary("kv128 w8", {"num_warps": 8}, BLOCK_KV=128)
 
 
 def main():
@@ -55,7 +63,7 @@ def main():
             rows.append({"shape": b.name, "variant": name, "us": round(us, 1),
                          "tflops": round(tflops(prob.counts.flop, us), 1)})
         results.sort()
-        for us, name in results[:5]:
+        for us, name in results[:6]:
             print(f"{b.name:20s} {name:32s} {us:9.1f} µs {tflops(prob.counts.flop, us):7.1f} TF/s", flush=True)
         del t, out
         torch.cuda.empty_cache()

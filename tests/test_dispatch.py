@@ -20,8 +20,9 @@ def shape(S=8192, N=8192, H=64, D=128, clean=True, fp8="e4m3fn"):
 # (row, a shape and target that select it, a shape and target that rule it out, the condition that does)
 CASES = {
     "h64d128_gfx950": ((shape(), "gfx950"), (shape(S=4095), "gfx950"), "seq_len (S)"),
-    "h64d128_sm90": ((shape(), "sm90"), (shape(H=32), "sm90"), "heads"),
+    "h64d128_sm90": ((shape(), "sm90"), (shape(H=16), "sm90"), "heads"),
     "tiled": ((shape(H=32, D=64), "gfx950"), (shape(H=48), "sm90"), "heads"),
+    "gluon_sm90": ((shape(), "sm90", "gluon_sm90"), (shape(), "sm90"), "opt-in"),
 }
 
 
@@ -34,9 +35,9 @@ def test_every_row_has_a_case():
 
 @pytest.mark.parametrize("row", list(CASES))
 def test_row_selected_and_ruled_out(row):
-    (sel_shape, sel_target), (out_shape, out_target), reason = CASES[row]
-    p = dispatch.plan(sel_shape, targets.get_target(sel_target))
-    assert p.chosen.row.name == row
+    (sel_shape, sel_target, *requested), (out_shape, out_target), reason = CASES[row]
+    p = dispatch.plan(sel_shape, targets.get_target(sel_target), kernel=(requested or [None])[0])
+    assert p.chosen.row.name == row and p.chosen.ok
     cands = [dispatch.Candidate(r, r.conditions(out_shape, targets.get_target(out_target), dispatch.Capabilities()))
              for r in dispatch.TABLE if r.name == row]
     assert not cands[0].ok and cands[0].first_failure.name == reason

@@ -61,3 +61,17 @@ def test_reference_matches_float64_definition():
     got = reference_logits(t, dtype=torch.float64, budget_bytes=1 << 16)  # many chunks
     assert torch.equal(torch.isinf(got), ~live)
     assert torch.allclose(got[live], expect[live], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("order,dead", [(0, 1), (2, 8)])
+def test_h64d128_block_orders_and_dead_widths(order, dead):
+    """Every block order and -inf store width writes the same, correct logits."""
+    from dataclasses import replace
+
+    spec = VERIFY_MATRIX[4]  # batch 2, ratio 4: short rows, mostly dead
+    prob = source.from_spec(spec)
+    cfg = dispatch.plan(prob.shape, targets.get_target("sm90"), kernel="h64d128_sm90", force=True).config
+    cfg = replace(cfg, constexprs=dict(cfg.constexprs, ORDER=order, DEAD_MULT=dead))
+    assert f"ORDER_{order}_DEAD_MULT_{dead}" in cfg.name
+    r = verify(prob.materialise(DEVICE), cfg, True, spec.label(), dtype=torch.float64)
+    assert r.ok, r.as_dict()
