@@ -26,6 +26,7 @@ class BenchRow:
     target_us: float | None = None
     reference_us: float | None = None
     timing: str = ""
+    graph_us: float | None = None  # CUDA-graph replay (small paged batches, where launch cost shows)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -35,8 +36,11 @@ def bench_one(name: str, prob, tgt, row: str | None, device, t=None, target_us=N
     """Time one dispatch row (or the dispatched one when row is None) on one problem."""
     p = dispatch.plan(prob.shape, tgt, kernel=row, force=row is not None)
     t = prob.materialise(device) if t is None else t
-    out = launch.alloc_logits(*_out_shape(t), t.q.device)
+    out = launch.alloc_logits(t.S, t.N, t.q.device)
     tm = timing.time_fn(lambda: launch.launch(t, p.config, out), tgt.is_gpu)
+    graph_us = None
+    if tgt.is_gpu and prob.shape.kind == "paged" and prob.shape.batch <= 8:
+        graph_us = timing.time_graph(lambda: launch.launch(t, p.config, out))
     fl = report.floor(prob.counts, tgt)
     pct = None
     if fl:
@@ -44,12 +48,7 @@ def bench_one(name: str, prob, tgt, row: str | None, device, t=None, target_us=N
     return BenchRow(name, p.chosen.row.name, p.config.name, prob.shape.clean_logits, prob.counts.live,
                     prob.counts.flop, prob.counts.bytes, tm.median_us, tm.p20_us, tm.p80_us,
                     timing.tflops(prob.counts.flop, tm.median_us), pct, fl and fl["floor_us"], fl and fl["bound"],
-                    target_us, reference_us, tm.method)
-
-
-def _out_shape(t) -> tuple:
-    shape = getattr(t, "out_shape", None)
-    return shape if shape is not None else (t.S, t.N)
+                    target_us, reference_us, tm.method, graph_us)
 
 
 def runnable_rows(names, shape, tgt) -> tuple[list, list]:
@@ -70,12 +69,12 @@ def table(rows: list[BenchRow]) -> str:
 
     body = []
     for r in rows:
-        body.append([r.shape, r.kernel, f"{r.median_us:.1f}", f"±{100 * (r.p80_us - r.p20_us) / 2 / r.median_us:.1f}%",
+        body.append([r.shape, r.kernel, f"{r.median_us:.1f}", "-" if r.graph_us is None else f"{r.graph_us:.1f}", f"±{100 * (r.p80_us - r.p20_us) / 2 / r.median_us:.1f}%",
                      f"{r.tflops:.0f}", "-" if r.pct_peak is None else f"{r.pct_peak:.0f}% {r.bound[0]}",
                      "-" if r.reference_us is None else f"{r.reference_us:.0f}",
                      "-" if r.target_us is None else f"{r.target_us:.0f}",
                      "-" if r.target_us is None else ("✓" if r.median_us <= r.target_us else "✗")])
-    return tabulate(body, headers=["shape", "kernel", "µs", "p20-p80", "TF/s", "floor/time", "ref µs", "target µs",
+    return tabulate(body, headers=["shape", "kernel", "µs", "graph µs", "p20-p80", "TF/s", "floor/time", "ref µs", "target µs",
                                    "≤ target"], disable_numparse=True)
 
 

@@ -33,3 +33,10 @@ def time_fn(fn, on_gpu: bool, warmup_ms: int = 25, rep_ms: int = 100) -> Timing:
 
 def tflops(flop: int, us: float) -> float:
     return flop / (us * 1e-6) / 1e12 if us > 0 else 0.0
+
+
+def time_graph(fn, rep_ms: int = 100) -> float:
+    """Median µs of CUDA-graph replays of fn (launch overhead removed); needs a capturable fn."""
+    import triton
+
+    return triton.testing.do_bench_cudagraph(fn, rep=rep_ms, return_mode="median") * 1e3

@@ -34,8 +34,7 @@ for step in $steps; do
       log bench
       ks=$(mqa-logits explain --json | $PY -c "import json,sys; print(','.join(r['kernel'] for r in json.load(sys.stdin)['plan']['candidates'] if r['kernel'] in ('tiled','h64d128_sm90') or r['kernel'].startswith('gluon')))")
       mqa-logits bench --suite seed --kernels "$ks" --csv "$OUT/bench_seed.csv" --plot "$OUT/bench_seed.png" --force
-      mqa-logits bench --suite seed --kernels "$ks" --no-clean-logits
-      mqa-logits bench --suite seed ;;
+      mqa-logits bench --suite seed --kernels "$ks" --no-clean-logits ;;
     sweep)
       log sweep
       $PY scripts/sweep_prefill.py --quick ;;
@@ -47,9 +46,9 @@ for step in $steps; do
       [ -f scripts/gpu_gluon_check.py ] && $PY scripts/gpu_gluon_check.py ;;
     paged)
       log paged
-      mqa-logits verify --paged
-      [ -f scripts/gpu_paged_check.py ] && $PY scripts/gpu_paged_check.py
-      mqa-logits bench --suite decode ;;
+      mqa-logits verify --paged --large
+      [ -f scripts/gpu_paged_check.py ] && $PY scripts/gpu_paged_check.py --quick
+      mqa-logits bench --suite decode --no-clean-logits --csv "$OUT/bench_decode.csv" --force ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done

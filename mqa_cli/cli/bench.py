@@ -20,6 +20,8 @@ Plot = Annotated[Optional[str], typer.Option("--plot", help="write a PNG: TF/s p
 
 def suite_problems(name: str, clean: bool, fp8: str):
     """(name, Problem, target_us, reference_us) for a named suite."""
+    from dataclasses import replace
+
     from .. import matrix, source
     from ..errors import UserError
 
@@ -33,8 +35,10 @@ def suite_problems(name: str, clean: bool, fp8: str):
             from .. import paged
 
             for spec in decode:
-                spec = spec.with_(clean_logits=clean)
-                out.append((spec.label(), paged.problem_from_spec(spec), None, None))
+                key = (spec.batch, spec.context_len, spec.next_n)
+                spec = replace(spec, clean_logits=clean)  # the reference figures are clean off
+                ref = None if clean else matrix.DECODE_REFERENCE_US.get(key)
+                out.append((spec.label(), paged.problem_from_spec(spec, fp8), matrix.DECODE_TARGET_US.get(key), ref))
             continue
         if n not in matrix.SUITES:
             raise UserError(f"unknown suite {n!r}; choose seed, dsv32, dsv4, decode or all")
