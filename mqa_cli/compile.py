@@ -312,7 +312,12 @@ def compile_config(target, cfg, shape, kernel: str = "", problem: str = "") -> A
     if cfg.module not in launch.ARGS:
         raise UserError(f"no launch builder for kernel module {cfg.module!r} in mqa_cli/launch.py ARGS")
     fn = kernel_fn(cfg)
-    t = meta_prefill(shape)
+    if shape.kind == "paged":
+        from .paged import meta_paged
+
+        t = meta_paged(shape)
+    else:
+        t = meta_prefill(shape)
     out = launch.alloc_logits(t.S, t.N, "meta")
     la = launch.ARGS[cfg.module](t, cfg, out)
     gpu = target.gpu_target()

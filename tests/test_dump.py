@@ -231,3 +231,11 @@ def test_dump_ignores_an_inherited_interpreter_switch(env, tmp_path):
     proc = cli("dump", *PROBLEM, "--target", "sm100", "--stage", "ttir", env_extra={**env, "TRITON_INTERPRET": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "tt.dot" in proc.stdout
+
+
+def test_paged_kernel_dumps_for_sm90(env, tmp_path):
+    """The paged decode row cross-compiles too (meta-device paged tensors), with its config name in the PTX."""
+    r = cli("dump", "--paged", "--batch", "8", "--context-len", "4096", "--next-n", "2", "--target", "sm90",
+            "--stage", "ptx", "--dump-dir", tmp_path, env_extra=env)
+    assert r.returncode == 0, r.stderr
+    assert ".entry paged_mqa_logits_NEXT_N_2_H_64_D_128_BS_64" in r.stdout
