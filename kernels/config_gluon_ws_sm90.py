@@ -1,0 +1,36 @@
+"""Config of the warp-specialised Gluon Hopper prefill kernel (no triton import: dispatch stays import-light)."""
+from __future__ import annotations
+
+from .configs import KernelConfig
+
+GLUON_WS_SM90_KEYS = ("H", "D", "BLOCK_Q", "BLOCK_KV", "STAGES", "CLEAN", "PINGPONG", "MATH_REGS", "SMALL_REGS")
+
+# Registers per thread: 12 warps (two math warpgroups + a warpgroup holding the 1-warp producer and
+# the 1-warp -inf filler) share the 64K register file: maxnreg 168 at entry = 504 per warpgroup-thread,
+# split by setmaxnreg into 240 (math 1) + 24 (producer/filler) + the rest, 240, for math 0 (the default
+# partition). 232/40 spilled in the math loop (acc 128 + weights 64 registers per thread at N = 256).
+MATH_REGS = 240
+SMALL_REGS = 24
+
+
+def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, units: int | None) -> KernelConfig:
+    """Two ping-pong math warpgroups, each wgmma M = 64 kv rows x N = BLOCK_Q*heads (256 at H 64); TMA producer warp.
+
+    Shared memory: 2 warpgroups x 2 q slots x 32 KiB + STAGES x 8 KiB kv = 160 KiB at STAGES 4 and N 256: one
+    program per SM, persistent over work items of 2*BLOCK_Q query rows.
+    """
+    if heads * dim == 0 or 128 % heads or dim != 128:
+        raise ValueError(f"gluon ws sm90 kernel needs heads dividing 128 and dim 128, got heads={heads}, dim={dim}")
+    # N = 256 for H = 64; N = 128 below (H = 32 at N = 256 spills: 8 query rows of per-row state).
+    block_q = 256 // heads if heads >= 64 else 128 // heads
+    block_kv = 64
+    stages = 4
+    items = -(-S // (2 * block_q))
+    programs = max(1, min(items, units or 132))
+    constexprs = {"H": heads, "D": dim, "BLOCK_Q": block_q, "BLOCK_KV": block_kv, "STAGES": stages,
+                  "CLEAN": bool(clean), "PINGPONG": True, "MATH_REGS": MATH_REGS, "SMALL_REGS": SMALL_REGS}
+    options = {"num_warps": 4, "maxnreg": 168}
+    schedule = {"grid": programs, "items": items, "rows_per_item": 2 * block_q, "programs_per_sm": 1,
+                "units": units}
+    return KernelConfig("mqa_logits_gluon_ws_sm90", "prefill_gluon_ws_sm90", GLUON_WS_SM90_KEYS, constexprs,
+                        options, schedule)
