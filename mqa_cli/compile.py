@@ -309,8 +309,9 @@ def compile_config(target, cfg, shape, kernel: str = "", problem: str = "") -> A
 
     from . import launch  # safe now: TRITON_INTERPRET is "0", so launch leaves the interpreter off
 
-    if cfg.module not in launch.ARGS:
-        raise UserError(f"no launch builder for kernel module {cfg.module!r} in mqa_cli/launch.py ARGS")
+    build_args = launch.args_builder(cfg.module)
+    if build_args is None:
+        raise UserError(f"kernel module {cfg.module!r} has no argument builder in mqa_cli/launch.py, so it cannot be dumped")
     fn = kernel_fn(cfg)
     if shape.kind == "paged":
         from .paged import meta_paged
@@ -319,7 +320,7 @@ def compile_config(target, cfg, shape, kernel: str = "", problem: str = "") -> A
     else:
         t = meta_prefill(shape)
     out = launch.alloc_logits(t.S, t.N, "meta")
-    la = launch.ARGS[cfg.module](t, cfg, out)
+    la = build_args(t, cfg, out)
     gpu = target.gpu_target()
     backend = make_backend(gpu)
     sig = build_signature(fn, la, backend)

@@ -96,6 +96,47 @@ def h64d128_args(t, cfg, out) -> LaunchArgs:
     return LaunchArgs(grid, args, dict(c), dict(cfg.options))
 
 
+# Compiled kernels by (config, launch options, device, argument specialization): a repeated launch
+# skips the JIT's argument binding and cache lookup, which cost tens of µs of host time per call
+# (it matters for decode, where kernels run for a few µs).
+_COMPILED: dict = {}
+
+
+def _specialization(args) -> tuple | None:
+    """What the JIT specializes runtime arguments on: dtypes, 16-byte alignment, ints equal to 1,
+    divisible by 16, or past 32 bits. None when an argument is of a kind it does not cover."""
+    key = []
+    for x in args:
+        if isinstance(x, torch.Tensor):
+            key.append((x.dtype, x.data_ptr() % 16 == 0))
+        elif isinstance(x, bool):
+            key.append(("bool", x))
+        elif isinstance(x, int):
+            key.append(("int", x == 1, x % 16 == 0, -(2 ** 31) <= x < 2 ** 31))
+        else:
+            return None
+    return tuple(key)
+
+
+def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool) -> None:
+    """Launch `kernel` with LaunchArgs; after the first launch of a specialization, through its compiled object."""
+    if interpret:
+        kernel[a.grid](*a.args, **a.constexprs)
+        return
+    spec = _specialization(a.args)
+    key = None if spec is None else (cfg.name, tuple(sorted(a.options.items())), a.args[0].device, spec)
+    hit = _COMPILED.get(key) if key is not None else None
+    if hit is None:
+        compiled = kernel[a.grid](*a.args, **a.constexprs, **a.options)
+        if key is not None and compiled is not None:
+            names = kernel.arg_names[len(a.args):]
+            if set(names) == set(a.constexprs):
+                _COMPILED[key] = (compiled, tuple(a.constexprs[n] for n in names))
+        return
+    compiled, constexpr_values = hit
+    compiled[a.grid](*a.args, *constexpr_values)
+
+
 def _launch_with(args_fn):
     def launch_family(t, cfg, out: torch.Tensor | None = None) -> torch.Tensor:
         _check_layout(t)
@@ -103,8 +144,7 @@ def _launch_with(args_fn):
         if interpret:
             note_interpreter()
         out = alloc_logits(t.S, t.N, t.q.device) if out is None else out
-        a = args_fn(t, cfg, out)
-        kernel_object(cfg, interpret)[a.grid](*a.args, **a.constexprs, **({} if interpret else a.options))
+        run_kernel(kernel_object(cfg, interpret), cfg, args_fn(t, cfg, out), interpret)
         return out
 
     launch_family.__doc__ = f"Launch the kernel whose arguments {args_fn.__name__} builds."
@@ -115,22 +155,31 @@ def _launch_with(args_fn):
 ARGS = {"prefill_tiled": tiled_args, "prefill_h64d128": h64d128_args}
 LAUNCHERS = {module: _launch_with(fn) for module, fn in ARGS.items()}
 
-# The paged decode kernel's launcher lives in launch_paged.py (it imports the helpers above).
-from .launch_paged import launch_paged, paged_args  # noqa: E402
-
-ARGS["paged_decode"] = paged_args
-LAUNCHERS["paged_decode"] = launch_paged
-
-
-# Gluon launchers import gluon (and build TMA descriptors): loaded on first use only.
-LAZY_LAUNCHERS = {
-    "prefill_gluon_sm90": ("mqa_cli.launch_gluon", "launch_gluon_sm90"),
-    "prefill_gluon_ws_sm90": ("mqa_cli.launch_gluon_ws", "launch_gluon_ws_sm90"),
+# Families whose launch code lives in its own module (it imports this one, or gluon): loaded on
+# first use, as (module, argument builder or None, launcher).
+LAZY = {
+    "paged_decode": ("mqa_cli.launch_paged", "paged_args", "launch_paged"),
+    "prefill_gluon_sm90": ("mqa_cli.launch_gluon", None, "launch_gluon_sm90"),
+    "prefill_gluon_ws_sm90": ("mqa_cli.launch_gluon_ws", "gluon_ws_args", "launch_gluon_ws_sm90"),
 }
 
 
+def _load(module: str) -> None:
+    if module in LAUNCHERS or module not in LAZY:
+        return
+    where, args_name, launch_name = LAZY[module]
+    mod = importlib.import_module(where)
+    if args_name is not None:
+        ARGS[module] = getattr(mod, args_name)
+    LAUNCHERS[module] = getattr(mod, launch_name)
+
+
+def args_builder(module: str):
+    """The LaunchArgs builder of a kernel module (None if it has none): what `compile` signs from."""
+    _load(module)
+    return ARGS.get(module)
+
+
 def launch(t, cfg, out=None):
-    if cfg.module not in LAUNCHERS and cfg.module in LAZY_LAUNCHERS:
-        module, name = LAZY_LAUNCHERS[cfg.module]
-        LAUNCHERS[cfg.module] = getattr(importlib.import_module(module), name)
+    _load(cfg.module)
     return LAUNCHERS[cfg.module](t, cfg, out)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from .launch import LaunchArgs, alloc_logits, kernel_object, note_interpreter
+from .launch import LaunchArgs, alloc_logits, kernel_object, note_interpreter, run_kernel
 
 
 def paged_args(t, cfg, out) -> LaunchArgs:
@@ -32,7 +32,5 @@ def launch_paged(t, cfg, out: torch.Tensor | None = None) -> torch.Tensor:
     if interpret:
         note_interpreter()
     out = alloc_logits(t.S, int(t.max_context_len), t.q.device) if out is None else out
-    a = paged_args(t, cfg, out)
-    options = {} if interpret else a.options
-    kernel_object(cfg, interpret)[a.grid](*a.args, **a.constexprs, **options)
+    run_kernel(kernel_object(cfg, interpret), cfg, paged_args(t, cfg, out), interpret)
     return out

@@ -38,6 +38,9 @@ for step in $steps; do
     sweep)
       log sweep
       $PY scripts/sweep_prefill.py --quick ;;
+    sweep_paged)
+      log sweep_paged
+      $PY scripts/sweep_paged.py ;;
     dump)
       log dump
       mqa-logits run --heads 64 --dim 128 --seq 8192 --dump-asm --dump-dir /tmp/dumps --force ;;
