@@ -156,7 +156,7 @@ def _h64d128_conditions(target_name: str, min_seq: int, heads=(64,)):
 
 def _h64d128_config(shape, target):
     return configs.h64d128_config(heads=shape.heads, dim=shape.dim, S=shape.S, clean=shape.clean_logits,
-                                  target=target.name)
+                                  target=target.name, N=shape.N)
 
 
 def check_gluon(caps: Capabilities) -> list:

@@ -18,7 +18,7 @@ from mqa_kernels import configs
 def variants(spec, quick):
     """The dispatched config, then one knob at a time around it (order, -inf width, rows, warps, registers)."""
     clean = spec.clean_logits
-    base = configs.h64d128_config(heads=spec.heads, dim=spec.dim, S=spec.S, clean=clean, target="sm90")
+    base = configs.h64d128_config(heads=spec.heads, dim=spec.dim, S=spec.S, clean=clean, target="sm90", N=spec.N)
     yield "tiled", configs.tiled_config(heads=spec.heads, dim=spec.dim, S=spec.S, N=spec.N, clean=clean,
                                         backend="cuda", units=132)
     yield "h64d128 (dispatched)", base
