@@ -12,8 +12,9 @@ each kv tile [BLOCK_KV = 64, D] (the wgmma's M, A operand) is loaded once for bo
 warpgroup multiplies it by its own K-major q block [D, BLOCK_Q*H] (the wgmma's N, B operand; 256 at H 64).
 PINGPONG: the warpgroups take turns issuing their wgmma (a pair of turn mbarriers), so the tensor
 cores run one warpgroup's MMA while the other runs its fp32 epilogue (relu, x weight, head sum,
-x kv_scale, -inf mask, store). Persistent grid: program p takes work items p, p + P, ... counted from
-the last query block (the heaviest in causal-like layouts) backwards. No CTA-wide barrier in the loop.
+x kv_scale, -inf mask, store). Persistent grid: program p takes work items in snake order (p, 2P-1-p,
+2P+p, ...) counted from the last query block (the heaviest in causal-like layouts) backwards, which
+evens out each program's sum of work. No CTA-wide barrier in the loop.
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -44,6 +45,27 @@ def _live_tiles(ks_ptr, ke_ptr, q0, S, N, ROWS: gl.constexpr, BLOCK_KV: gl.const
 
 
 @gluon.jit
+def _item_q0(j, n_items, BLOCK_Q: gl.constexpr):
+    """Round j of this program: snake order over work items (p, 2P-1-p, 2P+p, ...) counted from the last
+    query block (the heaviest in causal-like layouts), so each program's sum of work evens out.
+    Returns the item's first query row."""
+    P = gl.num_programs(0)
+    p = gl.program_id(0)
+    item = j * P + gl.where(j % 2 == 0, p, P - 1 - p)
+    return (n_items - 1 - item) * (2 * BLOCK_Q)
+
+
+@gluon.jit
+def _my_rounds(n_items):
+    """Rounds of this program: every full round, plus the last partial one if its snake slot is filled."""
+    P = gl.num_programs(0)
+    p = gl.program_id(0)
+    full = n_items // P
+    last = full * P + gl.where(full % 2 == 0, p, P - 1 - p)
+    return full + gl.where(last < n_items, 1, 0)
+
+
+@gluon.jit
 def _math_partition(q_desc, kv_smem, q_smem, kv_full, kv_empty, q_full, q_empty, turn,
                     kv_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, S, N, stride_w_s, stride_out_s, n_items,
                     WG: gl.constexpr, H: gl.constexpr, BLOCK_Q: gl.constexpr, BLOCK_KV: gl.constexpr,
@@ -60,8 +82,8 @@ def _math_partition(q_desc, kv_smem, q_smem, kv_full, kv_empty, q_full, q_empty,
 
     c = 0  # kv tiles consumed so far (ring index / phase)
     i = 0  # work items done (q slot / phase)
-    for item in range(gl.program_id(0), n_items, gl.num_programs(0)):
-        q0 = (n_items - 1 - item) * (2 * BLOCK_Q)
+    for j in range(0, _my_rounds(n_items)):
+        q0 = _item_q0(j, n_items, BLOCK_Q)
         t_lo, n_tiles = _live_tiles(ks_ptr, ke_ptr, q0, S, N, 2 * BLOCK_Q, BLOCK_KV, 4)
         my0 = q0 + WG * BLOCK_Q
 
@@ -130,8 +152,8 @@ def _load_partition(q_desc, kv_desc, kv_smem, q_smem0, q_smem1, kv_full, kv_empt
     """TMA producer (1 warp): per work item the two q blocks, then its live kv tiles through the ring."""
     c = 0
     i = 0
-    for item in range(gl.program_id(0), n_items, gl.num_programs(0)):
-        q0 = (n_items - 1 - item) * (2 * BLOCK_Q)
+    for j in range(0, _my_rounds(n_items)):
+        q0 = _item_q0(j, n_items, BLOCK_Q)
         t_lo, n_tiles = _live_tiles(ks_ptr, ke_ptr, q0, S, N, 2 * BLOCK_Q, BLOCK_KV, 1)
         qs = i % 2
         qph = ((i // 2) & 1) ^ 1
@@ -159,8 +181,8 @@ def _fill_partition(ks_ptr, ke_ptr, out_ptr, S, N, stride_out_s, n_items,
         layout: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
         offs = gl.arange(0, FILL, layout=layout)
         neg = gl.full([FILL], float("-inf"), gl.float32, layout=layout)
-        for item in range(gl.program_id(0), n_items, gl.num_programs(0)):
-            q0 = (n_items - 1 - item) * (2 * BLOCK_Q)
+        for j in range(0, _my_rounds(n_items)):
+            q0 = _item_q0(j, n_items, BLOCK_Q)
             t_lo, n_tiles = _live_tiles(ks_ptr, ke_ptr, q0, S, N, 2 * BLOCK_Q, BLOCK_KV, 1)
             live_lo = gl.minimum(t_lo * BLOCK_KV, N)
             live_hi = gl.minimum((t_lo + n_tiles) * BLOCK_KV, N)

@@ -2,7 +2,7 @@
 
 Run on the GPU machine: `PYTHONUNBUFFERED=1 python3 scripts/gpu_gluon_ws_check.py [--long] [--variants]`.
 Everything printed is appended to $OUT/report_ws.txt (or ./report_ws.txt). --long adds the 1x32768 causal
-shape; --variants times PINGPONG off and other STAGES on two shapes. Reference kernels run through
+shape; --variants times the constexpr overrides listed in VARIANTS. Reference kernels run through
 dispatch.plan(kernel=NAME, force=True) + launch.launch (no host-side validation in the timed region).
 """
 from __future__ import annotations
@@ -55,6 +55,14 @@ ANCHORS = [
     ("S4096 N65536 full", dict(seq=4096, seq_kv=65536, layout="full"), 4100, True),
 ]
 LONG = [("1x32768 causal", dict(seq=32768), 8600, True)]
+# --variants: (label, spec, constexpr overrides timed beside the default, full op, each checked first)
+VARIANTS = [
+    ("1x4096 causal H32", dict(seq=4096, heads=32), [{"BLOCK_Q": 8}, {"BLOCK_Q": 8, "PINGPONG": False}]),
+    ("1x4096 causal", dict(seq=4096), [{"PINGPONG": False}]),
+    ("1x8192 causal", dict(seq=8192), [{"PINGPONG": False}, {"STAGES": 3}]),
+    ("4x8192 ratio 4", dict(batch=4, seq=8192, ratio=4), [{"PINGPONG": False}]),
+    ("S4096 N65536 full", dict(seq=4096, seq_kv=65536, layout="full"), [{"PINGPONG": False}]),
+]
 
 
 def log(msg=""):
@@ -122,7 +130,7 @@ def bench(fn, rep):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--long", action="store_true", help="add the 1x32768 causal shape")
-    ap.add_argument("--variants", action="store_true", help="time PINGPONG off / other STAGES on two shapes")
+    ap.add_argument("--variants", action="store_true", help="time the VARIANTS constexpr overrides")
     ap.add_argument("--no-ref", action="store_true", help="skip timing h64d128_sm90 and tiled")
     ap.add_argument("--rep", type=int, default=30, help="do_bench rep (ms)")
     a = ap.parse_args()
@@ -178,16 +186,21 @@ def main():
             f"≤{res['target']} | {chk} rel {res['rel']} |")
 
     if a.variants:
-        for label, kw in (("1x8192 causal", dict(seq=8192)), ("S4096 N65536 full", dict(seq=4096, seq_kv=65536,
-                                                                                           layout="full"))):
+        for label, kw, overrides in VARIANTS:
             try:
                 t = random_prefill(ProblemSpec(**kw), device="cuda")
-                for override in ({}, {"PINGPONG": False}, {"STAGES": 2}, {"STAGES": 6}):
+                for override in [{}] + overrides:
+                    msg = ""
+                    if override:
+                        ok, msg = check(t, True, ws_run(t, True, **override), reference_logits(t, clean_logits=True))
+                        all_ok &= ok
+                        msg = ("check ok " if ok else "CHECK FAILED ") + msg
                     us = bench(ws_run(t, True, **override), a.rep)
-                    log(f"variant {label} {override or 'default'}: {us:.1f} us")
+                    log(f"variant {label} {override or 'default'}: {us:.1f} us {msg}")
                 del t
                 torch.cuda.empty_cache()
             except Exception:
+                all_ok = False
                 log(traceback.format_exc())
     log("ALL OK" if all_ok else "SOME CHECKS FAILED")
     return 0 if all_ok else 1
