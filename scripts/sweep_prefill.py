@@ -32,6 +32,9 @@ def variants(spec, quick):
         for dead in (1, 4, 8):
             if (order, dead) != (base.constexprs["ORDER"], base.constexprs["DEAD_MULT"]):
                 yield vary(f"order{order} dead{dead}", ORDER=order, DEAD_MULT=dead)
+    for dead in (1, 4):
+        yield vary(f"interleave dead{dead}", INTERLEAVE=True, DEAD_MULT=dead)
+    yield vary("interleave order2 dead1", INTERLEAVE=True, ORDER=2, DEAD_MULT=1)
     bq = base.constexprs["BLOCK_Q"]
     yield vary(f"q{bq // 2}", BLOCK_Q=bq // 2)
     yield vary(f"q{bq // 2} order2", BLOCK_Q=bq // 2, ORDER=2)
