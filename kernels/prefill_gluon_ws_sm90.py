@@ -10,9 +10,10 @@ Partitions (gl.warp_specialize, register reallocation by setmaxnreg):
 Work item = 2*BLOCK_Q query rows; math warpgroup g owns rows [q0 + g*BLOCK_Q, q0 + (g+1)*BLOCK_Q), so
 each kv tile [BLOCK_KV = 64, D] (the wgmma's M, A operand) is loaded once for both warpgroups and each
 warpgroup multiplies it by its own K-major q block [D, BLOCK_Q*H] (the wgmma's N, B operand; 256 at H 64).
-PINGPONG: the warpgroups take turns issuing their wgmma (a pair of turn mbarriers), so the tensor
-cores run one warpgroup's MMA while the other runs its fp32 epilogue (relu, x weight, head sum,
-x kv_scale, -inf mask, store). Persistent grid: program p takes work items in snake order (p, 2P-1-p,
+Each math warpgroup waits for its own wgmma right away; the other warpgroup's MMA fills the tensor cores
+while it runs its fp32 epilogue (relu, x weight, head sum, x kv_scale, -inf mask on boundary tiles, store).
+PINGPONG (off by default: 2-4 % slower on the H200) makes the warpgroups take turns issuing their wgmma
+through a pair of turn mbarriers. Persistent grid: program p takes work items in snake order (p, 2P-1-p,
 2P+p, ...) counted from the last query block (the heaviest in causal-like layouts) backwards, which
 evens out each program's sum of work. No CTA-wide barrier in the loop.
 """
