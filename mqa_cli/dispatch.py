@@ -183,6 +183,25 @@ def _gluon_sm90_conditions(shape, target, caps):
     ]
 
 
+def _gluon_ws_sm90_conditions(shape, target, caps):
+    return [
+        check_eq("problem", shape.kind, "prefill"),
+        check_eq("target", target.name, "sm90"),
+        check_eq("heads", shape.heads, 64),
+        check_eq("dim", shape.dim, 128),
+        check_ge("seq_len (S)", shape.S, 1024),
+        check_eq("fp8 flavour", shape.fp8, "e4m3fn"),
+        *check_gluon(caps),
+    ]
+
+
+def _gluon_ws_sm90_config(shape, target):
+    from mqa_kernels import config_gluon_ws_sm90
+
+    return config_gluon_ws_sm90.gluon_ws_sm90_config(heads=shape.heads, dim=shape.dim, S=shape.S, N=shape.N,
+                                                     clean=shape.clean_logits, units=target.units)
+
+
 def _gluon_sm90_config(shape, target):
     from mqa_kernels import config_gluon_sm90
 
@@ -192,6 +211,10 @@ def _gluon_sm90_config(shape, target):
 
 # The table, in order. The portable row comes last and holds wherever Triton runs.
 PREFILL_ROWS: list[Row] = [
+    Row("gluon_ws_sm90", "warp-specialised Gluon on Hopper: TMA producer warp, two math warpgroups (wgmma "
+        "64 x 256, setmaxnreg 240/24) sharing each kv tile, -inf filler warp, persistent snake-ordered grid; "
+        "H 64 only (at H 32 it trails h64d128_sm90: docs/PERFORMANCE.md)",
+        _gluon_ws_sm90_conditions, _gluon_ws_sm90_config),
     Row("h64d128_gfx950", "the seed's rule (aiter): specialised H64D128 kernel on gfx950 for seq_len >= 4096; "
         "4 query rows x 64 heads per MMA, triple-buffered, unmasked interior tiles",
         _h64d128_conditions("gfx950", 4096), _h64d128_config),

@@ -134,7 +134,7 @@ def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool) -> None:
                 _COMPILED[key] = (compiled, tuple(a.constexprs[n] for n in names))
         return
     compiled, constexpr_values = hit
-    compiled[a.grid](*a.args, *constexpr_values)
+    compiled[tuple(a.grid) + (1,) * (3 - len(a.grid))](*a.args, *constexpr_values)  # the runner reads 3 dims
 
 
 def _launch_with(args_fn):
