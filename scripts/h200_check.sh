@@ -32,12 +32,16 @@ for step in $steps; do
       done ;;
     bench)
       log bench
-      ks=$(mqa-logits explain --json | $PY -c "import json,sys; print(','.join(r['kernel'] for r in json.load(sys.stdin)['plan']['candidates'] if r['kernel'] in ('tiled','h64d128_sm90') or r['kernel'].startswith('gluon')))")
+      ks=${BENCH_KERNELS:-gluon_ws_sm90,h64d128_sm90,tiled}
       mqa-logits bench --suite seed --kernels "$ks" --csv "$OUT/bench_seed.csv" --plot "$OUT/bench_seed.png" --force
-      mqa-logits bench --suite seed --kernels "$ks" --no-clean-logits ;;
+      mqa-logits bench --suite seed --kernels "$ks" --no-clean-logits
+      mqa-logits bench --suite seed ;;
     sweep)
       log sweep
       $PY scripts/sweep_prefill.py --quick ;;
+    sweep_interleave)
+      log sweep_interleave
+      $PY scripts/sweep_prefill.py --interleave ;;
     sweep_paged)
       log sweep_paged
       $PY scripts/sweep_paged.py ;;
@@ -50,8 +54,11 @@ for step in $steps; do
     paged)
       log paged
       mqa-logits verify --paged --large
-      [ -f scripts/gpu_paged_check.py ] && $PY scripts/gpu_paged_check.py --quick
-      mqa-logits bench --suite decode --no-clean-logits --csv "$OUT/bench_decode.csv" --force ;;
+      mqa-logits bench --suite decode --no-clean-logits --csv "$OUT/bench_decode.csv" --force
+      mqa-logits bench --paged --batch 64 --context-len 65536 --next-n 1 --context-jitter 0.3 ;;
+    paged_check)
+      log paged_check
+      $PY scripts/gpu_paged_check.py --quick ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done

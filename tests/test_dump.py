@@ -62,13 +62,19 @@ def test_every_stage_and_manifest(dumps, target):
     assert folder.parent.name == target
     assert folder.name == d["summary"]["config"]  # <kernel name>_w<warps>_s<stages>
     exts = {p.suffix[1:] for p in folder.iterdir() if p.name != "manifest.json"}
-    assert exts == EXPECTED[BACKEND[target]]
+    expected = EXPECTED[BACKEND[target]]
+    if "gluon" in d["summary"]["kernel_name"]:  # Gluon kernels start at ttgir: there is no ttir stage
+        expected = expected - {"ttir"}
+    assert exts == expected
     assert all(p.stat().st_size > 0 for p in folder.iterdir())
     m = json.loads((folder / "manifest.json").read_text())
     assert m["target"] == target and m["gpu_target"]["backend"] == BACKEND[target]
     assert m["triton_version"] and m["hash"] == d["summary"]["hash"]
     assert m["kernel_name"] == d["summary"]["kernel_name"] and m["config"]["name"] == m["kernel_name"]
-    assert m["compile_options"]["num_warps"] == d["summary"]["resources"]["warps"]
+    if "gluon" in m["kernel_name"]:  # warp-specialised: worker partitions add warps to the default ones
+        assert d["summary"]["resources"]["warps"] > m["compile_options"]["num_warps"]
+    else:
+        assert m["compile_options"]["num_warps"] == d["summary"]["resources"]["warps"]
     assert sorted(m["files"]) == sorted(p.name for p in folder.iterdir())
 
 
@@ -153,7 +159,7 @@ def test_amd_registers_match_the_metadata(dumps, target):
 def test_config_name_in_asm_and_symbol_table(dumps, target):
     d, folder = dumps[target]
     name = d["summary"]["kernel_name"]
-    assert re.fullmatch(r"mqa_logits_\w+_H_64_D_128_BLOCK_Q_\d+_BLOCK_KV_\d+_CLEAN_1\w*", name), name
+    assert re.fullmatch(r"mqa_logits_\w+_H_64_D_128_BLOCK_Q_\d+_BLOCK_KV_\d+\w*_CLEAN_1\w*", name), name
     text_ext, bin_ext = ("ptx", "cubin") if BACKEND[target] == "cuda" else ("amdgcn", "hsaco")
     assert name in _file(folder, text_ext).read_text()
     assert name in elf_symbols(_file(folder, bin_ext).read_bytes())
