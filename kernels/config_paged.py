@@ -22,13 +22,14 @@ def paged_rows(next_n: int, heads: int) -> tuple[int, int]:
     return rows, padded // rows
 
 
-def paged_splits(batch: int, max_context_len: int, block_kv: int, units: int | None, backend: str) -> int:
+def paged_splits(batch: int, max_context_len: int, block_kv: int, units: int | None, backend: str,
+                 programs_per_unit: int = 8) -> int:
     """kv tiles per program of grid axis 1: enough programs to fill the device even at batch 1."""
     tiles = max(1, -(-max_context_len // block_kv))
     if backend == "interpreter":
         want, min_tiles = 4, 1  # a few splits, so the split logic runs on the CPU too
     else:
-        want, min_tiles = 8 * (units or 1), 2  # ~2 waves of 4 CTAs per SM; >= 2 tiles amortise the q load
+        want, min_tiles = programs_per_unit * (units or 1), 2  # >= 2 tiles amortise the q load
     splits = max(1, min(tiles, -(-want // max(1, batch))))
     return max(min_tiles, -(-tiles // splits))
 
@@ -37,13 +38,19 @@ def paged_config(*, heads: int, dim: int, next_n: int, block_size: int, batch: i
                  clean: bool, backend: str, units: int | None) -> KernelConfig:
     rows, chunks = paged_rows(next_n, heads)
     block_kv = 64  # one wgmma M; a whole number of cache blocks for block_size 16/32/64
+    programs_per_unit = 8
     if backend == "hip":
         options = {"num_warps": 4, "num_stages": 2, "waves_per_eu": 2, "matrix_instr_nonkdim": 16}
     elif backend == "cuda":
-        options = {"num_warps": 4, "num_stages": 3}
+        # H200 sweep (scripts/sweep_paged.py, docs/PERFORMANCE.md): 128-token tiles (twice the bytes per
+        # stage) and deeper pipelining for several draft rows or small batches; at next_n 1 half as many
+        # programs, each twice as long. B64 C64K: n1 193 -> 186 µs, n2 360 -> 256; B8 C64K n1 26.6 -> 23.7.
+        block_kv = 128
+        options = {"num_warps": 4, "num_stages": 5 if next_n >= 2 or batch <= 8 else 3}
+        programs_per_unit = 4 if next_n == 1 else 8
     else:
         options = {"num_warps": 4, "num_stages": 1}
-    per_split = paged_splits(batch, max_context_len, block_kv, units, backend)
+    per_split = paged_splits(batch, max_context_len, block_kv, units, backend, programs_per_unit)
     constexprs = {"NEXT_N": next_n, "H": heads, "D": dim, "BS": block_size, "BLOCK_KV": block_kv,
                   "ROWS": rows, "CHUNKS": chunks, "CLEAN": bool(clean)}
     n_tiles = max(1, -(-max_context_len // block_kv))

@@ -66,7 +66,7 @@ def tiled_config(*, heads: int, dim: int, S: int, N: int, clean: bool, backend: 
                         {"kv_splits": max(1, splits), "q_blocks": q_blocks})
 
 
-H64D128_KEYS = ("H", "D", "BLOCK_Q", "BLOCK_KV", "CLEAN", "EVEN_S", "ORDER", "DEAD_MULT", "INTERLEAVE")
+H64D128_KEYS = ("H", "D", "BLOCK_Q", "BLOCK_KV", "CLEAN", "EVEN_S", "ORDER", "DEAD_MULT")
 
 # Tuned per target: (BLOCK_Q, BLOCK_KV, options). sm90 from the H200 sweeps in docs/PERFORMANCE.md;
 # gfx950 follows the seed's variant (4 query rows folded into the MMA, triple buffering).
@@ -90,7 +90,6 @@ def h64d128_config(*, heads: int, dim: int, S: int, clean: bool, target: str, N:
     block_q = max(1, block_q * 64 // heads)  # keep BLOCK_Q x heads at 256 (H = 32: 8 rows)
     compressed = N is not None and S >= 2 * N
     constexprs = {"H": heads, "D": dim, "BLOCK_Q": block_q, "BLOCK_KV": block_kv, "CLEAN": bool(clean),
-                  "EVEN_S": S % block_q == 0, "ORDER": 2 if compressed else 1, "DEAD_MULT": 1 if compressed else 4,
-                  "INTERLEAVE": False}
+                  "EVEN_S": S % block_q == 0, "ORDER": 2 if compressed else 1, "DEAD_MULT": 1 if compressed else 4}
     return KernelConfig("mqa_logits_h64d128", "prefill_h64d128", H64D128_KEYS, constexprs, dict(options),
                         {"q_blocks": -(-S // block_q)})

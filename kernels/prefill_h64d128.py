@@ -4,9 +4,7 @@ Differs from the portable kernel where it pays on long rows:
 - query blocks run in a chosen ORDER: 0 forward, 1 last-first (in causal and compressed layouts
   later rows see more kv, so the heaviest blocks start first and the grid's tail is short), 2 zigzag
   (alternately from both ends, so write-heavy and compute-heavy blocks are resident together);
-- dead tiles (-inf) are stored DEAD_MULT kv tiles at a time: fewer, wider stores; with INTERLEAVE
-  they are spread over the interior loop's iterations, so the stores drain while the tensor
-  cores work instead of after them;
+- dead tiles (-inf) are stored DEAD_MULT kv tiles at a time: fewer, wider stores;
 - the kv loop is split into head / interior / tail: interior tiles lie inside every row's window
   of the block and inside N, so they load, compute and store with no masks at all;
 - the logits row stride is padded to a multiple of BLOCK_KV, so stores never need column masks,
@@ -17,7 +15,7 @@ import triton.language as tl
 
 from .naming import make_kernel_repr
 
-CONFIG_KEYS = ("H", "D", "BLOCK_Q", "BLOCK_KV", "CLEAN", "EVEN_S", "ORDER", "DEAD_MULT", "INTERLEAVE")
+CONFIG_KEYS = ("H", "D", "BLOCK_Q", "BLOCK_KV", "CLEAN", "EVEN_S", "ORDER", "DEAD_MULT")
 
 
 @triton.jit
@@ -69,7 +67,6 @@ def mqa_logits_h64d128(
     EVEN_S: tl.constexpr,
     ORDER: tl.constexpr,  # 0 forward, 1 last-first, 2 zigzag
     DEAD_MULT: tl.constexpr,  # kv tiles per -inf store
-    INTERLEAVE: tl.constexpr,  # spread the -inf stores over the interior loop
 ):
     pid = tl.program_id(0)
     last = tl.num_programs(0) - 1
@@ -111,43 +108,16 @@ def mqa_logits_h64d128(
     for start in range(live_lo, full_lo, BLOCK_KV):
         _tile(kv_ptr, kv_scale_ptr, q_t, w, ks, ke, out_ptr, rows, row_ok, start, N, stride_kv_n, stride_out_s,
               D, H, BLOCK_Q, BLOCK_KV, CLEAN, EVEN_S, True)
-    WIDTH: tl.constexpr = BLOCK_KV * DEAD_MULT
-    # Dead chunks of WIDTH columns, numbered over [0, live_lo) then [live_hi, n_end).
-    n_a = tl.cdiv(live_lo, WIDTH)
-    n_dead = n_a + tl.cdiv(n_end - live_hi, WIDTH)
-    per = tl.cdiv(n_dead, tl.maximum((full_hi - full_lo) // BLOCK_KV, 1))
-    done = 0
     for start in range(full_lo, full_hi, BLOCK_KV):
         _tile(kv_ptr, kv_scale_ptr, q_t, w, ks, ke, out_ptr, rows, row_ok, start, N, stride_kv_n, stride_out_s,
               D, H, BLOCK_Q, BLOCK_KV, CLEAN, EVEN_S, False)
-        if CLEAN and INTERLEAVE:
-            for j in range(0, per):
-                _dead_chunk(out_ptr, rows, row_ok, done + j, n_a, n_dead, live_lo, live_hi, n_end, stride_out_s,
-                            BLOCK_Q, WIDTH)
-            done += per
     for start in range(full_hi, live_hi, BLOCK_KV):
         _tile(kv_ptr, kv_scale_ptr, q_t, w, ks, ke, out_ptr, rows, row_ok, start, N, stride_kv_n, stride_out_s,
               D, H, BLOCK_Q, BLOCK_KV, CLEAN, EVEN_S, True)
 
-    if CLEAN and INTERLEAVE:
-        for idx in range(done, n_dead):  # what the interior loop did not cover (none, or all of it)
-            _dead_chunk(out_ptr, rows, row_ok, idx, n_a, n_dead, live_lo, live_hi, n_end, stride_out_s,
-                        BLOCK_Q, WIDTH)
-    elif CLEAN:
-        _fill_dead(out_ptr, rows, row_ok, 0, live_lo, stride_out_s, BLOCK_Q, WIDTH)
-        _fill_dead(out_ptr, rows, row_ok, live_hi, n_end, stride_out_s, BLOCK_Q, WIDTH)
-
-
-@triton.jit
-def _dead_chunk(out_ptr, rows, row_ok, idx, n_a, n_dead, live_lo, live_hi, n_end, stride_out_s,
-                BLOCK_Q: tl.constexpr, WIDTH: tl.constexpr):
-    """-inf over dead chunk `idx` (chunks past n_dead store nothing)."""
-    in_a = idx < n_a
-    start = tl.where(in_a, idx * WIDTH, live_hi + (idx - n_a) * WIDTH)
-    limit = tl.where(idx < n_dead, tl.where(in_a, live_lo, n_end), 0)
-    cols = start + tl.arange(0, WIDTH)
-    tl.store(out_ptr + rows[:, None] * stride_out_s + cols[None, :],
-             tl.full((BLOCK_Q, WIDTH), float("-inf"), tl.float32), mask=row_ok[:, None] & (cols < limit)[None, :])
+    if CLEAN:
+        _fill_dead(out_ptr, rows, row_ok, 0, live_lo, stride_out_s, BLOCK_Q, BLOCK_KV * DEAD_MULT)
+        _fill_dead(out_ptr, rows, row_ok, live_hi, n_end, stride_out_s, BLOCK_Q, BLOCK_KV * DEAD_MULT)
 
 
 @triton.jit

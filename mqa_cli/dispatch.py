@@ -298,9 +298,17 @@ def plan(shape: Shape, target: Target, kernel: str | None = None, force: bool = 
             fails = "; ".join(c.sentence() for c in chosen.checks if not c.ok)
             raise UserError(f"kernel {kernel} does not hold for this problem on {target.name}: {fails} (--force to run it anyway)")
         notes = [f"forced by --kernel {kernel}" + (" --force" if not chosen.ok else "")]
-        return Plan(shape, target, candidates, chosen, chosen.row.config(shape, target), True, notes)
+        return Plan(shape, target, candidates, chosen, _configure(chosen.row, shape, target), True, notes)
     chosen = next((c for c in candidates if c.ok), None)
     if chosen is None:
         why = "; ".join(f"{c.row.name}: {c.first_failure.sentence()}" for c in candidates)
         raise UserError(f"no kernel supports this problem on {target.name}: {why}")
-    return Plan(shape, target, candidates, chosen, chosen.row.config(shape, target))
+    return Plan(shape, target, candidates, chosen, _configure(chosen.row, shape, target))
+
+
+def _configure(row: Row, shape: Shape, target: Target) -> configs.KernelConfig:
+    """The row's config; a forced row that cannot be configured for the shape is bad input, not a crash."""
+    try:
+        return row.config(shape, target)
+    except ValueError as e:
+        raise UserError(f"kernel {row.name} cannot be configured for this problem: {e}") from None

@@ -23,6 +23,12 @@ VERIFY_MATRIX: list[ProblemSpec] = [
 
 # Sizes only a GPU checks in reasonable time.
 GPU_EXTRA: list[ProblemSpec] = [
+    # Odd sizes for the sm90 rows (S >= 1024, H 64 / 32, D 128), clean on and off.
+    P(batch=1, seq=1031, seq_kv=2061, heads=64, dim=128, layout="causal"),
+    P(batch=3, seq=1100, heads=64, dim=128, layout="window", window=300, clean_logits=False),
+    P(batch=2, seq=2048, seq_kv=8192, heads=64, dim=128, layout="cp", clean_logits=False),
+    P(batch=1, seq=1027, heads=32, dim=128, layout="causal"),
+    P(batch=2, seq=4100, ratio=4, heads=32, dim=128, layout="causal", clean_logits=False),
     P(batch=1, seq=4096, heads=64, dim=128, layout="causal"),
     P(batch=4, seq=8192, ratio=4, heads=64, dim=128, layout="causal"),
     P(batch=1, seq=32768, heads=64, dim=128, layout="causal"),

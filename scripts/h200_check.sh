@@ -27,8 +27,9 @@ for step in $steps; do
     verify)
       log verify
       mqa-logits verify --large
-      for k in tiled h64d128_sm90 $(mqa-logits explain --json | $PY -c "import json,sys; print(' '.join(r['kernel'] for r in json.load(sys.stdin)['plan']['candidates'] if r['kernel'].startswith('gluon')))"); do
-        mqa-logits verify --kernel "$k" --force | tail -1
+      for k in gluon_ws_sm90 h64d128_sm90 gluon_sm90 tiled; do
+        echo "--- verify --kernel $k --large"
+        mqa-logits verify --kernel "$k" --large | tail -9
       done ;;
     bench)
       log bench
@@ -39,9 +40,6 @@ for step in $steps; do
     sweep)
       log sweep
       $PY scripts/sweep_prefill.py --quick ;;
-    sweep_interleave)
-      log sweep_interleave
-      $PY scripts/sweep_prefill.py --interleave ;;
     sweep_paged)
       log sweep_paged
       $PY scripts/sweep_paged.py ;;

@@ -28,16 +28,10 @@ def variants(spec, quick):
         c["EVEN_S"] = spec.S % c["BLOCK_Q"] == 0
         return name, replace(base, constexprs=c, options=dict(base.options, **(options or {})))
 
-    if "--interleave" in sys.argv:
-        for dead in (1, 4):
-            yield vary(f"interleave dead{dead}", INTERLEAVE=True, DEAD_MULT=dead)
-        return
     for order in (0, 1, 2):
         for dead in (1, 4, 8):
             if (order, dead) != (base.constexprs["ORDER"], base.constexprs["DEAD_MULT"]):
                 yield vary(f"order{order} dead{dead}", ORDER=order, DEAD_MULT=dead)
-    yield vary("interleave dead4", INTERLEAVE=True, DEAD_MULT=4)
-    yield vary("interleave order2 dead1", INTERLEAVE=True, ORDER=2, DEAD_MULT=1)
     bq = base.constexprs["BLOCK_Q"]
     yield vary(f"q{bq // 2}", BLOCK_Q=bq // 2)
     yield vary(f"q{bq // 2} order2", BLOCK_Q=bq // 2, ORDER=2)
@@ -51,7 +45,7 @@ def variants(spec, quick):
 def main():
     quick = "--quick" in sys.argv
     rows = []
-    for b in matrix.SEED_SUITE[:5] if "--interleave" not in sys.argv else matrix.SEED_SUITE[:4]:
+    for b in matrix.SEED_SUITE[:5]:
         prob = source.from_spec(b.spec)
         t = prob.materialise("cuda")
         out = launch.alloc_logits(t.S, t.N, "cuda")

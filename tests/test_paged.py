@@ -176,3 +176,16 @@ def test_contexts_jitter_and_scattered_table():
     t = random_paged(spec.with_(batch=2, context_len=200))
     used = t.block_table[0, : -(-int(t.context_lens[0]) // 16)]
     assert (used[1:] - used[:-1] != 1).any()  # not contiguous
+
+
+@pytest.mark.parametrize("next_n,block_size", [(1, 16), (2, 64), (3, 32)])
+def test_sm90_config_runs_correctly_in_the_interpreter(next_n, block_size):
+    """The tuned Hopper config (128-token tiles over 16/32/64-token pages, its splits) computes the same
+    function: run it through the interpreter (launch options do not apply there)."""
+    spec = PagedSpec(batch=3, next_n=next_n, context_len=300, context_jitter=0.3, block_size=block_size, heads=16,
+                     dim=64, seed=5)
+    prob = source.from_spec(spec)
+    cfg = dispatch.plan(prob.shape, targets.TARGETS["sm90"]).config
+    assert cfg.constexprs["BLOCK_KV"] == 128
+    r = verify(prob.materialise("cpu"), cfg, True, prob.label)
+    assert r.ok, r.as_dict()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Annotated
 
 import typer
@@ -10,6 +11,15 @@ from . import app
 from .options import Force, Json, Kernel, Target, problem_options
 
 Dtype = Annotated[str, typer.Option("--dtype", help="reference precision: float32 | float64")]
+
+def _holds(dispatch, shape, tgt, kernel) -> bool:
+    from ..errors import UserError
+
+    try:
+        return dispatch.plan(shape, tgt, kernel=kernel).chosen.ok
+    except UserError:  # the row's conditions fail for this shape
+        return False
+
 
 @app.command()
 @problem_options
@@ -38,6 +48,16 @@ def verify(target: Target = None, kernel: Kernel = None, dtype: Dtype = "float32
     else:
         specs = list(matrix.VERIFY_MATRIX) + (list(matrix.GPU_EXTRA) if large else [])
         problems = [source.from_spec(s, tgt.fp8) for s in specs]
+    if kernel is not None and not force and not problem.given():
+        # A named row over the built-in matrix: check it on the problems it supports.
+        keep = [p for p in problems if _holds(dispatch, p.shape, tgt, kernel)]
+        if not keep:
+            raise UserError(f"kernel {kernel} holds for none of the built-in problems on {tgt.name}"
+                            + ("" if large else "; --large adds the large shapes"))
+        if len(keep) < len(problems):
+            print(f"note: {kernel} holds for {len(keep)} of the {len(problems)} built-in problems; verifying those "
+                  f"(--force runs it on all)", file=sys.stderr)
+        problems = keep
     results = []
     for prob in problems:
         plan = dispatch.plan(prob.shape, tgt, kernel=kernel, force=force)
