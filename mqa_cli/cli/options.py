@@ -104,8 +104,9 @@ PROBLEM_PARAMS = [
     ("layout", Annotated[Optional[str], _opt("--layout", "causal | full | window | cp [causal]")]),
     ("window", Annotated[Optional[int], _opt("--window", "window length W for --layout window")]),
     ("seed", Annotated[Optional[int], _opt("--seed", "random seed of the inputs [0]")]),
-    ("clean_logits", Annotated[Optional[bool], _opt("--clean-logits/--no-clean-logits",
-                                                    "write -inf outside each row's window [clean]")]),
+    ("clean_logits", Annotated[Optional[bool], typer.Option("--clean-logits/--no-clean-logits", "--clean/--no-clean",
+                                                            help="write -inf outside each row's window [clean]",
+                                                            rich_help_panel=PANEL)]),
     ("input", Annotated[Optional[str], _opt("--input", "load the problem from .safetensors/.pt "
                                                        "(keys q, kv, kv_scales, weights, ks, ke)")]),
 ]
