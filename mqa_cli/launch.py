@@ -159,7 +159,7 @@ LAUNCHERS = {module: _launch_with(fn) for module, fn in ARGS.items()}
 # first use, as (module, argument builder or None, launcher).
 LAZY = {
     "paged_decode": ("mqa_cli.launch_paged", "paged_args", "launch_paged"),
-    "prefill_gluon_sm90": ("mqa_cli.launch_gluon", None, "launch_gluon_sm90"),
+    "prefill_gluon_sm90": ("mqa_cli.launch_gluon", "gluon_sm90_args", "launch_gluon_sm90"),
     "prefill_gluon_ws_sm90": ("mqa_cli.launch_gluon_ws", "gluon_ws_args", "launch_gluon_ws_sm90"),
 }
 
