@@ -1,7 +1,6 @@
 """Prefill tensors: random generation from a ProblemSpec and validation of user-given ones."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -121,5 +120,3 @@ def chunk_rows(S: int, N: int, H: int, budget_bytes: int = 512 << 20) -> int:
     """Rows per reference chunk so the [rows, H, N] score block stays within the budget."""
     return max(1, min(S, budget_bytes // max(1, H * N * 4)))
 
-
-__all__ = ["Prefill", "random_prefill", "validate", "quantize_per_token", "live_mask", "chunk_rows", "math"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call that installs the project, checks and times what is named (default: all).
-# Usage on the GPU machine: bash scripts/h200_check.sh [env] [verify] [bench] [sweep] [dump] [gluon] [paged]
+# Usage on the GPU machine: bash scripts/h200_check.sh [env] [verify] [bench] [sweep] [sweep_paged] [dump] [gluon] [paged] [paged_check]
 # Results go to $OUT (the device tool brings them back) and to stdout.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -48,7 +48,7 @@ for step in $steps; do
       mqa-logits run --heads 64 --dim 128 --seq 8192 --dump-asm --dump-dir /tmp/dumps --force ;;
     gluon)
       log gluon
-      [ -f scripts/gpu_gluon_check.py ] && $PY scripts/gpu_gluon_check.py ;;
+      $PY scripts/gpu_gluon_ws_check.py ;;
     paged)
       log paged
       mqa-logits verify --paged --large
