@@ -178,14 +178,15 @@ def test_contexts_jitter_and_scattered_table():
     assert (used[1:] - used[:-1] != 1).any()  # not contiguous
 
 
-@pytest.mark.parametrize("next_n,block_size", [(1, 16), (2, 64), (3, 32)])
-def test_sm90_config_runs_correctly_in_the_interpreter(next_n, block_size):
-    """The tuned Hopper config (128-token tiles over 16/32/64-token pages, its splits) computes the same
-    function: run it through the interpreter (launch options do not apply there)."""
-    spec = PagedSpec(batch=3, next_n=next_n, context_len=300, context_jitter=0.3, block_size=block_size, heads=16,
-                     dim=64, seed=5)
+@pytest.mark.parametrize("batch,next_n,context_len,block_size,block_kv", [
+    (3, 1, 300, 16, 128), (3, 2, 300, 64, 128), (3, 3, 300, 32, 128), (9, 1, 32768, 64, 256)])
+def test_sm90_config_runs_correctly_in_the_interpreter(batch, next_n, context_len, block_size, block_kv):
+    """The tuned Hopper configs (128- or 256-token tiles over 16/32/64-token pages, their splits) compute the
+    same function: run them through the interpreter (launch options do not apply there)."""
+    spec = PagedSpec(batch=batch, next_n=next_n, context_len=context_len, context_jitter=0.3, block_size=block_size,
+                     heads=8 if batch > 8 else 16, dim=64, seed=5)
     prob = source.from_spec(spec)
     cfg = dispatch.plan(prob.shape, targets.TARGETS["sm90"]).config
-    assert cfg.constexprs["BLOCK_KV"] == 128
+    assert cfg.constexprs["BLOCK_KV"] == block_kv
     r = verify(prob.materialise("cpu"), cfg, True, prob.label)
     assert r.ok, r.as_dict()
