@@ -34,10 +34,6 @@ class KernelConfig:
                 "options": dict(self.options), "schedule": dict(self.schedule)}
 
 
-def _pow2_floor(x: int) -> int:
-    return 1 << (max(1, x).bit_length() - 1)
-
-
 def _pow2_ceil(x: int) -> int:
     return 1 << max(0, (max(1, x) - 1).bit_length())
 

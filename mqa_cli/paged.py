@@ -328,7 +328,7 @@ def validate(t: Paged) -> None:
     import torch
 
     validate_meta(t)
-    B, T = t.batch, t.next_n
+    T = t.next_n
     nb, bs = t.kv_cache.shape[:2]
     ctx = t.context_lens.long()
     if (ctx < 0).any():

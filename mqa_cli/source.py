@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .dispatch import Shape
+from .errors import UserError
 from .problem import Counts, ProblemSpec, counts, counts_from_windows
 
 
@@ -55,10 +56,8 @@ def from_options(opts, target_fp8: str = "e4m3fn") -> Problem:
     if opts.input is not None:
         others = [k for k, v in vars(opts).items() if v is not None and k not in ("input", "clean_logits", "paged")]
         if others:
-            raise_flags = ", ".join("--" + k.replace("_", "-") for k in others)
-            from .errors import UserError
-
-            raise UserError(f"--input takes the problem from the file; drop {raise_flags}")
+            flags = ", ".join("--" + k.replace("_", "-") for k in others)
+            raise UserError(f"--input takes the problem from the file; drop {flags}")
         return from_file(opts.input, opts.clean)
     if getattr(opts, "paged", None):
         return from_spec(opts.paged_spec(), target_fp8)

@@ -11,7 +11,7 @@ import typer
 
 from ..errors import UserError
 from ..paged import PagedSpec
-from ..problem import LAYOUTS, ProblemSpec
+from ..problem import ProblemSpec
 
 PANEL = "Problem"
 
@@ -56,7 +56,6 @@ class ProblemOptions:
 
     def paged_spec(self):
         """The paged spec from flags over the paged defaults; prefill-only flags are refused."""
-        from ..paged import PagedSpec
 
         wrong = [n for n in PREFILL_ONLY if getattr(self, n) is not None]
         if wrong:
@@ -76,18 +75,14 @@ class ProblemOptions:
         return spec
 
     def spec(self) -> ProblemSpec:
-        """The spec from flags over the built-in defaults (not used with --input)."""
-        if self.input is not None:
-            raise UserError("--input takes the problem from the file; drop the size flags")
+        """The spec from flags over the built-in defaults (source.from_options handles --input first)."""
         base = DEFAULT_PROBLEM
         paged_only = [n for n in PAGED_ONLY if getattr(self, n) is not None]
         if paged_only:
             raise UserError(f"--{paged_only[0].replace('_', '-')} belongs to the paged form; add --paged")
         changes = {f.name: getattr(self, f.name) for f in fields(self)
                    if f.name not in ("input", "paged") + PAGED_ONLY and getattr(self, f.name) is not None}
-        if self.layout is not None and self.layout not in LAYOUTS:
-            raise UserError(f"--layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
-        return base.with_(**changes)
+        return base.with_(**changes)  # ProblemSpec validates every value
 
     @property
     def clean(self) -> bool:

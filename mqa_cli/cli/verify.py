@@ -33,7 +33,7 @@ def verify(target: Target = None, kernel: Kernel = None, dtype: Dtype = "float32
 
     from .. import dispatch, matrix, source, targets
     from ..errors import UserError
-    from ..verify import DIFF_TOL, REL_TOL, verify as verify_one
+    from ..verify import DIFF_TOL, verify as verify_one
     from .run import device_for
 
     if dtype not in ("float32", "float64"):
