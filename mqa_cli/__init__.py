@@ -1,19 +1,29 @@
 """mqa-logits: the fp8 MQA-logits kernel (DeepSeek sparse attention's lightning indexer) as a library and CLI.
 
-Heavy imports (torch, triton) are deferred so `explain --target ...` stays fast.
+The public functions live in mqa_cli.api (and mqa_cli.topk) and are loaded on first use, so
+`mqa-logits explain --target ...` imports neither torch nor triton; each is the real function, with its
+real signature.
 """
 __version__ = "0.1.0"
 
+_API = ("fp8_mqa_logits", "fp8_fp4_mqa_logits", "mqa_logits", "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits",
+        "get_paged_mqa_logits_metadata", "get_num_sms")
+_TOPK = ("fp8_mqa_topk", "fp8_paged_mqa_topk")
 
-def fp8_mqa_logits(*args, **kwargs):
-    """See mqa_cli.api.fp8_mqa_logits."""
-    from .api import fp8_mqa_logits as impl
-
-    return impl(*args, **kwargs)
+__all__ = [*_API, *_TOPK]
 
 
-def fp8_paged_mqa_logits(*args, **kwargs):
-    """See mqa_cli.api.fp8_paged_mqa_logits."""
-    from .api import fp8_paged_mqa_logits as impl
+def __getattr__(name: str):
+    if name in _API:
+        from . import api
 
-    return impl(*args, **kwargs)
+        return getattr(api, name)
+    if name in _TOPK:
+        from . import topk
+
+        return getattr(topk, name)
+    raise AttributeError(f"module 'mqa_cli' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

@@ -1,71 +1,185 @@
-"""The library API: DeepGEMM-compatible entry points that dispatch through the same table as the CLI."""
+"""The library API: DeepGEMM's entry points (names, argument order, defaults), dispatched through the same
+table as the CLI.
+
+Hot path: dtype, shape, device and stride checks only (no tensor data read, no sync), a cached plan per
+shape, one output allocation, one launch. So every call can be captured in a CUDA graph. Value checks
+(window ranges, NaN scales, block-table bounds) read data and sync: they run only when asked, with
+`check_values=True` or the environment variable MQA_LOGITS_CHECK=1.
+"""
 from __future__ import annotations
 
-from functools import lru_cache
+import os
 
 import torch
 
-from . import dispatch, launch, targets
-from .tensors import Prefill, validate
+from . import dispatch, launchers, targets
+from .errors import UserError
+from .paged_tensors import Paged, check_paged, validate_paged_values
+from .schedule import get_paged_mqa_logits_metadata
+from .tensors import FP8_NAMES, Prefill, check_prefill, scales_1d, validate_values
+
+LOGITS_DTYPES = (torch.float32, torch.bfloat16)
+
+_PLANS: dict = {}  # (shape key, device) -> KernelConfig: chosen once per shape and target, never per call
 
 
-def shape_of(t: Prefill, clean_logits: bool) -> dispatch.Shape:
-    return dispatch.Shape("prefill", t.S, t.N, t.heads, t.dim, clean_logits, t.fp8)
+def _checking(check_values: bool) -> bool:
+    return check_values or os.environ.get("MQA_LOGITS_CHECK") == "1"
 
 
 def target_for(device: torch.device) -> targets.Target:
     return targets.TARGETS["cpu"] if device.type == "cpu" else targets.detect()
 
 
-@lru_cache(maxsize=256)
-def _cached_plan(shape: dispatch.Shape, target_name: str, kernel: str | None):
-    # The plan (and so the config) is chosen once per shape and target, never tuned per call.
-    target = targets.TARGETS["cpu"] if target_name == "cpu" else targets.detect()
-    return dispatch.plan(shape, target, kernel=kernel)
+def _config(key: tuple, shape_fn, device: torch.device):
+    cfg = _PLANS.get(key)
+    if cfg is None:
+        cfg = _PLANS[key] = dispatch.plan(shape_fn(), target_for(device)).config
+    return cfg
 
 
-def fp8_mqa_logits(q, kv, kv_scales=None, weights=None, ks=None, ke=None, clean_logits: bool = True,
-                   kernel: str | None = None) -> torch.Tensor:
+def _logits_dtype(logits_dtype) -> bool:
+    """True for bf16; refuses anything but float32 and bfloat16."""
+    if logits_dtype not in LOGITS_DTYPES:
+        raise UserError(f"logits_dtype must be torch.float32 or torch.bfloat16, got {logits_dtype}")
+    return logits_dtype == torch.bfloat16
+
+
+def _refuse_fp4(q_scale, kv: torch.Tensor, dim: int) -> None:
+    if q_scale is not None or kv.dtype not in FP8_NAMES or kv.shape[-1] * 2 == dim:
+        raise UserError("fp4 inputs (a q scale, or packed fp4 kv) need a GPU with fp4 MMA (sm100); this library "
+                        "runs fp8 e4m3 q and kv: pass q as (q_fp8, None) and kv as (kv_fp8, kv_scales)")
+
+
+def fp8_mqa_logits(q: torch.Tensor, kv, weights: torch.Tensor, cu_seq_len_k_start: torch.Tensor,
+                   cu_seq_len_k_end: torch.Tensor, clean_logits=True, max_seqlen_k=0,
+                   logits_dtype: torch.dtype = torch.float32, *, check_values: bool = False) -> torch.Tensor:
     """logits[i, j] = sum_h weights[i, h] * relu(q[i, h] . kv[j]) * kv_scales[j] for ks[i] <= j < ke[i].
 
-    `kv` may be a (kv, kv_scales) pair, DeepGEMM's form: fp8_mqa_logits(q, (kv, sf), weights, ks, ke).
-    Returns an [S, N] fp32 view of a row-padded buffer; dead entries are -inf when clean_logits.
+    q fp8 e4m3 [S, H, D]; kv = (kv_fp8 [N, D], kv_scales fp32 [N] or [N, 1]); weights fp32 [S, H];
+    cu_seq_len_k_start / cu_seq_len_k_end (ks, ke) int32 [S]. Any row slices and strided 1-D views are
+    honoured; only the innermost (D, head) dimensions must be contiguous.
+    The project's explicit form is `mqa_logits(q, kv, kv_scales, weights, ks, ke, clean_logits=...)`
+    (six tensors positionally also work here, with the defaults).
+
+    Returns an [S, N] view of a row-padded buffer (row stride a multiple of 128) in logits_dtype
+    (torch.float32 or torch.bfloat16): -inf outside [ks, ke) when clean_logits, else unwritten there.
+    max_seqlen_k > 0 returns compressed logits [S, max_seqlen_k]: column c of row i is logit(i, ks[i] + c)
+    for c < ke[i] - ks[i]; the columns past that are -inf when clean_logits, else unwritten.
     """
-    if isinstance(kv, (tuple, list)):
-        if ke is not None:
-            raise TypeError("with kv=(kv, kv_scales) pass weights, ks, ke as the next three arguments")
-        kv, kv_scales, weights, ks, ke = kv[0], kv[1], kv_scales, weights, ks
-    t = Prefill(q, kv, kv_scales, weights, ks, ke)
-    validate(t)
-    p = _cached_plan(shape_of(t, clean_logits), target_for(q.device).name, kernel)
-    return launch.launch(t, p.config)
+    if isinstance(kv, torch.Tensor) and isinstance(clean_logits, torch.Tensor):
+        # the explicit form called positionally: (q, kv, kv_scales, weights, ks, ke)
+        kv_fp8, kv_scales, weights, ks, ke, clean_logits = kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, \
+            clean_logits, True
+    elif isinstance(kv, (tuple, list)) and len(kv) == 2:
+        (kv_fp8, kv_scales), ks, ke = kv, cu_seq_len_k_start, cu_seq_len_k_end
+    else:
+        raise UserError("kv must be a (kv_fp8, kv_scales) pair, or use the explicit form "
+                        "mqa_logits(q, kv, kv_scales, weights, ks, ke, clean_logits=...)")
+    return _prefill(q, kv_fp8, kv_scales, weights, ks, ke, bool(clean_logits), int(max_seqlen_k), logits_dtype,
+                    check_values)
+
+
+def mqa_logits(q: torch.Tensor, kv: torch.Tensor, kv_scales: torch.Tensor, weights: torch.Tensor, ks: torch.Tensor,
+               ke: torch.Tensor, *, clean_logits: bool = True, max_seqlen_k: int = 0,
+               logits_dtype: torch.dtype = torch.float32, check_values: bool = False) -> torch.Tensor:
+    """The explicit form of fp8_mqa_logits: kv and its scales as separate tensors, options by keyword."""
+    return _prefill(q, kv, kv_scales, weights, ks, ke, bool(clean_logits), int(max_seqlen_k), logits_dtype,
+                    check_values)
+
+
+def fp8_fp4_mqa_logits(q, kv, weights: torch.Tensor, cu_seq_len_k_start: torch.Tensor,
+                       cu_seq_len_k_end: torch.Tensor, clean_logits: bool = True, max_seqlen_k: int = 0,
+                       logits_dtype: torch.dtype = torch.float32, *, check_values: bool = False) -> torch.Tensor:
+    """DeepGEMM's combined entry: q = (q_fp8, q_scale or None), kv = (kv_fp8, kv_scales). fp8 inputs run as
+    fp8_mqa_logits; fp4 inputs (a q scale, or packed fp4 kv) are refused on this library's targets."""
+    q_fp8, q_scale = q if isinstance(q, (tuple, list)) else (q, None)
+    if not isinstance(kv, (tuple, list)) or len(kv) != 2:
+        raise UserError("kv must be a (kv, kv_scales) pair")
+    _refuse_fp4(q_scale, kv[0], q_fp8.shape[-1])
+    return _prefill(q_fp8, kv[0], kv[1], weights, cu_seq_len_k_start, cu_seq_len_k_end, bool(clean_logits),
+                    int(max_seqlen_k), logits_dtype, check_values)
+
+
+def _prefill(q, kv, kv_scales, weights, ks, ke, clean: bool, max_seqlen_k: int, logits_dtype,
+             check_values: bool) -> torch.Tensor:
+    bf16 = _logits_dtype(logits_dtype)
+    if max_seqlen_k < 0:
+        raise UserError(f"max_seqlen_k must be >= 0, got {max_seqlen_k}")
+    t = Prefill(q, kv, scales_1d(kv_scales), weights, ks, ke)
+    check_prefill(t)
+    if _checking(check_values):
+        validate_values(t)
+    S, H, D = q.shape
+    N = kv.shape[0]
+    compressed = max_seqlen_k > 0
+    key = ("prefill", S, N, H, D, clean, q.dtype, compressed, bf16, q.device)
+    cfg = _config(key, lambda: dispatch.Shape("prefill", S, N, H, D, clean, FP8_NAMES[q.dtype],
+                                              compressed=compressed, bf16=bf16), q.device)
+    return launchers.run(t, cfg, max_seqlen_k=max_seqlen_k)
 
 
 # ------------------------------------------------------------------------------------------ paged decode
 
-def get_paged_mqa_logits_metadata(context_lens, block_size: int = 64, num_sms: int | None = None):
-    """DeepGEMM-compatible helper. This library's paged kernel needs no schedule (its grid depends only on
-    batch and max_context_len), so this returns an empty int32 tensor: no work, no sync, capturable."""
-    return torch.empty(0, 2, dtype=torch.int32, device=context_lens.device)
+def get_num_sms() -> int:
+    """Streaming multiprocessors of the current GPU (the metadata's program count); 1 without a GPU."""
+    if not torch.cuda.is_available():
+        return 1
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
 
-def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta=None,
-                         max_context_len: int | None = None, clean_logits: bool = True,
-                         kernel: str | None = None) -> torch.Tensor:
-    """DeepGEMM's fp8_paged_mqa_logits: [B*next_n, max_context_len] fp32 logits (a view of a row-padded buffer).
+def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor,
+                         context_lens: torch.Tensor, block_table: torch.Tensor, schedule_meta, max_context_len: int,
+                         clean_logits: bool = False, logits_dtype: torch.dtype = torch.float32, indices=None, *,
+                         check_values: bool = False) -> torch.Tensor:
+    """Paged decode logits [B*next_n, max_context_len] (a view of a row-padded buffer) in logits_dtype.
 
-    q [B, next_n, H, D] fp8; kv_cache [num_blocks, block_size, 1, D + 4] uint8 (block_size*D fp8 bytes, then
-    block_size fp32 scales per block); weights [B*next_n, H] fp32; context_lens [B] int32 (row (b, t) sees
-    k < context_lens[b] - next_n + t + 1) or [B, next_n] (k < context_lens[b, t]); block_table [B, max_blocks]
-    int32. schedule_meta is accepted and ignored. Pass max_context_len: without it the host reads context_lens
-    (a sync). Values are validated except during CUDA-graph capture, where only dtypes and shapes are checked.
+    q fp8 [B, next_n, H, D]; kv_cache uint8 [num_blocks, block_size, 1, D + 4] (per block: block_size*D fp8
+    bytes, then block_size fp32 scales; the block stride may be any multiple of 4 bytes); weights fp32
+    [B*next_n, H]; context_lens int32 [B] (row (b, t) sees k < context_lens[b] - next_n + t + 1) or
+    [B, next_n] (k < context_lens[b, t]); a context of 0 is an empty row; block_table int32 [B, max_blocks]
+    (row slices and strided rows honoured). schedule_meta: get_paged_mqa_logits_metadata's int32
+    [num_sms + 1, 2] or None (then it is computed on the device). clean_logits: -inf past each row's end.
     """
-    from .paged import Paged, shape_of, validate, validate_meta
+    if indices is not None:
+        raise UserError("indices (varlen decode) needs DeepGEMM's sm100 path; pass next_n rows per sequence instead")
+    bf16 = _logits_dtype(logits_dtype)
+    if not isinstance(max_context_len, int) or isinstance(max_context_len, bool):
+        raise UserError(f"max_context_len must be an int (reading it from context_lens would sync), got "
+                        f"{type(max_context_len).__name__}")
+    t = Paged(q, kv_cache, weights, context_lens, block_table, max_context_len)
+    check_paged(t)
+    if schedule_meta is not None:
+        if (not isinstance(schedule_meta, torch.Tensor) or schedule_meta.dtype != torch.int32
+                or schedule_meta.dim() != 2 or schedule_meta.shape[1] != 2 or schedule_meta.shape[0] < 2
+                or not schedule_meta.is_contiguous() or schedule_meta.device != q.device):
+            raise UserError("schedule_meta must be get_paged_mqa_logits_metadata's contiguous int32 [num_sms + 1, 2] "
+                            "tensor on q's device, or None")
+        if kv_cache.shape[1] != 64:
+            schedule_meta = None  # engines compute it in 64-token blocks; other block sizes get their own
+    if _checking(check_values):
+        validate_paged_values(t)
+    B, T, H, D = q.shape
+    bs = kv_cache.shape[1]
+    clean = bool(clean_logits)
+    key = ("paged", B, T, H, D, bs, max_context_len, clean, q.dtype, bf16, q.device)
+    cfg = _config(key, lambda: dispatch.Shape("paged", B * T, max_context_len, H, D, clean, FP8_NAMES[q.dtype],
+                                              batch=B, next_n=T, block_size=bs, bf16=bf16), q.device)
+    return launchers.run(t, cfg, schedule_meta=schedule_meta)
 
-    if max_context_len is None:
-        max_context_len = int(context_lens.max())
-    t = Paged(q, kv_cache, weights, context_lens, block_table, int(max_context_len))
-    capturing = q.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
-    (validate_meta if capturing else validate)(t)
-    p = _cached_plan(shape_of(t, clean_logits), target_for(q.device).name, kernel)
-    return launch.launch(t, p.config)
+
+def fp8_fp4_paged_mqa_logits(q, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,
+                             block_table: torch.Tensor, schedule_meta, max_context_len: int,
+                             clean_logits: bool = False, logits_dtype: torch.dtype = torch.float32, indices=None, *,
+                             check_values: bool = False) -> torch.Tensor:
+    """DeepGEMM's combined paged entry: q = (q_fp8, q_scale or None); fp4 inputs are refused."""
+    q_fp8, q_scale = q if isinstance(q, (tuple, list)) else (q, None)
+    if q_scale is not None or kv_cache.shape[-1] != q_fp8.shape[-1] + 4:
+        raise UserError("fp4 inputs (a q scale, or an fp4 kv cache of D/2 + 4 bytes per token) need a GPU with fp4 "
+                        "MMA (sm100); this library runs fp8 e4m3: pass q as (q_fp8, None) and an fp8 cache")
+    return fp8_paged_mqa_logits(q_fp8, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                                clean_logits, logits_dtype, indices, check_values=check_values)
+
+
+__all__ = ["fp8_mqa_logits", "mqa_logits", "fp8_fp4_mqa_logits", "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits",
+           "get_paged_mqa_logits_metadata", "get_num_sms"]

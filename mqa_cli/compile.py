@@ -9,10 +9,9 @@ the problem's shape, so nothing is allocated; pointers and 16-divisible ints get
 tt.divisibility 16 (and, on AMD, the 2 GB pointer range that enables buffer ops), ints equal
 to 1 become constexprs, as the JIT does.
 
-Trap: a process whose triton was imported with TRITON_INTERPRET=1 cannot compile (its
-kernels are InterpretedFunctions). `prepare()` turns the interpreter off before anything
-imports triton (mqa_cli.launch would otherwise turn it on when there is no GPU) and refuses
-in one line when it is too late.
+Trap: a process whose kernels were decorated with TRITON_INTERPRET=1 cannot compile them (they
+are InterpretedFunctions). `prepare()` turns the interpreter off before any kernel module is
+imported and refuses in one line when it is too late.
 """
 from __future__ import annotations
 
@@ -31,7 +30,6 @@ from .errors import UserError
 STAGES = {"cuda": ("ttir", "ttgir", "llir", "ptx", "cubin", "sass"),
           "hip": ("ttir", "ttgir", "llir", "amdgcn", "hsaco")}
 TEXT_STAGES = ("ttir", "ttgir", "llir", "ptx", "sass", "amdgcn")
-BINARY_STAGES = ("cubin", "hsaco")
 EXTENSIONS = {"ttir": "ttir", "ttgir": "ttgir", "llir": "ll", "ptx": "ptx", "cubin": "cubin", "sass": "sass",
               "amdgcn": "amdgcn", "hsaco": "hsaco"}
 
@@ -236,11 +234,9 @@ class Artifact:
 def kernel_fn(cfg):
     """The jitted entry kernel (JITFunction or GluonJITFunction) named by the config."""
     prepare()
-    import importlib
-
     from triton.runtime.jit import JITFunction
 
-    fn = getattr(importlib.import_module(f"mqa_kernels.{cfg.module}"), cfg.kernel)
+    fn = cfg.jitted()
     if not isinstance(fn, JITFunction):
         raise UserError(f"{cfg.kernel} is a {type(fn).__name__}, not a compilable JIT function "
                         "(was triton imported with TRITON_INTERPRET=1?)")
@@ -307,20 +303,21 @@ def compile_config(target, cfg, shape, kernel: str = "", problem: str = "") -> A
     import triton
     from triton.compiler.compiler import make_backend
 
-    from . import launch  # safe now: TRITON_INTERPRET is "0", so launch leaves the interpreter off
+    from . import launch, launchers
+    from .paged_tensors import meta_paged
 
-    build_args = launch.args_builder(cfg.module)
-    if build_args is None:
-        raise UserError(f"kernel module {cfg.module!r} has no argument builder in mqa_cli/launch.py, so it cannot be dumped")
+    build_args = launchers.args_builder(cfg)
     fn = kernel_fn(cfg)
-    if shape.kind == "paged":
-        from .paged import meta_paged
+    t = meta_paged(shape) if shape.kind == "paged" else meta_prefill(shape)
+    max_seqlen_k = shape.N if shape.compressed else 0  # dump signs a compressed kernel at full width
+    import torch
 
-        t = meta_paged(shape)
+    out = launch.alloc_logits(t.S, max_seqlen_k or t.N, "meta", torch.bfloat16 if shape.bf16 else torch.float32)
+    if shape.kind == "paged":  # the schedule metadata: [programs + 1, 2] int32
+        extra = torch.empty(cfg.schedule["programs"] + 1, 2, dtype=torch.int32, device="meta")
     else:
-        t = meta_prefill(shape)
-    out = launch.alloc_logits(t.S, t.N, "meta")
-    la = build_args(t, cfg, out)
+        extra = max_seqlen_k
+    la = build_args(t, cfg, out, extra)
     gpu = target.gpu_target()
     backend = make_backend(gpu)
     sig = build_signature(fn, la, backend)
@@ -447,11 +444,9 @@ def write_dump(art: Artifact, dump_dir, force: bool = False, summary: dict | Non
 
 def launched_kernel(cfg):
     """The CompiledKernel this process launched for `cfg` (the JIT's device cache), or a one-line error."""
-    import importlib
-
     import torch
 
-    fn = getattr(importlib.import_module(f"mqa_kernels.{cfg.module}"), cfg.kernel)
+    fn = cfg.jitted()
     caches = getattr(fn, "device_caches", None)
     if caches is None:
         raise UserError(f"{cfg.kernel} ran in the Triton interpreter: nothing was compiled to dump")

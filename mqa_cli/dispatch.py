@@ -9,7 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from mqa_kernels import configs
+from mqa_kernels.config import KernelConfig
+from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+from mqa_kernels.h64d128.config import h64d128_config
+from mqa_kernels.paged.config import paged_config
+from mqa_kernels.tiled.config import tiled_config
 
 from .errors import UserError
 from .targets import Target, triton_version
@@ -29,6 +33,13 @@ class Shape:
     batch: int = 1
     next_n: int = 1
     block_size: int = 0
+    compressed: bool = False  # prefill: logits [S, max_seqlen_k] starting at each row's ks
+    bf16: bool = False  # logits in bfloat16
+
+    @property
+    def out_elements(self) -> int:
+        """Elements of the output buffer (rows x padded columns), before compression."""
+        return self.S * (-(-self.N // 128) * 128)
 
 
 @dataclass(frozen=True)
@@ -121,7 +132,13 @@ class Row:
     name: str
     summary: str
     conditions: Callable[[Shape, Target, Capabilities], list]
-    config: Callable[[Shape, Target], configs.KernelConfig]
+    config: Callable[[Shape, Target], KernelConfig]
+
+
+def check_offsets(shape: Shape) -> Check:
+    """Every kernel forms row * stride products in 64 bits, so no output size rules a row out; shown so the
+    limit is visible (int32 offsets would fail past 2^31 elements, 8 GiB of fp32 logits)."""
+    return Check("offsets", "64-bit (any size)", f"64-bit ({shape.out_elements:,} output elements)", True)
 
 
 def _tiled_conditions(shape, target, caps):
@@ -131,12 +148,13 @@ def _tiled_conditions(shape, target, caps):
         check_pow2_range("dim", shape.dim, 32, 256),
         check_fp8_runs(shape, target),
         check_triton(caps, "3.6"),
+        check_offsets(shape),
     ]
 
 
 def _tiled_config(shape, target):
-    return configs.tiled_config(heads=shape.heads, dim=shape.dim, S=shape.S, N=shape.N, clean=shape.clean_logits,
-                                backend=target.backend, units=target.units)
+    return tiled_config(heads=shape.heads, dim=shape.dim, S=shape.S, N=shape.N, clean=shape.clean_logits,
+                        compressed=shape.compressed, bf16=shape.bf16, backend=target.backend, units=target.units)
 
 
 def _h64d128_conditions(target_name: str, min_seq: int, heads=(64,)):
@@ -149,14 +167,15 @@ def _h64d128_conditions(target_name: str, min_seq: int, heads=(64,)):
             check_ge("seq_len (S)", shape.S, min_seq),
             check_fp8_runs(shape, target),
             check_triton(caps, "3.6"),
+            check_offsets(shape),
         ]
 
     return conditions
 
 
 def _h64d128_config(shape, target):
-    return configs.h64d128_config(heads=shape.heads, dim=shape.dim, S=shape.S, clean=shape.clean_logits,
-                                  target=target.name, N=shape.N)
+    return h64d128_config(heads=shape.heads, dim=shape.dim, S=shape.S, N=shape.N, clean=shape.clean_logits,
+                          compressed=shape.compressed, bf16=shape.bf16, target=target.name)
 
 
 def check_gluon(caps: Capabilities) -> list:
@@ -164,23 +183,6 @@ def check_gluon(caps: Capabilities) -> list:
     v = caps.triton_version
     return [Check("gluon", "available", caps.gluon, caps.gluon == "available"),
             Check("triton", "3.6.x (gluon API of 3.6)", v, _version_tuple(v) == (3, 6) if v[0].isdigit() else False)]
-
-
-def check_opt_in(caps: Capabilities, row: str, why: str) -> Check:
-    return Check("opt-in", f"--kernel {row} ({why})", f"--kernel {caps.requested}" if caps.requested else "not requested",
-                 caps.requested == row)
-
-
-def _gluon_sm90_conditions(shape, target, caps):
-    return [
-        check_eq("problem", shape.kind, "prefill"),
-        check_eq("target", target.name, "sm90"),
-        check_in("heads", shape.heads, (32, 64)),
-        check_eq("dim", shape.dim, 128),
-        check_eq("fp8 flavour", shape.fp8, "e4m3fn"),
-        *check_gluon(caps),
-        check_opt_in(caps, "gluon_sm90", "slower than h64d128_sm90 on the H200: docs/PERFORMANCE.md"),
-    ]
 
 
 def _gluon_ws_sm90_conditions(shape, target, caps):
@@ -192,21 +194,13 @@ def _gluon_ws_sm90_conditions(shape, target, caps):
         check_ge("seq_len (S)", shape.S, 1024),
         check_eq("fp8 flavour", shape.fp8, "e4m3fn"),
         *check_gluon(caps),
+        check_offsets(shape),
     ]
 
 
 def _gluon_ws_sm90_config(shape, target):
-    from mqa_kernels import config_gluon_ws_sm90
-
-    return config_gluon_ws_sm90.gluon_ws_sm90_config(heads=shape.heads, dim=shape.dim, S=shape.S, N=shape.N,
-                                                     clean=shape.clean_logits, units=target.units)
-
-
-def _gluon_sm90_config(shape, target):
-    from mqa_kernels import config_gluon_sm90
-
-    return config_gluon_sm90.gluon_sm90_config(heads=shape.heads, dim=shape.dim, S=shape.S, N=shape.N,
-                                               clean=shape.clean_logits, units=target.units)
+    return gluon_ws_sm90_config(heads=shape.heads, dim=shape.dim, S=shape.S, N=shape.N, clean=shape.clean_logits,
+                                compressed=shape.compressed, bf16=shape.bf16, units=target.units)
 
 
 # The table, in order. The portable row comes last and holds wherever Triton runs.
@@ -215,14 +209,12 @@ PREFILL_ROWS: list[Row] = [
         "64 x 256, setmaxnreg 240/24) sharing each kv tile, -inf filler warp, persistent snake-ordered grid; "
         "H 64 only (at H 32 it trails h64d128_sm90: docs/PERFORMANCE.md)",
         _gluon_ws_sm90_conditions, _gluon_ws_sm90_config),
-    Row("h64d128_gfx950", "the seed's rule (aiter): specialised H64D128 kernel on gfx950 for seq_len >= 4096; "
+    Row("h64d128_gfx950", "aiter's rule: specialised H64D128 kernel on gfx950 for seq_len >= 4096; "
         "4 query rows x 64 heads per MMA, triple-buffered, unmasked interior tiles",
         _h64d128_conditions("gfx950", 4096), _h64d128_config),
     Row("h64d128_sm90", "specialised long-row kernel on Hopper (H 64 or 32, D 128): 256/H query rows x H heads "
         "= MMA N 256, unmasked interior tiles, heaviest blocks first, wide -inf stores",
         _h64d128_conditions("sm90", 1024, (32, 64)), _h64d128_config),
-    Row("gluon_sm90", "Gluon on Hopper: TMA kv ring, async wgmma into two accumulators so each tile's "
-        "epilogue runs under the next tile's MMA; N = 128", _gluon_sm90_conditions, _gluon_sm90_config),
     Row("tiled", "portable Triton kernel: kv tile = MMA M, BLOCK_Q x heads = N; live tiles only; -inf fused",
         _tiled_conditions, _tiled_config),
 ]
@@ -236,15 +228,14 @@ def _paged_conditions(shape, target, caps):
         check_in("dim", shape.dim, (64, 128)),
         check_fp8_runs(shape, target),
         check_triton(caps, "3.6"),
+        check_offsets(shape),
     ]
 
 
 def _paged_config(shape, target):
-    from mqa_kernels import config_paged
-
-    return config_paged.paged_config(heads=shape.heads, dim=shape.dim, next_n=shape.next_n,
-                                     block_size=shape.block_size, batch=shape.batch, max_context_len=shape.N,
-                                     clean=shape.clean_logits, backend=target.backend, units=target.units)
+    return paged_config(heads=shape.heads, dim=shape.dim, next_n=shape.next_n, block_size=shape.block_size,
+                        batch=shape.batch, max_context_len=shape.N, clean=shape.clean_logits, bf16=shape.bf16,
+                        backend=target.backend, units=target.units)
 
 
 # The paged decode form (fp8_paged_mqa_logits): one portable row.
@@ -280,7 +271,7 @@ class Plan:
     target: Target
     candidates: list
     chosen: Candidate
-    config: configs.KernelConfig
+    config: KernelConfig
     forced: bool = False
     notes: list = field(default_factory=list)
 
@@ -306,7 +297,7 @@ def plan(shape: Shape, target: Target, kernel: str | None = None, force: bool = 
     return Plan(shape, target, candidates, chosen, _configure(chosen.row, shape, target))
 
 
-def _configure(row: Row, shape: Shape, target: Target) -> configs.KernelConfig:
+def _configure(row: Row, shape: Shape, target: Target) -> KernelConfig:
     """The row's config; a forced row that cannot be configured for the shape is bad input, not a crash."""
     try:
         return row.config(shape, target)

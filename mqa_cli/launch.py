@@ -1,67 +1,19 @@
-"""One launch function per kernel family; the kernel object comes from the plan's config.
+"""Launching a planned kernel: the output buffer, the argument list of the plain-Triton prefill family,
+and a launch path that skips the JIT's per-call argument binding after the first launch.
 
-On a CPU tensor the kernel runs through the Triton interpreter (wrapped here, so no
-environment variable has to be set before import).
+The grid and runtime schedule come from the config (mqa_kernels.<variant>.config); nothing here
+recomputes them. Nothing here reads tensor data or syncs, so every launch can be captured in a CUDA graph.
 """
 from __future__ import annotations
 
-import importlib
-import os
-import sys
 from dataclasses import dataclass
 
 import torch
 
+from . import interpreter
 from .errors import UserError
 
-
-def _setup_interpreter() -> bool:
-    """With no GPU, turn on the Triton interpreter; it must be on before triton is first imported."""
-    if "triton" not in sys.modules and not torch.cuda.is_available():
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-    return os.environ.get("TRITON_INTERPRET") == "1"
-
-
-INTERPRETING = _setup_interpreter()
-
-_NOTED = False
-
-
-def note_interpreter() -> None:
-    global _NOTED
-    if not _NOTED:
-        print("note: no GPU: running the Triton interpreter on the CPU; its times say nothing about GPU speed",
-              file=sys.stderr)
-        _NOTED = True
-
-
-def kernel_object(cfg, interpret: bool):
-    """The jitted entry kernel named by the config, or its interpreted twin."""
-    if interpret != INTERPRETING:
-        if interpret:
-            raise UserError("tensors are on the CPU but this process compiles for a GPU; move them to the GPU "
-                            "(or set TRITON_INTERPRET=1 before starting Python)")
-        raise UserError("tensors are on a GPU but this process runs the Triton interpreter (TRITON_INTERPRET=1)")
-    return getattr(importlib.import_module(f"mqa_kernels.{cfg.module}"), cfg.kernel)
-
-
-def padded_stride(N: int, align: int = 128) -> int:
-    """Row stride of the logits buffer: rounded up so full kv tiles store without column masks."""
-    return -(-N // align) * align
-
-
-def alloc_logits(S: int, N: int, device, align: int = 128) -> torch.Tensor:
-    """[S, N] view of an [S, padded] fp32 buffer."""
-    return torch.empty(S, padded_stride(N, align), dtype=torch.float32, device=device)[:, :N]
-
-
-def _check_layout(t) -> None:
-    if t.q.stride(2) != 1 or t.q.stride(1) != t.dim:
-        raise UserError("q must have contiguous heads and dims (q[s] is one [H, D] block); call .contiguous()")
-    if t.kv.stride(1) != 1:
-        raise UserError("kv must be contiguous along D; call .contiguous()")
-    if t.weights.stride(1) != 1:
-        raise UserError("weights must be contiguous along heads; call .contiguous()")
+ROW_ALIGN = 128  # output row stride, in elements: whole kv tiles store without column masks; stride % 4 == 0
 
 
 @dataclass
@@ -74,26 +26,41 @@ class LaunchArgs:
     options: dict  # num_warps, num_stages, target options
 
 
-def tiled_args(t, cfg, out) -> LaunchArgs:
-    """Arguments of mqa_logits_tiled for tensors `t` (Prefill) and an [S, N] view `out`."""
-    c = cfg.constexprs
-    n_tiles = -(-t.N // c["BLOCK_KV"])
-    per_split = -(-n_tiles // cfg.schedule.get("kv_splits", 1))
-    grid = (-(-t.S // c["BLOCK_Q"]), -(-n_tiles // per_split))
-    args = [t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, out,
-            t.S, t.N, t.q.stride(0), t.kv.stride(0), t.weights.stride(0), out.stride(0), per_split]
-    return LaunchArgs(grid, args, dict(c), dict(cfg.options))
+def padded_stride(cols: int, align: int = ROW_ALIGN) -> int:
+    return max(align, -(-cols // align) * align)
 
 
-def h64d128_args(t, cfg, out) -> LaunchArgs:
-    """Arguments of mqa_logits_h64d128; the out row stride must cover whole kv tiles."""
+def alloc_logits(S: int, cols: int, device, dtype=torch.float32, align: int = ROW_ALIGN) -> torch.Tensor:
+    """[S, cols] view of an [S, padded] buffer."""
+    return torch.empty(S, padded_stride(cols, align), dtype=dtype, device=device)[:, :cols]
+
+
+def out_dtype(cfg) -> torch.dtype:
+    """The logits dtype a config writes (a constexpr of the prefill kernels; the paged kernel's store casts)."""
+    return torch.bfloat16 if cfg.constexprs.get("BF16") or cfg.schedule.get("bf16") else torch.float32
+
+
+def pointer_args(t, cfg, out, max_seqlen_k: int = 0) -> LaunchArgs:
+    """Arguments of the plain-Triton prefill kernels (tiled, h64d128): pointers, sizes, every stride,
+    then the config's own runtime scalars (schedule["args"], in order)."""
     c = cfg.constexprs
-    if out.stride(0) < -(-t.N // c["BLOCK_KV"]) * c["BLOCK_KV"]:
-        raise UserError(f"logits row stride {out.stride(0)} must be padded to a multiple of {c['BLOCK_KV']}")
-    grid = (-(-t.S // c["BLOCK_Q"]),)
-    args = [t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, out,
-            t.S, t.N, t.q.stride(0), t.kv.stride(0), t.weights.stride(0), out.stride(0)]
-    return LaunchArgs(grid, args, dict(c), dict(cfg.options))
+    if not c.get("COMPRESSED") and out.stride(0) < -(-t.N // c["BLOCK_KV"]) * c["BLOCK_KV"]:
+        raise UserError(f"logits row stride {out.stride(0)} must cover whole kv tiles of {c['BLOCK_KV']}")
+    args = [t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, out, t.S, t.N, int(max_seqlen_k),
+            t.q.stride(0), t.q.stride(1), t.kv.stride(0), t.kv_scales.stride(0), t.weights.stride(0),
+            t.weights.stride(1), t.ks.stride(0), t.ke.stride(0), out.stride(0),
+            *cfg.schedule.get("args", {}).values()]
+    return LaunchArgs(tuple(cfg.grid), args, dict(c), dict(cfg.options))
+
+
+def kernel_for(cfg, device: torch.device):
+    """The jitted kernel of the config, after checking the process can run it on `device`."""
+    if (device.type == "cpu") != interpreter.active():
+        if device.type == "cpu":
+            raise UserError("tensors are on the CPU but the Triton interpreter is off; move them to a GPU, or set "
+                            "TRITON_INTERPRET=1 (or call mqa_cli.interpreter.enable_if_no_gpu()) before the first launch")
+        raise UserError("tensors are on a GPU but this process runs the Triton interpreter (TRITON_INTERPRET=1)")
+    return cfg.jitted()
 
 
 # Compiled kernels by (config, launch options, device, argument specialization): a repeated launch
@@ -113,6 +80,10 @@ def _specialization(args) -> tuple | None:
             key.append(("bool", x))
         elif isinstance(x, int):
             key.append(("int", x == 1, x % 16 == 0, -(2 ** 31) <= x < 2 ** 31))
+        elif hasattr(x, "block_shape") and isinstance(getattr(x, "base", None), torch.Tensor):
+            # a TMA tensor descriptor: the JIT specializes on its dtype, block shape and shared layout
+            key.append(("desc", x.base.dtype, tuple(x.block_shape), repr(getattr(x, "layout", None)),
+                        x.base.data_ptr() % 16 == 0))
         else:
             return None
     return tuple(key)
@@ -137,49 +108,7 @@ def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool) -> None:
     compiled[tuple(a.grid) + (1,) * (3 - len(a.grid))](*a.args, *constexpr_values)  # the runner reads 3 dims
 
 
-def _launch_with(args_fn):
-    def launch_family(t, cfg, out: torch.Tensor | None = None) -> torch.Tensor:
-        _check_layout(t)
-        interpret = t.q.device.type == "cpu"
-        if interpret:
-            note_interpreter()
-        out = alloc_logits(t.S, t.N, t.q.device) if out is None else out
-        run_kernel(kernel_object(cfg, interpret), cfg, args_fn(t, cfg, out), interpret)
-        return out
-
-    launch_family.__doc__ = f"Launch the kernel whose arguments {args_fn.__name__} builds."
-    return launch_family
-
-
-# Per kernel module: how to build its arguments, and how to launch it.
-ARGS = {"prefill_tiled": tiled_args, "prefill_h64d128": h64d128_args}
-LAUNCHERS = {module: _launch_with(fn) for module, fn in ARGS.items()}
-
-# Families whose launch code lives in its own module (it imports this one, or gluon): loaded on
-# first use, as (module, argument builder or None, launcher).
-LAZY = {
-    "paged_decode": ("mqa_cli.launch_paged", "paged_args", "launch_paged"),
-    "prefill_gluon_sm90": ("mqa_cli.launch_gluon", "gluon_sm90_args", "launch_gluon_sm90"),
-    "prefill_gluon_ws_sm90": ("mqa_cli.launch_gluon_ws", "gluon_ws_args", "launch_gluon_ws_sm90"),
-}
-
-
-def _load(module: str) -> None:
-    if module in LAUNCHERS or module not in LAZY:
-        return
-    where, args_name, launch_name = LAZY[module]
-    mod = importlib.import_module(where)
-    if args_name is not None:
-        ARGS[module] = getattr(mod, args_name)
-    LAUNCHERS[module] = getattr(mod, launch_name)
-
-
-def args_builder(module: str):
-    """The LaunchArgs builder of a kernel module (None if it has none): what `compile` signs from."""
-    _load(module)
-    return ARGS.get(module)
-
-
-def launch(t, cfg, out=None):
-    _load(cfg.module)
-    return LAUNCHERS[cfg.module](t, cfg, out)
+def launch_pointer(t, cfg, out, max_seqlen_k: int = 0, schedule_meta=None) -> torch.Tensor:
+    """Launch a plain-Triton prefill kernel into `out`."""
+    run_kernel(kernel_for(cfg, t.q.device), cfg, pointer_args(t, cfg, out, max_seqlen_k), interpreter.active())
+    return out

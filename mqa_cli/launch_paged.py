@@ -1,36 +1,40 @@
-"""Launch of the paged decode kernel: argument building (shared with `compile`) and the launch itself.
-
-Nothing here reads tensor data or syncs with the device, so a launch can be captured in a CUDA graph.
-"""
+"""Launch of the paged decode kernel (mqa_kernels.paged): argument building (shared with `compile`) and the
+launch itself. Nothing here reads tensor data or syncs, so a launch can be captured in a CUDA graph."""
 from __future__ import annotations
 
 import torch
 
-from .launch import LaunchArgs, alloc_logits, kernel_object, note_interpreter, run_kernel
+from .launch import LaunchArgs, run_kernel
 
 
-def paged_args(t, cfg, out) -> LaunchArgs:
-    """Arguments of paged_mqa_logits for Paged tensors `t` and an [B*next_n, max_context_len] view `out`."""
+def paged_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor) -> LaunchArgs:
+    """Arguments of paged_mqa_logits for paged tensors `t` and an [B*next_n, max_context_len] view `out`.
+    The grid is (ranges in schedule_meta) x SUBS; schedule_meta's blocks are t.block_size tokens."""
     c = cfg.constexprs
-    N = int(t.max_context_len)
-    n_tiles = -(-N // c["BLOCK_KV"])
-    per_split = cfg.schedule["tiles_per_split"]
-    grid = (t.batch, -(-n_tiles // per_split))
-    kv = t.kv_cache.view(t.q.dtype)  # same bytes, as fp8 (D contiguous within a token)
-    sf = t.kv_cache.view(torch.float32)  # same bytes, as fp32 (scales at BS*D/4 in each block)
+    ranges = schedule_meta.shape[0] - 1
+    grid = (ranges * c["SUBS"],)
+    kv = t.kv_cache.view(t.q.dtype)  # same bytes as fp8 (same element size, any strides)
     ctx = t.context_lens
     two_d = ctx.dim() == 2
-    args = [t.q, kv, sf, t.weights, ctx, t.block_table, out,
-            N, t.kv_cache.stride(0), t.kv_cache.stride(0) // 4, t.block_table.stride(0),
-            ctx.stride(0), ctx.stride(1) if two_d else 0, 0 if two_d else 1, out.stride(0), per_split]
+    q = t.q
+    args = [q, kv, t.weights, ctx, t.block_table, schedule_meta, out,
+            t.batch, int(t.max_context_len),
+            q.stride(0), q.stride(1), q.stride(2),
+            t.kv_cache.stride(0),
+            t.weights.stride(0),
+            ctx.stride(0), ctx.stride(1) if two_d else 0, 0 if two_d else 1,
+            t.block_table.stride(0),
+            out.stride(0)]
     return LaunchArgs(grid, args, dict(c), dict(cfg.options))
 
 
-def launch_paged(t, cfg, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Launch paged_mqa_logits; returns the [B*next_n, max_context_len] logits view."""
+def launch_paged(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None = None) -> torch.Tensor:
+    """Run the paged kernel into `out` (caller-allocated [B*next_n, max_context_len] fp32/bf16 view);
+    without schedule_meta it is computed on the device for cfg.schedule["programs"] programs."""
+    if schedule_meta is None:
+        from .schedule import get_paged_mqa_logits_metadata
+
+        schedule_meta = get_paged_mqa_logits_metadata(t.context_lens, t.block_size, cfg.schedule["programs"])
     interpret = t.q.device.type == "cpu"
-    if interpret:
-        note_interpreter()
-    out = alloc_logits(t.S, int(t.max_context_len), t.q.device) if out is None else out
-    run_kernel(kernel_object(cfg, interpret), cfg, paged_args(t, cfg, out), interpret)
+    run_kernel(cfg.jitted(), cfg, paged_args(t, cfg, out, schedule_meta), interpret)
     return out

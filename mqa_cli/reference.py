@@ -32,3 +32,14 @@ def reference_logits(t: Prefill, dtype=torch.float32, clean_logits: bool = True,
         live = live_mask(ks[r0:r1], ke[r0:r1], N, slice(lo, hi))
         out[r0:r1, lo:hi] = torch.where(live, logits, torch.tensor(fill, dtype=dtype, device=out.device))
     return out
+
+
+def compress_logits(full: torch.Tensor, ks: torch.Tensor, ke: torch.Tensor, max_seqlen_k: int) -> torch.Tensor:
+    """[S, max_seqlen_k] compressed form of full logits: column c of row i is full[i, ks[i] + c] for
+    c < ke[i] - ks[i], -inf past that."""
+    S, N = full.shape
+    c = torch.arange(max_seqlen_k, device=full.device)
+    col = ks.long()[:, None] + c[None, :]
+    live = c[None, :] < (ke.long() - ks.long())[:, None]
+    vals = full.gather(1, col.clamp(0, max(0, N - 1)))
+    return torch.where(live, vals, torch.tensor(float("-inf"), dtype=full.dtype, device=full.device))

@@ -36,7 +36,7 @@ def target_dict(t: Target) -> dict:
             "device_name": t.device_name}
 
 
-def plan_dict(p: Plan, caps_versions: dict | None = None) -> dict:
+def plan_dict(p: Plan) -> dict:
     rows = []
     for cand in p.candidates:
         rows.append({

@@ -106,6 +106,15 @@ def resolve(name: str | None) -> Target:
     return detect() if name is None else get_target(name)
 
 
+def device_for(tgt: Target) -> str:
+    """The torch device that runs `tgt` here, or a one-line refusal when this machine has another target."""
+    here = detect()
+    if tgt.name != here.name:
+        raise UserError(f"cannot run on {tgt.name}: this machine has {here.name}; `mqa-logits dump --target "
+                        f"{tgt.name}` compiles for it without running")
+    return "cuda" if tgt.is_gpu else "cpu"
+
+
 def triton_version() -> str | None:
     """Version of the installed triton without importing it (keeps explain fast)."""
     from importlib.metadata import PackageNotFoundError, version

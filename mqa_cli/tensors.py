@@ -67,8 +67,15 @@ def random_prefill(spec: ProblemSpec, device="cpu", fp8: str = "e4m3fn") -> Pref
     return Prefill(q, kv, kv_scales, weights, torch.from_numpy(ks).to(device), torch.from_numpy(ke).to(device))
 
 
-def validate(t: Prefill) -> None:
-    """Raise UserError naming the first thing wrong with user-given tensors."""
+def scales_1d(kv_scales: torch.Tensor) -> torch.Tensor:
+    """kv scales as the engines hold them, [N] or [N, 1], as a 1-D view (no copy; maybe strided)."""
+    if kv_scales.dim() == 2 and kv_scales.shape[1] == 1:
+        return kv_scales[:, 0]
+    return kv_scales
+
+
+def check_prefill(t: Prefill) -> None:
+    """Dtypes, shapes, devices and strides; reads no tensor data (the library's hot path, capturable)."""
     if t.q.dtype not in FP8_NAMES:
         raise UserError(f"q must be fp8 e4m3 (float8_e4m3fn or float8_e4m3fnuz), got {t.q.dtype}")
     if t.q.dim() != 3:
@@ -87,11 +94,21 @@ def validate(t: Prefill) -> None:
             raise UserError(f"{key} must be {dtype}, got {x.dtype}")
         if tuple(x.shape) != shape:
             raise UserError(f"{key} must have shape {list(shape)}, got {list(x.shape)}")
-    devices = {getattr(t, k).device for k in KEYS}
-    if len(devices) > 1:
-        raise UserError(f"all tensors must be on one device, got {sorted(map(str, devices))}")
+    dev = t.q.device
+    for k in KEYS[1:]:
+        if getattr(t, k).device != dev:
+            raise UserError(f"all tensors must be on one device: q is on {dev}, {k} on {getattr(t, k).device}")
     if S == 0 or N == 0:
         raise UserError(f"empty problem: S = {S}, N = {N}")
+    if t.q.stride(2) != 1:
+        raise UserError(f"q must be contiguous along D (stride(2) == 1), got strides {list(t.q.stride())}")
+    if t.kv.stride(1) != 1:
+        raise UserError(f"kv must be contiguous along D (stride(1) == 1), got strides {list(t.kv.stride())}")
+
+
+def validate_values(t: Prefill) -> None:
+    """The checks that read data (they sync with the device): finite scales and weights, 0 <= ks <= ke <= N."""
+    N = t.N
     if not torch.isfinite(t.kv_scales).all():
         raise UserError("kv_scales holds NaN or inf")
     if not torch.isfinite(t.weights).all():
@@ -107,6 +124,12 @@ def validate(t: Prefill) -> None:
     if (t.ke > N).any():
         i = int((t.ke > N).nonzero()[0, 0])
         raise UserError(f"ke > N = {N} at row {i}: ke = {int(t.ke[i])}")
+
+
+def validate(t: Prefill) -> None:
+    """Every check, data included: for files and the CLI."""
+    check_prefill(t)
+    validate_values(t)
 
 
 def live_mask(ks: torch.Tensor, ke: torch.Tensor, N: int, cols: slice | None = None) -> torch.Tensor:

@@ -31,6 +31,17 @@ def time_fn(fn, on_gpu: bool, warmup_ms: int = 25, rep_ms: int = 100) -> Timing:
     return Timing(dt, dt, dt, "wall clock, interpreter (not GPU speed)")
 
 
+def time_and_result(fn, on_gpu: bool):
+    """(Timing, fn's result): on the interpreter fn runs once, timed by the wall clock."""
+    if on_gpu:
+        result = fn()
+        return time_fn(fn, True), result
+    t0 = time.perf_counter()
+    result = fn()
+    dt = (time.perf_counter() - t0) * 1e6
+    return Timing(dt, dt, dt, "wall clock, interpreter (not GPU speed)"), result
+
+
 def tflops(flop: int, us: float) -> float:
     return flop / (us * 1e-6) / 1e12 if us > 0 else 0.0
 

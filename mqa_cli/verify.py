@@ -9,10 +9,13 @@ from dataclasses import dataclass, asdict
 
 import torch
 
-from . import launch
-from .reference import reference_logits
+from . import launchers
+from .paged_reference import reference_paged
+from .paged_tensors import Paged
+from .reference import compress_logits, reference_logits
 
 REL_TOL = 1e-3
+BF16_REL_TOL = 8e-3  # bf16 logits round to 8 significant bits: ~2^-9 relative per entry
 DIFF_TOL = 1e-3
 
 
@@ -28,6 +31,14 @@ class Comparison:
     def ok(self) -> bool:
         return (self.inf_pattern_ok and self.unwritten == 0 and self.rel_error < self.rel_tol
                 and self.calc_diff < DIFF_TOL)
+
+    def line(self) -> str:
+        return (f"{'pass' if self.ok else 'FAIL'}: -inf pattern {'exact' if self.inf_pattern_ok else 'WRONG'}, "
+                f"rel err {self.rel_error:.2e} (< {self.rel_tol:g}), calc_diff {self.calc_diff:.2e}, "
+                f"unwritten {self.unwritten}")
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "ok": self.ok}
 
 
 def compare(out: torch.Tensor, ref: torch.Tensor, clean_logits: bool, rel_tol: float = REL_TOL) -> Comparison:
@@ -67,27 +78,37 @@ class VerifyResult:
         return d
 
 
-def poisoned_run(t, cfg) -> torch.Tensor:
+def poisoned_run(t, cfg, max_seqlen_k: int = 0) -> torch.Tensor:
     """Run into a NaN-filled buffer, so any entry the kernel should write but does not shows up."""
-    out = launch.alloc_logits(t.S, t.N, t.q.device)
+    out = launchers.output_for(t, cfg, max_seqlen_k)
     out.fill_(float("nan"))
-    return launch.launch(t, cfg, out)
+    return launchers.run(t, cfg, out, max_seqlen_k=max_seqlen_k)
 
 
-def reference_for(t, dtype=torch.float32) -> torch.Tensor:
-    """The float reference of either form (dead entries -inf): paged tensors carry their own, which
-    gathers kv through the block table; the output shape is [t.S, t.N] for both."""
-    if hasattr(t, "reference"):
-        return t.reference(dtype, clean_logits=True)
-    return reference_logits(t, dtype=dtype, clean_logits=True)
+def reference_for(t, dtype=torch.float32, max_seqlen_k: int = 0) -> torch.Tensor:
+    """The float reference of either form, dead entries -inf: [t.S, t.N], or [t.S, max_seqlen_k] compressed."""
+    if isinstance(t, Paged):
+        return reference_paged(t, dtype=dtype, clean_logits=True)
+    ref = reference_logits(t, dtype=dtype, clean_logits=True)
+    return compress_logits(ref, t.ks, t.ke, max_seqlen_k) if max_seqlen_k else ref
 
 
 def verify(t, cfg, clean_logits: bool, label: str, dtype=torch.float32, repeats: int = 2,
-           rel_tol: float = REL_TOL) -> VerifyResult:
-    first = poisoned_run(t, cfg)
+           rel_tol: float = REL_TOL, max_seqlen_k: int = 0) -> VerifyResult:
+    first = poisoned_run(t, cfg, max_seqlen_k)
     same = True
     for _ in range(max(0, repeats - 1)):
-        again = poisoned_run(t, cfg)
+        again = poisoned_run(t, cfg, max_seqlen_k)
         same = same and bool(torch.equal(first.nan_to_num(nan=1.5), again.nan_to_num(nan=1.5)))
-    ref = reference_for(t, dtype)
-    return VerifyResult(label, cfg.name, compare(first, ref, clean_logits, rel_tol), same)
+    if first.dtype == torch.bfloat16:
+        rel_tol = max(rel_tol, BF16_REL_TOL)
+    ref = reference_for(t, dtype, max_seqlen_k)
+    return VerifyResult(label, cfg.name, compare(first.float(), ref, clean_logits, rel_tol), same)
+
+
+def check_output(out: torch.Tensor, t, prob, dtype=torch.float32, rel_tol: float = REL_TOL) -> Comparison:
+    """`run --verify`: the run's own output against the reference, on the same tensors."""
+    if out.dtype == torch.bfloat16:
+        rel_tol = max(rel_tol, BF16_REL_TOL)
+    ref = reference_for(t, dtype, prob.max_seqlen_k)
+    return compare(out.float(), ref, prob.shape.clean_logits, rel_tol)

@@ -1,62 +1,273 @@
 #!/usr/bin/env bash
-# One device call that installs the project, checks and times what is named (default: all).
-# Usage on the GPU machine: bash scripts/h200_check.sh [env] [verify] [bench] [sweep] [sweep_paged] [dump] [gluon] [paged] [paged_check]
-# Results go to $OUT (the device tool brings them back) and to stdout.
-set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-# The device tool brings back at most 8 files: everything printed goes to one report, plus CSV/PNG files.
-exec > >(tee -a "$OUT/report.txt") 2>&1
+# One device call on the H200: the steps named (in the order given), each time-boxed so that the whole call
+# ends inside H200_BUDGET_S (default 570 s), then a summary table.
+#
+#   bash scripts/h200_check.sh env install capture hostcost views large sanitize      # e.g.
+#
+# Steps
+#   env       GPU, clocks, versions, compute-sanitizer, memory and disk, the dispatch rows of this GPU
+#   install   pip install --no-deps --no-build-isolation -e . (wheels carried in .whl first, if any);
+#             any later step that needs the package installs it when this step was not named
+#   tests     python3 -m pytest -q -p no:cacheprovider tests -x   (the suite's GPU-side tests run here)
+#   verify    mqa-logits verify --large; verify --paged --large; verify --kernel ROW --large for every
+#             other prefill row of this GPU
+#   capture hostcost views large
+#             python3 scripts/gpu_checks.py STEP (one process each: a lost CUDA context stays in its step)
+#   sanitize  bash scripts/gpu_sanitize.sh (memcheck, racecheck, synccheck x every row)
+#   deepgemm  python3 scripts/deepgemm_tests.py: DeepGEMM's own test_attention.py cases against the API;
+#             DeepGEMM put in place by the anchor's build part when `anchor` did not run before
+#             (ANCHOR_STEPS=build bash .anchor/run.sh; needs .anchor carried), else its sources alone
+#   bench     mqa-logits bench --suite seed, and --suite decode --graph
+#   anchor    bash .anchor/run.sh (the side-by-side harness with DeepGEMM; needs .anchor carried)
+# NAME+ starts a step in the background and goes on with the next (its output is printed at the end): for
+# checks whose timings do not matter, e.g. `sanitize+ deepgemm` (never beside hostcost, bench or anchor).
+# Env: H200_BUDGET_S (570); DGT_CASES (sample N cases per DeepGEMM test; default all, cut by the budget);
+#      SAN_JOBS / SAN_JOB_S (gpu_sanitize.sh); LARGE_JOBS / LARGE_SKIP_BIG (gpu_checks.py large);
+#      H200_SMOKE=1: a dry run on CPU (gpu_checks.py / deepgemm_tests.py --smoke).
+# Output: stdout and $OUT/log.txt; $OUT/summary.txt (the table); per step: checks.jsonl (gpu_checks),
+# sanitize.txt, deepgemm.txt, bench_seed.csv, bench_decode.csv, anchor.tgz (the harness's files). At most 8.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+REPO=$(pwd)
+export OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-PY=${PY:-python3}
-# Wheels carried in .whl (see docs/PERFORMANCE.md) fill gaps in the image; then the project itself.
+PY=$(command -v python3)  # the image's python3 (with torch) is found first on PATH
+export PY
+T0=$(date +%s)
+BUDGET=${H200_BUDGET_S:-570}
+STEPS=${*:-env install tests verify capture hostcost views large sanitize bench}
+SLOGS=/tmp/h200_steps
+mkdir -p "$SLOGS"
+SUMMARY=$SLOGS/summary.rows
+: >"$SUMMARY"
+
+# per-step cap (s) and the least time worth starting it with
+declare -A CAP=([env]=60 [install]=120 [tests]=200 [verify]=180 [capture]=180 [hostcost]=120 [views]=150
+                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565)
+declare -A MIN=([env]=5 [install]=20 [tests]=30 [verify]=30 [capture]=20 [hostcost]=20 [views]=20
+                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120)
+# the line of each step's output that says how it went
+declare -A KEY=([tests]='passed|failed|error' [verify]='passed, [0-9]+ failed' [capture]='^gpu_checks [a-z]+: '
+                [hostcost]='worst eager|^gpu_checks [a-z]+: ' [views]='^gpu_checks [a-z]+: ' [large]='^gpu_checks [a-z]+: '
+                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
+
+left() { echo $((T0 + BUDGET - $(date +%s))); }
+stamp() { echo; echo "=== $* (t=$(($(date +%s) - T0)) s, $(date -u +%H:%M:%S) UTC, $(left) s left)"; }
+mqa() { "$PY" -m mqa_cli "$@"; }
+export -f mqa
+
+installed() { (cd /tmp && "$PY" -c "import mqa_cli, mqa_kernels, typer, tabulate" 2>/dev/null); }
+
+# wheels carried in .whl fill gaps in the image, for every step (hence here, not inside a step)
 if ls .whl/*.whl >/dev/null 2>&1; then
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} && echo "wheels from .whl installed to /tmp/site"
 fi
-$PY -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
-$PY -c "import typer, tabulate, rich, safetensors, mqa_cli" || exit 1
-mqa-logits() { $PY -m mqa_cli "$@"; }
-steps=${*:-env verify bench sweep dump gluon paged}
-log() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
-for step in $steps; do
-  case $step in
-    env)
-      log env
-      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv
-      $PY -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
-      mqa-logits explain --heads 64 --dim 128 --seq 8192 ;;
-    verify)
-      log verify
-      mqa-logits verify --large
-      for k in gluon_ws_sm90 h64d128_sm90 gluon_sm90 tiled; do
-        echo "--- verify --kernel $k --large"
-        mqa-logits verify --kernel "$k" --large | tail -9
-      done ;;
-    bench)
-      log bench
-      ks=${BENCH_KERNELS:-gluon_ws_sm90,h64d128_sm90,tiled}
-      mqa-logits bench --suite seed --kernels "$ks" --csv "$OUT/bench_seed.csv" --plot "$OUT/bench_seed.png" --force
-      mqa-logits bench --suite seed --kernels "$ks" --no-clean-logits
-      mqa-logits bench --suite seed ;;
-    sweep)
-      log sweep
-      $PY scripts/sweep_prefill.py --quick ;;
-    sweep_paged)
-      log sweep_paged
-      $PY scripts/sweep_paged.py ;;
-    dump)
-      log dump
-      mqa-logits run --heads 64 --dim 128 --seq 8192 --dump-asm --dump-dir /tmp/dumps --force ;;
-    gluon)
-      log gluon
-      $PY scripts/gpu_gluon_ws_check.py ;;
-    paged)
-      log paged
-      mqa-logits verify --paged --large
-      mqa-logits bench --suite decode --no-clean-logits --csv "$OUT/bench_decode.csv" --force
-      mqa-logits bench --paged --batch 64 --context-len 65536 --next-n 1 --context-jitter 0.3 ;;
-    paged_check)
-      log paged_check
-      $PY scripts/gpu_paged_check.py --quick ;;
-    *) echo "unknown step $step"; exit 2 ;;
+
+do_install() {
+  if "$PY" -m pip install --no-deps --no-build-isolation -e . >"$SLOGS/pip.log" 2>&1; then
+    echo "pip install -e .: OK"
+  else
+    echo "pip install -e . FAILED:"; tail -20 "$SLOGS/pip.log"; return 1
+  fi
+  (cd /tmp && "$PY" -c "import mqa_cli, mqa_kernels; print('mqa_cli', mqa_cli.__file__, '| mqa_kernels', mqa_kernels.__file__)")
+}
+
+step_env() {
+  nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv
+  "$PY" -c "import sys, torch, triton; print('python', sys.version.split()[0], '| torch', torch.__version__, 'cuda', torch.version.cuda, '| triton', triton.__version__, '|', torch.cuda.get_device_name(), torch.cuda.get_device_properties(0).multi_processor_count, 'SMs')"
+  CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)
+  echo "compute-sanitizer: ${CS:-none} $([ -n "$CS" ] && "$CS" --version | grep -i version | head -1)"
+  echo "cpus $(nproc); $(free -g | awk '/Mem:/ {print "memory " $2 " GiB total, " $7 " GiB available"}')"
+  df -h /tmp /dev/shm 2>/dev/null | sed 's/^/  /'
+  if installed; then
+    "$PY" - <<'EOF'
+import json, subprocess, sys
+for flags in (["--seq", "4096"], ["--seq", "4096", "--heads", "32"], ["--seq", "512"],
+              ["--paged", "--batch", "64", "--context-len", "8192"]):
+    r = subprocess.run([sys.executable, "-m", "mqa_cli", "explain", "--json", *flags], capture_output=True, text=True)
+    try:
+        d = json.loads(r.stdout)
+    except Exception:
+        print("explain", *flags, "->", (r.stderr.strip().splitlines() or ["?"])[-1]); continue
+    rows = [f"{c['kernel']}{'*' if c['kernel'] == d['plan']['selected'] else ''}{'' if c['ok'] else ' (no: ' + (c.get('ruled_out_by') or '') + ')'}"
+            for c in d["plan"]["candidates"] if all(x["ok"] for x in c["conditions"] if x["name"] in ("target", "problem"))]
+    print("rows at", " ".join(flags), ":", "; ".join(rows))
+EOF
+  fi
+  return 0
+}
+
+step_tests() { "$PY" -m pytest -q -p no:cacheprovider tests -x || return 1; }  # (pytest's 2 = interrupted)
+
+step_verify() {
+  local rc=0
+  mqa verify --large || rc=1
+  mqa verify --paged --large || rc=1
+  local rows
+  rows=$("$PY" - <<'EOF'
+import json, subprocess, sys
+r = subprocess.run([sys.executable, "-m", "mqa_cli", "explain", "--json", "--seq", "4096"], capture_output=True, text=True)
+d = json.loads(r.stdout)
+print(" ".join(c["kernel"] for c in d["plan"]["candidates"] if c["kernel"] != d["plan"]["selected"]
+               and all(x["ok"] for x in c["conditions"] if x["name"] in ("target", "problem"))))
+EOF
+)
+  for k in $rows; do
+    echo "--- verify --kernel $k --large"
+    mqa verify --kernel "$k" --large || rc=1
+  done
+  return $rc
+}
+
+step_checks() { "$PY" scripts/gpu_checks.py "$1" ${H200_SMOKE:+--smoke} || return 1; }
+
+step_sanitize() {
+  SAN_BUDGET_S=$(( $1 - 10 )) bash scripts/gpu_sanitize.sh
+  case $? in 0) return 0 ;; 2) return 99 ;; *) return 1 ;; esac
+}
+
+step_deepgemm() {
+  local t=$1
+  if [ ! -d /tmp/DeepGEMM/deep_gemm ] && [ -f .anchor/run.sh ]; then
+    echo "DeepGEMM into place: ANCHOR_STEPS=build bash .anchor/run.sh (log: $SLOGS/anchor_build.txt)"
+    OUT=/tmp/anchor_build ANCHOR_STEPS=build ANCHOR_BUDGET_S=150 timeout 160 bash .anchor/run.sh >"$SLOGS/anchor_build.txt" 2>&1
+    echo "anchor build exit $?"; grep -E "import deep_gemm|NOT available|FAILED" "$SLOGS/anchor_build.txt" | head -3
+  fi
+  local root=${DG_ROOT:-/tmp/DeepGEMM}
+  [ -f "$root/tests/test_attention.py" ] || root=$REPO/.anchor/DeepGEMM
+  [ -f "$root/tests/test_attention.py" ] || root=""  # deepgemm_tests.py looks further, or says SKIP
+  t=$(( t - ($(date +%s) - STEP_T0) ))
+  DG_ROOT=$root DGT_BUDGET_S=$(( t - 40 )) "$PY" scripts/deepgemm_tests.py ${H200_SMOKE:+--smoke}
+  case $? in 0) return 0 ;; 2) return 99 ;; *) return 1 ;; esac
+}
+
+step_bench() {
+  local rc=0
+  mqa bench --suite seed --csv "$OUT/bench_seed.csv" --force || rc=1
+  mqa bench --suite decode --graph --csv "$OUT/bench_decode.csv" --force || rc=1
+  return $rc
+}
+
+step_anchor() {
+  [ -f .anchor/run.sh ] || { echo "anchor: SKIP (.anchor not carried)"; return 99; }
+  rm -rf /tmp/anchor_out
+  OUT=/tmp/anchor_out ANCHOR_BUDGET_S=$(( $1 - 10 )) bash .anchor/run.sh
+  local rc=$?
+  [ "$rc" = 0 ] || rc=1
+  tar -czf "$OUT/anchor.tgz" -C /tmp/anchor_out --exclude='_C*.so' . 2>/dev/null
+  if [ "$(stat -c %s "$OUT/anchor.tgz" 2>/dev/null || echo 0)" -gt 15000000 ]; then
+    tar -czf "$OUT/anchor.tgz" -C /tmp/anchor_out --exclude='_C*.so' --exclude='dg_jit_cache.tgz' .
+  fi
+  ls -la "$OUT/anchor.tgz"
+  return $rc
+}
+
+step_fn() {  # name t -> the command line of the step
+  case $1 in
+    env) echo "step_env" ;;
+    install) echo "do_install" ;;
+    tests) echo "step_tests" ;;
+    verify) echo "step_verify" ;;
+    capture|hostcost|views|large) echo "step_checks $1" ;;
+    sanitize) echo "step_sanitize $2" ;;
+    deepgemm) echo "step_deepgemm $2" ;;
+    bench) echo "step_bench" ;;
+    anchor) echo "step_anchor $2" ;;
   esac
-done
+}
+
+finish_step() {  # name rc seconds -> a summary row
+  local s=$1 rc=$2 dt=$3 res key=""
+  case $rc in
+    0) res=PASS ;;
+    124|137) res=TIMEOUT ;;
+    99) res=SKIP ;;
+    *) res=FAIL ;;
+  esac
+  if [ -n "${KEY[$s]:-}" ]; then
+    key=$(grep -E "${KEY[$s]}" "$SLOGS/$s.txt" | tail -3 | awk 'NR > 1 {printf " || "} {printf "%s", $0}' | cut -c1-220)
+  fi
+  echo "$s|$res|$rc|$dt|$key" >>"$SUMMARY"
+  echo "--- $s: $res (exit $rc, ${dt} s)"
+}
+
+BG_NAMES=()
+BG_PIDS=()
+run_step() {  # name rest [bg]: time-box it, log it, record a summary row; bg: start it and go on
+  local s=$1 rest=$2 bg=${3:-}
+  local l cap t fn rc
+  l=$(left)
+  cap=${CAP[$s]:-120}
+  if [ -n "$bg" ]; then t=$(( l - 10 )); else t=$(( l - rest )); fi
+  [ "$t" -gt "$cap" ] && t=$cap
+  stamp "$s (up to ${t} s${bg:+, in the background: its output comes at the end})"
+  if [ "$t" -lt "${MIN[$s]:-20}" ]; then
+    echo "$s: SKIP (only ${t} s left for it)"
+    echo "$s|SKIP|-|0|no time left" >>"$SUMMARY"
+    return
+  fi
+  STEP_T0=$(date +%s)
+  export STEP_T0 T0 BUDGET SLOGS REPO
+  export -f step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor installed left
+  fn=$(step_fn "$s" "$t")
+  if [ -n "$bg" ]; then
+    ( timeout -k 10 "$t" bash -c "$fn" >"$SLOGS/$s.txt" 2>&1; echo "$? $(( $(date +%s) - STEP_T0 ))" >"$SLOGS/$s.rc" ) &
+    BG_NAMES+=("$s")
+    BG_PIDS+=($!)
+    return
+  fi
+  # the step runs in a subshell under timeout; its output goes to the log and to its own file
+  timeout -k 10 "$t" bash -c "$fn" 2>&1 | tee "$SLOGS/$s.txt"
+  rc=${PIPESTATUS[0]}
+  finish_step "$s" "$rc" $(( $(date +%s) - STEP_T0 ))
+}
+
+wait_background() {
+  local i s rc dt
+  for i in "${!BG_PIDS[@]}"; do
+    s=${BG_NAMES[$i]}
+    stamp "waiting for $s (background)"
+    wait "${BG_PIDS[$i]}"
+    echo "----- output of $s:"
+    cat "$SLOGS/$s.txt"
+    read -r rc dt <"$SLOGS/$s.rc" || { rc=1; dt=0; }
+    finish_step "$s" "$rc" "$dt"
+  done
+}
+
+main() {
+  echo "h200_check: steps: $STEPS; budget ${BUDGET} s; OUT=$OUT; $(date -u +%F' '%H:%M:%S) UTC"
+  local arr=($STEPS) i s rest bg
+  for s in "${arr[@]}"; do
+    [ -n "${CAP[${s%+}]:-}" ] || { echo "unknown step '$s' (steps: ${!CAP[*]}; NAME+ runs it in the background)"; exit 2; }
+  done
+  for i in "${!arr[@]}"; do
+    s=${arr[$i]%+}
+    bg=""
+    [ "${arr[$i]}" != "$s" ] && bg=1
+    if [ "$s" != env ] && [ "$s" != install ] && [ "$s" != anchor ] && ! installed; then
+      stamp "install (needed by $s)"
+      do_install || { echo "the package does not install: the remaining steps cannot run"; }
+    fi
+    rest=0  # keep the least time of every later foreground step
+    for s2 in "${arr[@]:$((i + 1))}"; do [ "${s2%+}" = "$s2" ] && rest=$(( rest + ${MIN[$s2]:-20} )); done
+    run_step "$s" "$rest" "$bg"
+  done
+  wait_background
+  stamp "summary"
+  {
+    printf '| %-9s | %-7s | %-4s | %-5s | %s\n' step result exit s "key line"
+    printf '|%s|\n' "-----------|---------|------|-------|------------------------------------------------------------"
+    while IFS='|' read -r s res rc dt key; do
+      printf '| %-9s | %-7s | %-4s | %-5s | %s\n' "$s" "$res" "$rc" "$dt" "$key"
+    done <"$SUMMARY"
+    echo "total $(($(date +%s) - T0)) s; files in \$OUT: $(ls "$OUT" | tr '\n' ' ')"
+  } | tee "$OUT/summary.txt"
+  [ "$(ls "$OUT" | wc -l)" -le 8 ] || echo "WARNING: more than 8 files in \$OUT; the device tool brings back 8"
+  ! grep -q -E '\|(FAIL|TIMEOUT)\|' "$SUMMARY"
+}
+
+main 2>&1 | tee -a "$OUT/log.txt"
+exit "${PIPESTATUS[0]}"

@@ -10,17 +10,20 @@ from dataclasses import replace
 import torch
 import triton
 
-from mqa_cli import launch, matrix, source
+from mqa_cli import launchers, matrix, source
+from mqa_cli.reference import reference_logits
 from mqa_cli.timing import tflops
-from mqa_kernels import configs
+from mqa_cli.verify import compare
+from mqa_kernels.h64d128.config import h64d128_config
+from mqa_kernels.tiled.config import tiled_config
 
 
 def variants(spec, quick):
     """The dispatched config, then one knob at a time around it (order, -inf width, rows, warps, registers)."""
     clean = spec.clean_logits
-    base = configs.h64d128_config(heads=spec.heads, dim=spec.dim, S=spec.S, clean=clean, target="sm90", N=spec.N)
-    yield "tiled", configs.tiled_config(heads=spec.heads, dim=spec.dim, S=spec.S, N=spec.N, clean=clean,
-                                        backend="cuda", units=132)
+    base = h64d128_config(heads=spec.heads, dim=spec.dim, S=spec.S, N=spec.N, clean=clean, target="sm90")
+    yield "tiled", tiled_config(heads=spec.heads, dim=spec.dim, S=spec.S, N=spec.N, clean=clean, backend="cuda",
+                                units=132)
     yield "h64d128 (dispatched)", base
 
     def vary(name, options=None, **constexprs):
@@ -48,12 +51,18 @@ def main():
     for b in matrix.SEED_SUITE[:5]:
         prob = source.from_spec(b.spec)
         t = prob.materialise("cuda")
-        out = launch.alloc_logits(t.S, t.N, "cuda")
+        out = launchers.output_for(t, next(variants(b.spec, quick))[1])
+        ref = reference_logits(t)
         results = []
         for name, cfg in variants(b.spec, quick):
             try:
-                fn = lambda: launch.launch(t, cfg, out)  # noqa: E731
+                fn = lambda: launchers.run(t, cfg, out)  # noqa: E731
+                out.fill_(float("nan"))
                 fn()
+                check = compare(out, ref, b.spec.clean_logits)
+                if not check.ok:  # a wrong config is never ranked
+                    print(f"{b.name:20s} {name:32s} WRONG: {check.line()}", flush=True)
+                    continue
                 ms = triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
             except Exception as e:  # a config that does not fit (smem, registers) is a result, not a crash
                 print(f"{b.name:20s} {name:32s} failed: {type(e).__name__}: {str(e)[:80]}", flush=True)
@@ -65,7 +74,7 @@ def main():
         results.sort()
         for us, name in results[:6]:
             print(f"{b.name:20s} {name:32s} {us:9.1f} µs {tflops(prob.counts.flop, us):7.1f} TF/s", flush=True)
-        del t, out
+        del t, out, ref
         torch.cuda.empty_cache()
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "sweep.csv"), "w", newline="") as f:

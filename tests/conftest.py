@@ -1,12 +1,14 @@
-"""Test setup: on a machine without a GPU the kernels run through the Triton interpreter, which must be
-switched on before triton is first imported (mqa_cli.launch does that on import)."""
+"""Test setup: on a machine without a GPU the kernels run through the Triton interpreter, switched on here
+before any kernel module is imported (importing the library changes nothing)."""
 import os
 import subprocess
 import sys
 
 import pytest
 
-import mqa_cli.launch  # noqa: F401  (turns the interpreter on when there is no GPU)
+from mqa_cli import interpreter
+
+interpreter.enable_if_no_gpu(note=False)
 
 
 def cli(*args, env_extra=None, cwd=None, timeout=600):

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from mqa_cli import fp8_mqa_logits
+from mqa_cli import fp8_mqa_logits, mqa_logits
 from mqa_cli.errors import UserError
 from mqa_cli.problem import ProblemSpec
 from mqa_cli.reference import reference_logits
@@ -40,11 +40,21 @@ def _bad(t, **changes):
      "kv_scales holds NaN"),
 ])
 def test_validation(change, needle):
+    """Every check raises a clear UserError when asked for (check_values=True); value checks, which read
+    data and sync, do not run by default (the hot path), but dtype/shape checks always do."""
     t = random_prefill(ProblemSpec(seq=16, heads=8, dim=32), device=DEVICE)
     d = _bad(t, **change(t))
+    args = (d["q"], d["kv"], d["kv_scales"], d["weights"], d["ks"], d["ke"])
     with pytest.raises(UserError, match=needle.replace("(", r"\(")):
-        fp8_mqa_logits(d["q"], d["kv"], d["kv_scales"], d["weights"], d["ks"], d["ke"])
+        mqa_logits(*args, check_values=True)
     assert issubclass(UserError, ValueError)
+    value_check = needle in ("ks > ke", "ke > N", "ks must be >= 0", "kv_scales holds NaN")
+    if value_check:
+        out = mqa_logits(*args)  # no data read: no error; the result is unspecified
+        assert out.shape == (t.S, t.N)
+    else:
+        with pytest.raises(UserError, match=needle.replace("(", r"\(")):
+            mqa_logits(*args)
 
 
 def test_unsupported_heads_is_a_clear_error():

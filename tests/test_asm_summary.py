@@ -5,7 +5,7 @@ from mqa_cli.compile import apply_overrides, split_kernel_spec
 from mqa_cli.errors import UserError
 from mqa_cli.inspect_asm import (AMD_GROUPS, CUDA_GROUPS, _group, amd_resources, cuda_resources, diff_table,
                                  gcn_opcodes, sass_opcodes, summary_table)
-from mqa_kernels.configs import tiled_config
+from mqa_kernels.tiled.config import tiled_config
 from mqa_kernels.naming import kernel_name
 
 SASS = """

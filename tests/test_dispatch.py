@@ -5,6 +5,10 @@ import subprocess
 import sys
 
 import pytest
+from importlib.metadata import version
+
+# The Gluon rows require triton 3.6.x (the Gluon API they are written in); on another triton they are ruled out.
+GLUON = version("triton").startswith("3.6.")
 
 from mqa_cli import dispatch, targets
 from mqa_cli.dispatch import Shape
@@ -23,7 +27,6 @@ CASES = {
     "gluon_ws_sm90": ((shape(), "sm90"), (shape(H=32), "sm90"), "heads"),
     "h64d128_sm90": ((shape(H=32), "sm90"), (shape(H=16), "sm90"), "heads"),
     "tiled": ((shape(H=32, D=64), "gfx950"), (shape(H=48), "sm90"), "heads"),
-    "gluon_sm90": ((shape(), "sm90", "gluon_sm90"), (shape(), "sm90"), "opt-in"),
 }
 
 
@@ -36,6 +39,8 @@ def test_every_row_has_a_case():
 
 @pytest.mark.parametrize("row", list(CASES))
 def test_row_selected_and_ruled_out(row):
+    if row.startswith("gluon") and not GLUON:
+        pytest.skip(f"{row} needs triton 3.6.x (Gluon API); this is triton {version('triton')}")
     (sel_shape, sel_target, *requested), (out_shape, out_target), reason = CASES[row]
     p = dispatch.plan(sel_shape, targets.get_target(sel_target), kernel=(requested or [None])[0])
     assert p.chosen.row.name == row and p.chosen.ok

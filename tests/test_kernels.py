@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from mqa_cli import dispatch, source, targets
+from mqa_cli.api import mqa_logits
 from mqa_cli.matrix import VERIFY_MATRIX
 from mqa_cli.problem import ProblemSpec
 from mqa_cli.verify import DIFF_TOL, REL_TOL, verify
@@ -40,7 +41,7 @@ def test_clean_off_leaves_live_entries_exact_and_is_a_padded_view():
 
     spec = VERIFY_MATRIX[7]  # N = 77 per sequence, not clean
     t = source.from_spec(spec).materialise(DEVICE)
-    out = fp8_mqa_logits(t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, clean_logits=False)
+    out = mqa_logits(t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, clean_logits=False)
     assert out.shape == (t.S, t.N) and out.stride(0) % 128 == 0 and out.stride(0) > t.N
     ref = reference_logits(t, dtype=torch.float64)
     live = torch.isfinite(ref)

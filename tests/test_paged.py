@@ -1,25 +1,26 @@
-"""Paged decode (issue 5): reference against hand-computed cases, kernel against the reference over the
-paged matrix (interpreter), 2-D context_lens, the library API, counts."""
+"""Paged decode: reference against hand-computed cases, kernel against the reference over the paged matrix
+(interpreter), 2-D context_lens, the library API, counts."""
 import math
 
 import pytest
 import torch
 
-from mqa_cli import dispatch, launch, matrix, source, targets
+from mqa_cli import dispatch, launchers, matrix, source, targets
 from mqa_cli.errors import UserError
-from mqa_cli.paged import (Paged, PagedSpec, pack_cache, random_paged, reference_paged, spec_counts, unpack_blocks,
-                           validate)
+from mqa_cli.paged_problem import PagedSpec, spec_counts
+from mqa_cli.paged_reference import reference_paged
+from mqa_cli.paged_tensors import Paged, pack_cache, random_paged, unpack_blocks, validate_paged
 from mqa_cli.verify import verify
-from mqa_kernels.config_paged import paged_rows
+from mqa_kernels.paged.config import paged_rows
 
 CPU = targets.TARGETS["cpu"]
 FP8 = torch.float8_e4m3fn
 
 
 def _plan(t, clean=True):
-    from mqa_cli.paged import shape_of
-
-    return dispatch.plan(shape_of(t, clean), CPU)
+    shape = dispatch.Shape("paged", t.S, int(t.max_context_len), t.heads, t.dim, clean, t.fp8, batch=t.batch,
+                           next_n=t.next_n, block_size=t.block_size)
+    return dispatch.plan(shape, CPU)
 
 
 def _hand_problem(next_n=2, contexts=(5, 3), bs=16, H=2, D=4):
@@ -82,7 +83,7 @@ def test_reference_unpack_matches_layout():
 @pytest.mark.parametrize("clean", [True, False])
 def test_kernel_hand_case(clean):
     t, kv, sf = _hand_problem(next_n=3, contexts=(20, 3), bs=16, H=8, D=64)
-    out = launch.launch(t, _plan(t, clean).config)
+    out = launchers.run(t, _plan(t, clean).config)
     ref = reference_paged(t)
     live = torch.isfinite(ref)
     assert torch.allclose(out[live], ref[live], rtol=1e-6, atol=1e-6)
@@ -124,11 +125,11 @@ def test_two_d_context_lens():
     need = -(-ctx2.max(dim=1).values // 32)
     assert int(need.max()) <= t.block_table.shape[1]
     t2 = Paged(t.q, t.kv_cache, t.weights, ctx2, t.block_table, 160)
-    validate(t2)
+    validate_paged(t2)
     ref = reference_paged(t2)
     assert torch.isfinite(ref).sum(dim=1).tolist() == ctx2.reshape(-1).tolist()
     for clean in (True, False):
-        out = launch.launch(t2, _plan(t2, clean).config)
+        out = launchers.run(t2, _plan(t2, clean).config)
         live = torch.isfinite(ref)
         rel = float((out[live] - ref[live]).norm() / ref[live].norm())
         assert rel < 1e-5
@@ -136,12 +137,13 @@ def test_two_d_context_lens():
             assert torch.equal(torch.isneginf(out), ~live)
 
 
-def test_api_matches_reference_and_ignores_schedule():
+def test_api_matches_reference_with_and_without_schedule():
     from mqa_cli import fp8_paged_mqa_logits
     from mqa_cli.api import get_paged_mqa_logits_metadata
 
     t = random_paged(PagedSpec(batch=2, next_n=2, context_len=100, block_size=16, heads=32, dim=64))
     meta = get_paged_mqa_logits_metadata(t.context_lens, 16, 132)
+    assert meta.shape == (133, 2) and meta.dtype == torch.int32
     out = fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, t.context_lens, t.block_table, meta,
                                t.max_context_len, True)
     ref = reference_paged(t)
@@ -150,12 +152,16 @@ def test_api_matches_reference_and_ignores_schedule():
     assert torch.equal(torch.isneginf(out), torch.isneginf(ref))
     live = torch.isfinite(ref)
     assert float((out[live] - ref[live]).norm() / ref[live].norm()) < 1e-5
-    again = fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, t.context_lens, t.block_table)  # max from data
+    again = fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, t.context_lens, t.block_table, None,
+                                 t.max_context_len, True)  # the schedule computed on the device
     assert torch.equal(again, out)
     bad = t.block_table.clone()
     bad[0, 0] = 10_000
     with pytest.raises(UserError, match="out of range"):
-        fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, t.context_lens, bad, None, t.max_context_len)
+        fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, t.context_lens, bad, None, t.max_context_len,
+                             check_values=True)
+    with pytest.raises(UserError, match="max_context_len must be an int"):
+        fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, t.context_lens, t.block_table, None, None)
 
 
 def test_counts_and_floor_formula():
@@ -178,15 +184,14 @@ def test_contexts_jitter_and_scattered_table():
     assert (used[1:] - used[:-1] != 1).any()  # not contiguous
 
 
-@pytest.mark.parametrize("batch,next_n,context_len,block_size,block_kv", [
-    (3, 1, 300, 16, 128), (3, 2, 300, 64, 128), (3, 3, 300, 32, 128), (9, 1, 32768, 64, 256)])
-def test_sm90_config_runs_correctly_in_the_interpreter(batch, next_n, context_len, block_size, block_kv):
-    """The tuned Hopper configs (128- or 256-token tiles over 16/32/64-token pages, their splits) compute the
-    same function: run them through the interpreter (launch options do not apply there)."""
+@pytest.mark.parametrize("batch,next_n,context_len,block_size", [
+    (3, 1, 300, 16), (3, 2, 300, 64), (3, 3, 300, 32), (9, 1, 3000, 64), (2, 4, 200, 64)])
+def test_sm90_config_runs_correctly_in_the_interpreter(batch, next_n, context_len, block_size):
+    """The tuned Hopper configs (their tiles over 16/32/64-token pages, their schedule) compute the same
+    function: run them through the interpreter (launch options do not apply there)."""
     spec = PagedSpec(batch=batch, next_n=next_n, context_len=context_len, context_jitter=0.3, block_size=block_size,
                      heads=8 if batch > 8 else 16, dim=64, seed=5)
     prob = source.from_spec(spec)
     cfg = dispatch.plan(prob.shape, targets.TARGETS["sm90"]).config
-    assert cfg.constexprs["BLOCK_KV"] == block_kv
     r = verify(prob.materialise("cpu"), cfg, True, prob.label)
     assert r.ok, r.as_dict()

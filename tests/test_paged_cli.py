@@ -3,7 +3,9 @@ import torch
 
 from .conftest import assert_one_line_error, cli
 from mqa_cli import io
-from mqa_cli.paged import PagedSpec, load_paged, random_paged
+from mqa_cli.paged_problem import PagedSpec
+from mqa_cli.paged_reference import reference_paged
+from mqa_cli.paged_tensors import load_paged, random_paged
 
 SMALL = ["--paged", "--batch", "2", "--next-n", "3", "--context-len", "90", "--block-size", "16", "--heads", "16",
          "--dim", "64"]
@@ -34,7 +36,7 @@ def test_file_round_trip(tmp_path):
 
     out = load_file(str(logits))["logits"]
     assert out.shape == (6, t.max_context_len)
-    assert torch.equal(torch.isneginf(out), torch.isneginf(t.reference()))
+    assert torch.equal(torch.isneginf(out), torch.isneginf(reference_paged(t)))
     v = cli("verify", "--input", prob)
     assert v.returncode == 0, v.stdout + v.stderr
     assert "pass" in v.stdout and "paged B 2" in v.stdout
@@ -67,7 +69,7 @@ def test_bad_files(tmp_path):
     cases = {
         "out of range": dict(block_table=table),
         "longer than its block table covers": dict(block_table=t.block_table[:, :2].contiguous()),
-        "larger than the context": dict(context_lens=torch.tensor([80, 1], dtype=torch.int32)),
+        "context_lens must be >= 0": dict(context_lens=torch.tensor([80, -1], dtype=torch.int32)),
         "kv_cache must be uint8": dict(kv_cache=t.kv_cache.view(torch.float8_e4m3fn)),
         "kv_cache must be [num_blocks, block_size, 1, 68]": dict(kv_cache=t.kv_cache[..., :64].contiguous()),
         "more than max_context_len": dict(max_context_len=torch.tensor(10)),
@@ -90,9 +92,12 @@ def test_bad_flags(tmp_path):
     assert_one_line_error(cli("run", "--paged", "--seq", "64"), contains="prefill flag")
     assert_one_line_error(cli("run", "--next-n", "2"), contains="add --paged")
     assert_one_line_error(cli("run", "--paged", "--context-lens-from", tmp_path / "nope.txt"), contains="no such file")
-    short = tmp_path / "short.txt"
-    short.write_text("100 2 50")
-    assert_one_line_error(cli("run", "--paged", "--next-n", "3", "--context-lens-from", short),
-                          contains="larger than a context")
+    negative = tmp_path / "negative.txt"
+    negative.write_text("100 -2 50")
+    assert_one_line_error(cli("run", "--paged", "--next-n", "3", "--context-lens-from", negative),
+                          contains="must be >= 0")
+    zeros = tmp_path / "zeros.txt"
+    zeros.write_text("0 0")
+    assert_one_line_error(cli("run", "--paged", "--context-lens-from", zeros), contains="every context length is 0")
     assert_one_line_error(cli("run", "--paged", "--context-jitter", "1.5"), contains="--context-jitter")
     assert_one_line_error(cli("run", "--paged", "--heads", "128"), contains="heads")

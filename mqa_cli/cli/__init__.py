@@ -1,4 +1,7 @@
-"""The `mqa-logits` command: one small module per command over one library call."""
+"""The `mqa-logits` command: one small module per command over one library call.
+
+Exit codes: 0 ok, 1 verification failed, 2 bad input, 3 internal error.
+"""
 from __future__ import annotations
 
 import os
@@ -8,26 +11,36 @@ import typer
 
 from ..errors import UserError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_show_locals=False,
-                  help="fp8 MQA logits (DeepSeek sparse attention's lightning indexer): explain, run, verify, dump, bench.")
+EXIT_OK, EXIT_VERIFY_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
+from .app import app  # noqa: E402
 from . import bench, dump, explain, run, verify  # noqa: E402,F401  (registers the commands)
 
 
 def main() -> None:
-    """Entry point: bad input is one line on stderr and exit 2; never a traceback."""
+    """Entry point: bad input is one line on stderr and exit 2; an internal error exit 3; never a traceback."""
     try:
-        app()
+        rc = app(standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else EXIT_OK)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
+        sys.exit(EXIT_BAD_INPUT)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
         print("interrupted", file=sys.stderr)
         sys.exit(130)
-    except Exception as e:  # a bug or an environment failure: one line, the traceback only on request
+    except Exception as e:  # noqa: BLE001  a bug or an environment failure: one line, the traceback on request
+        import click
+
+        if isinstance(e, click.exceptions.UsageError):  # bad flags: click's own message, exit 2
+            e.show()
+            sys.exit(EXIT_BAD_INPUT)
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
         if os.environ.get("MQA_LOGITS_DEBUG"):
             raise
         first = (str(e).strip().splitlines() or [""])[0]
-        print(f"internal error: {type(e).__name__}: {first} (MQA_LOGITS_DEBUG=1 shows the traceback)",
-              file=sys.stderr)
-        sys.exit(1)
+        print(f"internal error: {type(e).__name__}: {first} (--debug shows the traceback)", file=sys.stderr)
+        sys.exit(EXIT_INTERNAL)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional, Tuple
 
 import typer
 
-from . import app
+from .app import app
 from .options import Force, Json, Target, problem_options
 
 KernelSpec = Annotated[Optional[str], typer.Option(
@@ -48,6 +48,10 @@ def dump(target: Target = None, kernel: KernelSpec = None, dump_dir: DumpDir = "
     DUMP_DIR/<target>/<kernel name>_w<warps>_s<stages>/ (an existing non-empty folder needs --force), then prints the
     summary: registers, spills, stack/local/shared memory, warps, stages and the instruction mix (tensor-core,
     global and shared loads/stores, shuffles, max/relu). Triton's cache makes a repeated dump cheap.
+
+    Examples: `mqa-logits dump --target sm90 --seq 4096`;
+    `mqa-logits dump --target gfx950 --seq 8192 --stage amdgcn`;
+    `mqa-logits dump --target sm90 --diff tiled tiled:BLOCK_KV=128,num_warps=8`.
     """
     from .. import compile as comp
 
@@ -110,24 +114,3 @@ def dump(target: Target = None, kernel: KernelSpec = None, dump_dir: DumpDir = "
     print(inspect_asm.summary_table(summary))
     print()
 
-
-def check_dump_asm(tgt, plan, dump_dir: str, force: bool) -> None:
-    """`run --dump-asm`, before the run: a GPU target, and a folder we may write."""
-    from .. import compile as comp
-    from ..errors import UserError
-
-    if not tgt.is_gpu:
-        raise UserError("--dump-asm: the CPU interpreter compiles nothing; `mqa-logits dump --target sm90|sm100|"
-                        "gfx942|gfx950` compiles for a GPU without having one")
-    comp.check_folder(comp.dump_folder_for(dump_dir, tgt.name, plan.config), force)
-
-
-def dump_launched(tgt, plan, label: str, dump_dir: str, force: bool) -> dict:
-    """`run --dump-asm`, after the run: write the asm of the kernel that ran; its folder and summary."""
-    from .. import compile as comp, inspect_asm
-
-    compiled = comp.launched_kernel(plan.config)
-    art = comp.from_compiled(compiled, tgt, plan.config, plan.chosen.row.name, label)
-    summary = inspect_asm.summarize(art)
-    folder = comp.write_dump(art, dump_dir, force=force, summary=summary)
-    return {"dump_dir": str(folder), "summary": summary}

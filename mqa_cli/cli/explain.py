@@ -3,14 +3,17 @@ from __future__ import annotations
 
 import json
 
-from . import app
+from .app import app
 from .options import Json, Kernel, Target, problem_options
 
 
 @app.command()
 @problem_options
 def explain(target: Target = None, kernel: Kernel = None, json_: Json = False, *, problem):
-    """Print the problem, every dispatch row with its conditions, the choice, its config and the time floor."""
+    """Print the problem, every dispatch row with its conditions, the choice, its config and the time floor.
+
+    Examples: `mqa-logits explain --heads 64 --dim 128 --seq 8192`; `mqa-logits explain --target gfx950 --seq 4096 --json`.
+    """
     from .. import dispatch, report, source, targets
 
     tgt = targets.resolve(target)

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UserError
-from ..paged import PagedSpec
+from ..paged_problem import PagedSpec, read_context_lens
 from ..problem import ProblemSpec
 
 PANEL = "Problem"
@@ -21,6 +21,7 @@ DEFAULT_PROBLEM = ProblemSpec(batch=1, seq=512, heads=64, dim=128, layout="causa
 DEFAULT_PAGED = PagedSpec()
 PAGED_ONLY = ("next_n", "context_len", "context_lens_from", "block_size", "context_jitter")
 PREFILL_ONLY = ("seq", "seq_kv", "ratio", "layout", "window")
+OUTPUT_ONLY = ("max_seqlen_k", "logits_dtype")
 PAGED_SPEC_FIELDS = ("batch", "next_n", "context_len", "context_jitter", "block_size", "heads", "dim", "seed",
                      "clean_logits")
 
@@ -49,10 +50,13 @@ class ProblemOptions:
     context_lens_from: Optional[str] = None
     block_size: Optional[int] = None
     context_jitter: Optional[float] = None
+    # What to write (not part of the problem): compressed columns and the logits dtype.
+    max_seqlen_k: Optional[int] = None
+    logits_dtype: Optional[str] = None
 
     def given(self) -> bool:
         """Did the user name a problem (any flag or a file)? --paged alone picks the form, not a problem."""
-        return any(getattr(self, f.name) is not None for f in fields(self) if f.name != "paged")
+        return any(getattr(self, f.name) is not None for f in fields(self) if f.name not in ("paged",) + OUTPUT_ONLY)
 
     def paged_spec(self):
         """The paged spec from flags over the paged defaults; prefill-only flags are refused."""
@@ -64,8 +68,6 @@ class ProblemOptions:
         changes = {n: getattr(self, n) for n in PAGED_SPEC_FIELDS if getattr(self, n) is not None}
         spec = DEFAULT_PAGED.with_(**changes)
         if self.context_lens_from is not None:
-            from ..paged import read_context_lens
-
             lens = read_context_lens(self.context_lens_from, spec.next_n)
             if self.batch is not None and self.batch != len(lens):
                 raise UserError(f"--batch {self.batch} but {self.context_lens_from} holds {len(lens)} context lengths")
@@ -81,7 +83,7 @@ class ProblemOptions:
         if paged_only:
             raise UserError(f"--{paged_only[0].replace('_', '-')} belongs to the paged form; add --paged")
         changes = {f.name: getattr(self, f.name) for f in fields(self)
-                   if f.name not in ("input", "paged") + PAGED_ONLY and getattr(self, f.name) is not None}
+                   if f.name not in ("input", "paged") + PAGED_ONLY + OUTPUT_ONLY and getattr(self, f.name) is not None}
         return base.with_(**changes)  # ProblemSpec validates every value
 
     @property
@@ -127,6 +129,14 @@ PROBLEM_PARAMS += [
                                                                             "[(1-j)C, (1+j)C) "
                                                                             f"[{DEFAULT_PAGED.context_jitter}]")]),
 ]
+OUTPUT_PANEL = "Output"
+PROBLEM_PARAMS += [
+    ("max_seqlen_k", Annotated[Optional[int], typer.Option(
+        "--max-seqlen-k", help="compressed logits [S, K]: column c of row i is kv position ks[i] + c (prefill) [0: full "
+        "rows]", rich_help_panel=OUTPUT_PANEL)]),
+    ("logits_dtype", Annotated[Optional[str], typer.Option("--logits-dtype", help="fp32 | bf16 [fp32]",
+                                                           rich_help_panel=OUTPUT_PANEL)]),
+]
 PROBLEM_NAMES = [name for name, _ in PROBLEM_PARAMS]
 
 
@@ -142,6 +152,8 @@ def problem_options(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         values = {name: kwargs.pop(name, None) for name in PROBLEM_NAMES}
+        if values["logits_dtype"] not in (None, "fp32", "bf16"):
+            raise UserError(f"--logits-dtype must be fp32 or bf16, got {values['logits_dtype']!r}")
         return fn(*args, problem=ProblemOptions(**values), **kwargs)
 
     wrapper.__signature__ = sig.replace(parameters=own + extra)

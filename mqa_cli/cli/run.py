@@ -1,4 +1,4 @@
-"""`mqa-logits run`: run the dispatched kernel on a problem, time it, optionally save inputs and logits."""
+"""`mqa-logits run`: run the dispatched kernel on a problem, time it, optionally check it, save, dump its asm."""
 from __future__ import annotations
 
 import json
@@ -7,69 +7,121 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import app
+from .app import app
 from .options import Force, Json, Kernel, Target, problem_options
 
-Output = Annotated[Optional[str], typer.Option("--output", help="save the logits [S, N] as safetensors key `logits`")]
+Output = Annotated[Optional[str], typer.Option("--output", help="save the logits as safetensors key `logits` "
+                                               "(with --topk: `indices` and `values`)")]
 SaveProblem = Annotated[Optional[str], typer.Option("--save-problem", help="save the inputs (.safetensors or .pt)")]
-DumpAsm = Annotated[bool, typer.Option("--dump-asm", help="after the run, dump the kernel that ran (its own compiled "
-                                       "asm, registers after load) to --dump-dir and print its summary; GPU only: "
-                                       "on the CPU interpreter it refuses (exit 2), use `mqa-logits dump --target`")]
+DumpAsm = Annotated[bool, typer.Option("--dump-asm", help="after the run, dump the kernel's compiled stages and "
+                                       "summary to --dump-dir: on a GPU the kernel that ran; without one, the same "
+                                       "kernel compiled for --target (default sm90)")]
 DumpDir = Annotated[str, typer.Option("--dump-dir", help="folder for --dump-asm: <target>/<kernel name>_w<warps>_s<stages>/")]
+Verify = Annotated[bool, typer.Option("--verify", help="check the run's output against the float32 reference "
+                                      "(same tensors, same process); exit 1 on failure")]
+TopK = Annotated[Optional[int], typer.Option("--topk", help="return each row's top-k kv positions (the indexer's "
+                                             "selection) instead of the logits; memory stays bounded")]
 
 
-def device_for(tgt):
-    from ..errors import UserError
-    from .. import targets
-
-    here = targets.detect()
-    if tgt.name != here.name:
-        raise UserError(f"cannot run on {tgt.name}: this machine has {here.name}; `mqa-logits dump --target "
-                        f"{tgt.name}` compiles for it without running")
-    return "cuda" if tgt.is_gpu else "cpu"
+def _problem_argv(argv: list) -> list:
+    """The problem flags of this command line (what a child `dump` needs to rebuild the same problem)."""
+    drop_value = {"--output", "--save-problem", "--dump-dir", "--target", "--kernel", "--topk"}
+    drop_flag = {"run", "--dump-asm", "--verify", "--json", "--force"}
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in drop_value:
+            skip = True
+            continue
+        if a in drop_flag or any(a.startswith(f + "=") for f in drop_value):
+            continue
+        out.append(a)
+    return out
 
 
 @app.command()
 @problem_options
 def run(target: Target = None, kernel: Kernel = None, output: Output = None, save_problem: SaveProblem = None,
-        force: Force = False, json_: Json = False, dump_asm: DumpAsm = False, dump_dir: DumpDir = "dumps", *, problem):
-    """Run the kernel dispatch selects on the problem (built-in default, flags or --input) and time it."""
-    from .. import dispatch, io, launch, report, source, targets, timing
+        force: Force = False, json_: Json = False, dump_asm: DumpAsm = False, dump_dir: DumpDir = "dumps",
+        verify: Verify = False, topk: TopK = None, *, problem):
+    """Run the kernel dispatch selects on the problem (built-in default, flags or --input) and time it.
+
+    Examples: `mqa-logits run --seq 4096 --verify`; `mqa-logits run --dump-asm` (no GPU: the kernel compiled
+    for sm90); `mqa-logits run --paged --batch 8 --context-len 8192 --logits-dtype bf16`.
+    """
+    from .. import interpreter
+
+    interpreter.enable_if_no_gpu()
+    from .. import asm_dump, calls, dispatch, io, report, source, targets, timing
+    from ..errors import UserError
 
     for path in (output, save_problem):
         if path is not None:
             io.check_writable(path, force)
-    tgt = targets.resolve(target)
-    device = device_for(tgt)
-    prob = source.from_options(problem, tgt.fp8)
-    plan = dispatch.plan(prob.shape, tgt, kernel=kernel, force=force)
+    here = targets.detect()
+    run_tgt = here
+    dump_target = target or asm_dump.DEFAULT_DUMP_TARGET
+    if target is not None and target != here.name:
+        if not (dump_asm and not here.is_gpu):
+            raise UserError(f"cannot run on {target}: this machine has {here.name}; `mqa-logits dump --target "
+                            f"{target}` compiles for it without running")
+    device = targets.device_for(run_tgt)
+    prob = source.from_options(problem, run_tgt.fp8)
+    plan = dispatch.plan(prob.shape, run_tgt, kernel=kernel, force=force)
     if dump_asm:
-        from .dump import check_dump_asm
-        check_dump_asm(tgt, plan, dump_dir, force)
+        asm_dump.check_folder(run_tgt, plan, dump_dir, force)
     t = prob.materialise(device)
     if save_problem:
         io.save_tensors(save_problem, t.as_dict(), force)
-    out = launch.alloc_logits(t.S, t.N, t.q.device)
-    tm = timing.time_fn(lambda: launch.launch(t, plan.config, out), tgt.is_gpu)  # the interpreter runs it once
+    result = {"problem": report.counts_dict(prob.counts), "label": prob.label, "target": run_tgt.name,
+              "kernel": plan.chosen.row.name, "kernel_name": plan.config.name, "config": plan.config.as_dict()}
+    if topk is not None:
+        from .. import indexer
+
+        call = indexer.topk_call(t, prob.shape, topk, prob.max_seqlen_k)
+    else:
+        call = calls.kernel_only(t, plan.config, prob.max_seqlen_k)
+    tm, out = timing.time_and_result(call, run_tgt.is_gpu)
+    result.update({"time_us": tm.median_us, "p20_us": tm.p20_us, "p80_us": tm.p80_us, "timing": tm.method,
+                   "tflops": timing.tflops(prob.counts.flop, tm.median_us), "output": output,
+                   "saved_problem": save_problem})
     if output:
-        io.save_tensors(output, {"logits": out}, force)
-    result = {"problem": report.counts_dict(prob.counts), "label": prob.label, "target": tgt.name,
-              "kernel": plan.chosen.row.name, "kernel_name": plan.config.name, "config": plan.config.as_dict(),
-              "time_us": tm.median_us, "p20_us": tm.p20_us, "p80_us": tm.p80_us, "timing": tm.method,
-              "tflops": timing.tflops(prob.counts.flop, tm.median_us), "output": output, "saved_problem": save_problem}
+        io.save_tensors(output, {"indices": out[0], "values": out[1]} if topk is not None else {"logits": out}, force)
+    check = None
+    if verify:
+        from .. import verify as V
+
+        if topk is not None:
+            from .. import indexer
+
+            check = indexer.recall(t, prob.shape, topk, out[0])
+        else:
+            check = V.check_output(out, t, prob)
+        result["verify"] = check.as_dict()
     if dump_asm:
-        from .dump import dump_launched
-        result["dump"] = dump_launched(tgt, plan, prob.label, dump_dir, force)
+        if run_tgt.is_gpu and target in (None, run_tgt.name):
+            result["dump"] = asm_dump.dump_launched(run_tgt, plan, prob.label, dump_dir, force)
+        else:
+            result["dump"] = asm_dump.dump_for_target(_problem_argv(sys.argv[1:]), dump_target, plan.chosen.row.name,
+                                                      dump_dir, force)
     if json_:
         print(json.dumps(result, indent=2, default=str))
-        return
-    print(report.summary_text(prob.label, prob.counts))
-    print(f"kernel   {plan.chosen.row.name} → {plan.config.name} on {tgt.name}")
-    print(f"time     {tm.median_us:.1f} µs ({tm.method}; p20-p80 {tm.p20_us:.1f}-{tm.p80_us:.1f})")
-    print(f"rate     {result['tflops']:.1f} TFLOP/s over live FLOP")
-    for label, path in (("problem", save_problem), ("logits", output)):
-        if path:
-            print(f"saved {label} to {path}", file=sys.stderr)
-    if dump_asm:
-        from ..inspect_asm import summary_table
-        print(f"\nwrote    {result['dump']['dump_dir']}/\n" + summary_table(result["dump"]["summary"]))
+    else:
+        print(report.summary_text(prob.label, prob.counts))
+        print(f"kernel   {plan.chosen.row.name} → {plan.config.name} on {run_tgt.name}")
+        print(f"time     {tm.median_us:.1f} µs ({tm.method}; p20-p80 {tm.p20_us:.1f}-{tm.p80_us:.1f})")
+        print(f"rate     {result['tflops']:.1f} TFLOP/s over live FLOP")
+        if check is not None:
+            print(f"verify   {check.line()}")
+        for label, path in (("problem", save_problem), ("output", output)):
+            if path:
+                print(f"saved {label} to {path}", file=sys.stderr)
+        if dump_asm:
+            from ..inspect_asm import summary_table
+
+            d = result["dump"]
+            print(f"\nwrote    {d['dump_dir']}/ (compiled for {d['target']})\n" + summary_table(d["summary"]))
+    if check is not None and not check.ok:
+        raise typer.Exit(1)

@@ -1,9 +1,9 @@
 """Config of the warp-specialised Gluon Hopper prefill kernel (no triton import: dispatch stays import-light)."""
 from __future__ import annotations
 
-from .configs import KernelConfig
+from ..config import KernelConfig, cdiv
+from . import KEYS
 
-GLUON_WS_SM90_KEYS = ("H", "D", "BLOCK_Q", "BLOCK_KV", "STAGES", "CLEAN", "PINGPONG", "MATH_REGS", "SMALL_REGS")
 
 # Registers per thread: 12 warps (two math warpgroups + a warpgroup holding the 1-warp producer and
 # the 1-warp -inf filler) share the 64K register file: maxnreg 168 at entry = 504 per warpgroup-thread,
@@ -11,14 +11,23 @@ GLUON_WS_SM90_KEYS = ("H", "D", "BLOCK_Q", "BLOCK_KV", "STAGES", "CLEAN", "PINGP
 # partition). 232/40 spilled in the math loop (acc 128 + weights 64 registers per thread at N = 256).
 MATH_REGS = 240
 SMALL_REGS = 24
+MAXNREG = 168
+DEFAULT_UNITS = 132  # H200 / H100 SXM SM count, when the caller does not say
 
 
-def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, units: int | None) -> KernelConfig:
-    """Two ping-pong math warpgroups, each wgmma M = 64 kv rows x N = BLOCK_Q*heads (256 at H 64); TMA producer warp.
+def _load():
+    from .kernel import mqa_logits_gluon_ws_sm90
+
+    return mqa_logits_gluon_ws_sm90
+
+
+def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, compressed: bool = False,
+                         bf16: bool = False, units: int | None = None) -> KernelConfig:
+    """Two math warpgroups, each wgmma M = 64 kv rows x N = BLOCK_Q*heads (256 at H 64); TMA producer warp.
 
     H200 (2026-11-30, full op µs, this kernel / h64d128_sm90): 1x4096 causal 148 / 161, H 32 100 / 93,
     1x8192 causal 548 / 588, 4x8192 ratio 4 670 / 755, S 4096 N 65536 full 4251 / 4561, 1x32768 causal
-    8774 / 9420 (scripts/gpu_gluon_ws_check.py; all checks exact).
+    8774 / 9420 (scripts/gpu_gluon_ws_check.py; all checks exact). Measured on fp32 full logits.
     PINGPONG off: forcing the two math warpgroups to alternate their wgmma issue (turn mbarriers) measured
     2-4 % slower on every anchor shape on the H200 (2026-11-30); the tensor pipe interleaves them well enough.
     Shared memory: 2 warpgroups x 2 q slots x 32 KiB + STAGES x 8 KiB kv = 160 KiB at STAGES 4 and N 256: one
@@ -30,12 +39,14 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, u
     block_q = 256 // heads if heads >= 64 else 128 // heads
     block_kv = 64
     stages = 4
-    items = -(-S // (2 * block_q))
-    programs = max(1, min(items, units or 132))
+    items = cdiv(S, 2 * block_q)
+    programs = max(1, min(items, units or DEFAULT_UNITS))
     constexprs = {"H": heads, "D": dim, "BLOCK_Q": block_q, "BLOCK_KV": block_kv, "STAGES": stages,
-                  "CLEAN": bool(clean), "PINGPONG": False, "MATH_REGS": MATH_REGS, "SMALL_REGS": SMALL_REGS}
-    options = {"num_warps": 4, "maxnreg": 168}
-    schedule = {"grid": programs, "items": items, "rows_per_item": 2 * block_q, "programs_per_sm": 1,
+                  "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16), "PINGPONG": False,
+                  "MATH_REGS": MATH_REGS, "SMALL_REGS": SMALL_REGS}
+    options = {"num_warps": 4, "maxnreg": MAXNREG}
+    # "args": the kernel's trailing runtime scalars, in order (the launcher appends them).
+    schedule = {"args": {"n_items": items}, "items": items, "rows_per_item": 2 * block_q, "programs_per_sm": 1,
                 "units": units}
-    return KernelConfig("mqa_logits_gluon_ws_sm90", "prefill_gluon_ws_sm90", GLUON_WS_SM90_KEYS, constexprs,
-                        options, schedule)
+    return KernelConfig("gluon_ws_sm90", "mqa_logits_gluon_ws_sm90", KEYS, constexprs, options, (programs,),
+                        schedule, launcher="tma", load=_load)

@@ -1,0 +1,5 @@
+"""Specialised long-row prefill kernel (H 32/64, D 128): config.py holds its config, kernel.py the kernel."""
+
+# The constexpr names that make its compiled variants differ (and name them): written once, read by
+# config.py (the config) and kernel.py (the kernel's repr).
+KEYS = ("H", "D", "BLOCK_Q", "BLOCK_KV", "CLEAN", "COMPRESSED", "BF16", "EVEN_S", "ORDER", "DEAD_MULT")

@@ -1,0 +1,89 @@
+"""Config of the paged decode kernel (no triton import: dispatch and `explain` stay cheap).
+
+The grid is persistent: P programs (one per SM) each walk a length-balanced range of (sequence,
+cache block) work from the schedule metadata, and SUBS programs share each range (tile i of a
+sequence segment goes to sub-program i % SUBS), so several programs per SM keep enough cache bytes
+in flight. A kv tile is the MMA's M operand; ROWS draft rows x H heads form N (CHUNKS dots when
+next_n x H passes 256), so each tile is read once for all next_n rows.
+"""
+from __future__ import annotations
+
+from ..config import KernelConfig, backend_options, cdiv, pow2_ceil
+from . import KEYS
+
+
+MAX_DOT_N = 256  # columns of one wgmma
+FILL = 1024  # columns per -inf fill item (CLEAN): the dead tail is spread over all programs in such pieces
+
+
+def _load():
+    from .kernel import paged_mqa_logits
+
+    return paged_mqa_logits
+
+
+def paged_rows(next_n: int, heads: int) -> tuple[int, int]:
+    """(ROWS, CHUNKS): draft rows per dot and dots per kv tile; ROWS * CHUNKS >= next_n, ROWS * H >= 16."""
+    padded = max(pow2_ceil(next_n), pow2_ceil(max(1, 16 // heads)))
+    rows = min(padded, max(1, MAX_DOT_N // heads))
+    return rows, padded // rows
+
+
+# H200 (sm90) tuning by the dot's N (= next_n x H): overrides of the defaults. From two runs of
+# scripts/paged_experiment.py (2026-11-30, CUDA-graph replay, every config checked against the reference
+# first): register prefetch lost 2x to the pipeliner everywhere; SUBS must not pass the CTAs one SM holds
+# (registers: 96 -> 5, 114-122 -> 4, 160 -> 3, 226 -> 2) or the last sub-programs start a wave late;
+# num_stages >= 5 because with the block-table indirection Triton's pipeliner keeps a second tile in
+# flight only from there. N 128: one N = 128 dot on 128-token tiles beat two N = 64 dots (ROWS 1) by 2-8 %.
+# N 256 (next_n 4 at H 64): two N = 128 dots capped at 168 registers (3 CTAs per SM), -5 % at B >= 8.
+CUDA_TUNED = {
+    64: {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 4},
+    128: {"BLOCK_KV": 128, "num_warps": 4, "num_stages": 6, "SUBS": 2},
+    256: {"ROWS": 2, "BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 3, "maxnreg": 168},
+    512: {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 2},
+}
+FALLBACK = {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 2}  # when a tuned ROWS does not fit
+
+
+def cuda_choice(rows: int, chunks: int, heads: int) -> dict:
+    n = rows * chunks * heads
+    tuned = dict(CUDA_TUNED[min([k for k in CUDA_TUNED if k >= n] or [max(CUDA_TUNED)])])
+    if "ROWS" in tuned and (tuned["ROWS"] * heads < 16 or (rows * chunks) // tuned["ROWS"] > 2):
+        tuned = dict(FALLBACK)
+    return tuned
+
+
+def paged_config(*, heads: int, dim: int, next_n: int, block_size: int, batch: int, max_context_len: int,
+                 clean: bool, bf16: bool = False, backend: str, units: int | None,
+                 override: dict | None = None) -> KernelConfig:
+    """Config for one paged decode shape. `units` = SM count (the schedule's program count P);
+    `override` (sweeps) may set ROWS, BLOCK_KV, SUBS, num_warps, num_stages, maxnreg."""
+    rows, chunks = paged_rows(next_n, heads)
+    block_kv, warps, stages, subs = 64, 4, 2, 2
+    tuned = {}
+    if backend == "cuda":
+        tuned = cuda_choice(rows, chunks, heads)
+    elif backend == "interpreter":
+        block_kv = 32  # small tiles, so sequence and range boundaries fall inside tiles on the CPU too
+    options = backend_options(backend, cuda={"num_warps": warps, "num_stages": stages},
+                              hip={"num_warps": warps, "num_stages": stages, "matrix_instr_nonkdim": 16})
+    override = {**tuned, **(override or {})}
+    if override:
+        if "ROWS" in override:  # fewer rows per dot: more, narrower dots (fewer accumulator registers)
+            padded = rows * chunks
+            rows = max(override["ROWS"], pow2_ceil(max(1, 16 // heads)))
+            chunks = padded // rows
+            if chunks > 2:
+                raise ValueError(f"ROWS {override['ROWS']} needs {chunks} dots per tile; the kernel does 1 or 2")
+        block_kv = override.get("BLOCK_KV", block_kv)
+        subs = override.get("SUBS", subs)
+        for k in ("num_warps", "num_stages", "maxnreg"):
+            if k in override:
+                options[k] = override[k]
+    programs = units if units else 4
+    constexprs = {"NEXT_N": next_n, "H": heads, "D": dim, "BS": block_size, "BLOCK_KV": block_kv,
+                  "ROWS": rows, "CHUNKS": chunks, "SUBS": subs, "CLEAN": bool(clean), "FILL": FILL}
+    schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
+                "kv_tiles_max": cdiv(max(1, max_context_len), block_kv), "batch": batch, "bf16": bool(bf16)}
+    return KernelConfig("paged", "paged_mqa_logits", KEYS, constexprs, options, (programs * subs,), schedule,
+                        launcher="paged", load=_load)

@@ -1,0 +1,90 @@
+"""Portable prefill kernel: fp8 MQA logits on any Triton target (and the interpreter).
+
+Layout (the one that wins on tensor cores): a kv tile is the MMA's M operand and BLOCK_Q query rows x
+H heads form N, so one dot gives [BLOCK_KV, BLOCK_Q*H] scores whose head reduction stays inside the
+tile. Only kv tiles inside [min ks, max ke) of the query block are computed; with CLEAN the rest of the
+block's rows (within this program's kv split) are written as -inf. Row bases are 64-bit.
+"""
+import triton
+import triton.language as tl
+
+from ..epilogue import INT32_MAX, fill_neg_inf, store_tile, weighted_head_sum
+from ..naming import make_kernel_repr
+from . import KEYS
+
+
+@triton.jit(repr=make_kernel_repr("mqa_logits_tiled", KEYS))
+def mqa_logits_tiled(
+    q_ptr,  # fp8 e4m3 [S, H, D], dim contiguous
+    kv_ptr,  # fp8 e4m3 [N, D], dim contiguous
+    kv_scale_ptr,  # fp32 [N] (any stride)
+    w_ptr,  # fp32 [S, H]
+    ks_ptr,  # int32 [S] (any stride): first live kv row of each query row
+    ke_ptr,  # int32 [S] (any stride): one past the last live kv row
+    out_ptr,  # fp32 or bf16 [S, stride_out_s]; columns = kv rows (full) or kv row - ks (COMPRESSED)
+    S,
+    N,
+    max_seqlen_k,  # COMPRESSED: output columns per row
+    stride_q_s, stride_q_h, stride_kv_n, stride_scale, stride_w_s, stride_w_h, stride_ks, stride_ke, stride_out_s,
+    tiles_per_split,  # kv tiles each program of grid axis 1 covers
+    H: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_KV: tl.constexpr,
+    CLEAN: tl.constexpr,
+    COMPRESSED: tl.constexpr,
+    BF16: tl.constexpr,  # output dtype is bf16 (names the compiled kernel; the store casts to out_ptr's type)
+):
+    pid_q = tl.program_id(0)
+    pid_split = tl.program_id(1)
+    q0 = pid_q * BLOCK_Q
+
+    r = tl.arange(0, BLOCK_Q)
+    rows = q0 + r
+    row_ok = rows < S
+    ks = tl.load(ks_ptr + rows * stride_ks, mask=row_ok, other=INT32_MAX)
+    ke = tl.load(ke_ptr + rows * stride_ke, mask=row_ok, other=0)
+    lo = tl.min(ks, axis=0)
+    hi = tl.max(ke, axis=0)
+
+    # q^T as [D, BLOCK_Q*H]: column c is (query row c // H, head c % H). 64-bit block bases.
+    cols = tl.arange(0, BLOCK_Q * H)
+    c_ok = q0 + cols // H < S
+    dims = tl.arange(0, D)
+    q_base = q_ptr + tl.cast(q0, tl.int64) * stride_q_s
+    q_t = tl.load(q_base + ((cols // H) * stride_q_s + (cols % H) * stride_q_h)[None, :] + dims[:, None],
+                  mask=c_ok[None, :], other=0.0)
+    w_base = w_ptr + tl.cast(q0, tl.int64) * stride_w_s
+    w = tl.load(w_base + (cols // H) * stride_w_s + (cols % H) * stride_w_h, mask=c_ok, other=0.0)
+    out_base = out_ptr + tl.cast(q0, tl.int64) * stride_out_s
+    row_offs = r * stride_out_s
+
+    # This program's kv span, in whole tiles, and its live part.
+    n_tiles = tl.cdiv(N, BLOCK_KV)
+    t_begin = pid_split * tiles_per_split
+    t_end = tl.minimum(t_begin + tiles_per_split, n_tiles)
+    span_lo = t_begin * BLOCK_KV
+    span_hi = t_end * BLOCK_KV
+    live_lo = tl.minimum(tl.maximum((lo // BLOCK_KV) * BLOCK_KV, span_lo), span_hi)
+    live_hi = tl.maximum(tl.minimum(tl.cdiv(hi, BLOCK_KV) * BLOCK_KV, span_hi), live_lo)
+
+    offs = tl.arange(0, BLOCK_KV)
+    for start in range(live_lo, live_hi, BLOCK_KV):
+        kv_rows = start + offs
+        kv_ok = kv_rows < N
+        kv = tl.load(kv_ptr + tl.cast(start, tl.int64) * stride_kv_n + (offs * stride_kv_n)[:, None] + dims[None, :],
+                     mask=kv_ok[:, None], other=0.0)
+        scale = tl.load(kv_scale_ptr + kv_rows * stride_scale, mask=kv_ok, other=0.0)
+        logits = weighted_head_sum(tl.dot(kv, q_t), w, scale, BLOCK_KV, BLOCK_Q, H)
+        store_tile(out_base, logits, row_offs, kv_rows, ks, ke, row_ok[None, :] & kv_ok[:, None], max_seqlen_k, CLEAN,
+                   COMPRESSED, True)
+
+    if CLEAN:
+        if COMPRESSED:
+            if pid_split == 0:  # each row's tail [ke - ks, max_seqlen_k)
+                length = tl.where(row_ok, tl.minimum(tl.maximum(ke - ks, 0), max_seqlen_k), max_seqlen_k)
+                fill_neg_inf(out_base, row_offs, row_ok, length, tl.min(length, axis=0), max_seqlen_k, BLOCK_Q, 64)
+        else:
+            zero = tl.zeros((BLOCK_Q,), tl.int32)
+            fill_neg_inf(out_base, row_offs, row_ok, zero, span_lo, tl.minimum(live_lo, N), BLOCK_Q, BLOCK_KV)
+            fill_neg_inf(out_base, row_offs, row_ok, zero, live_hi, tl.minimum(span_hi, N), BLOCK_Q, BLOCK_KV)

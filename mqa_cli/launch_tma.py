@@ -1,0 +1,87 @@
+"""Arguments of the TMA (Gluon Hopper) prefill family: TMA descriptors for q and kv, pointers and strides for the rest.
+
+Used to run (mqa_cli.launchers) and by dump on "meta"-device tensors, so nothing here reads tensor data or
+syncs: only dtypes, shapes, strides and (offset-based) alignment are looked at.
+"""
+from __future__ import annotations
+
+import torch
+
+from .errors import UserError
+from .launch import LaunchArgs
+
+TMA_ALIGN = 16  # bytes: TMA descriptors need 16-byte aligned bases and row strides
+
+
+def _aligned(x: torch.Tensor) -> bool:
+    # On a meta tensor data_ptr() is the storage offset in bytes, so views are judged as they would be on a GPU.
+    return x.data_ptr() % TMA_ALIGN == 0
+
+
+def _tma_copy(x: torch.Tensor) -> torch.Tensor:
+    """A fresh contiguous tensor (a new allocation, so its base is aligned too)."""
+    return x.clone(memory_format=torch.contiguous_format) if x.is_contiguous() else x.contiguous()
+
+
+def _q_for_tma(q: torch.Tensor) -> torch.Tensor:
+    """q [S, H, D] as a TMA can read it ([S*H, D] rows, dim contiguous); a copy only when it cannot be described."""
+    S, H, D = q.shape
+    if q.stride(2) == 1 and q.stride(1) == D and (q.stride(0) == H * D or S == 1) and _aligned(q):
+        return q
+    return _tma_copy(q)
+
+
+def _kv_for_tma(kv: torch.Tensor) -> torch.Tensor:
+    """kv [N, D] with dim contiguous and a 16-byte row stride (row slices and padded rows included); else a copy."""
+    if kv.stride(1) == 1 and (kv.stride(0) * kv.element_size()) % TMA_ALIGN == 0 and _aligned(kv):
+        return kv
+    return _tma_copy(kv)
+
+
+def tma_args(t, cfg, out: torch.Tensor, max_seqlen_k: int = 0) -> LaunchArgs:
+    """LaunchArgs of mqa_logits_gluon_ws_sm90 for a Prefill `t` and its logits view `out`.
+
+    Runtime arguments, in the kernel's order: q_desc, kv_desc, kv_scales, weights, ks, ke, out, S, N,
+    max_seqlen_k, kv_scales stride, weights row stride, ks stride, ke stride, out row stride, then the
+    config's schedule["args"] (n_items). kv_scales, ks and ke are passed as they are (any stride); weights
+    need heads contiguous (stride(1) == 1, a Prefill guarantees it).
+
+    Copies: none for the forms engines pass. q row slices ([s:e] of a contiguous [S, H, D]) and kv row
+    slices or row-padded kv keep 16-byte aligned bases and strides, so the descriptors read them in place.
+    Only a q whose rows are not [H, D] blocks at stride H*D (e.g. a head slice), or a kv with a base or row
+    stride that is not a multiple of 16 bytes, is copied into a TMA-readable tensor first.
+    """
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    c = cfg.constexprs
+    S, N, H, D = t.S, t.N, t.heads, t.dim
+    if H != c["H"] or D != c["D"]:
+        raise UserError(f"config built for H={c['H']}, D={c['D']} but tensors have H={H}, D={D}")
+    if t.q.dtype != torch.float8_e4m3fn or t.kv.dtype != torch.float8_e4m3fn:
+        raise UserError(f"{cfg.kernel} needs float8_e4m3fn q and kv, got {t.q.dtype} and {t.kv.dtype}")
+    if S == 0 or N == 0:
+        raise UserError(f"{cfg.kernel} needs at least one query row and one kv row (S={S}, N={N})")
+    if t.weights.stride(1) != 1:
+        raise UserError("weights must be contiguous along heads (stride(1) == 1)")
+    want = torch.bfloat16 if c.get("BF16") else torch.float32
+    if out.dtype != want or out.stride(1) != 1:
+        raise UserError(f"{cfg.kernel} writes {want} logits with contiguous columns; got {out.dtype}, "
+                        f"strides {tuple(out.stride())}")
+    if c.get("COMPRESSED"):
+        if out.shape[1] < max_seqlen_k:
+            raise UserError(f"compressed logits need {max_seqlen_k} columns, the output has {out.shape[1]}")
+    elif out.stride(0) < -(-N // c["BLOCK_KV"]) * c["BLOCK_KV"]:
+        raise UserError(f"logits row stride {out.stride(0)} must cover whole kv tiles of {c['BLOCK_KV']}")
+
+    q, kv = _q_for_tma(t.q), _kv_for_tma(t.kv)
+    bqh = c["BLOCK_Q"] * H
+    q_layout = gl.NVMMASharedLayout.get_default_for([bqh, D], gl.float8e4nv)
+    kv_layout = gl.NVMMASharedLayout.get_default_for([c["BLOCK_KV"], D], gl.float8e4nv)
+    # q rows of [S*H, D]: row s*H + h at s*stride(0) + h*D (stride(0) == H*D, or S == 1).
+    q_desc = TensorDescriptor(q, [S * H, D], [D, 1], [bqh, D], q_layout)
+    kv_desc = TensorDescriptor(kv, [N, D], [kv.stride(0), 1], [c["BLOCK_KV"], D], kv_layout)
+    args = [q_desc, kv_desc, t.kv_scales, t.weights, t.ks, t.ke, out, S, N, int(max_seqlen_k),
+            t.kv_scales.stride(0), t.weights.stride(0), t.ks.stride(0), t.ke.stride(0), out.stride(0),
+            *cfg.schedule.get("args", {}).values()]
+    return LaunchArgs(tuple(cfg.grid), args, dict(c), dict(cfg.options))

@@ -1,0 +1,350 @@
+"""DeepGEMM 54e2261's own MQA-logits tests (tests/test_attention.py: test_mqa_logits, test_paged_mqa_logits)
+run against this project's public API, with only the import swapped (issue 9's "Done when").
+
+The test module is imported as it is. On the `deep_gemm` module object its entry points are replaced by
+mqa_cli's (fp8_fp4_mqa_logits, fp8_fp4_paged_mqa_logits, fp8_mqa_logits, fp8_paged_mqa_logits,
+get_paged_mqa_logits_metadata, get_num_sms); a name the project lacks becomes a function that raises, so
+DeepGEMM's own kernel can never stand in for ours. deep_gemm.testing / deep_gemm.utils (calc_diff,
+assert_bitwise_equal, the fp8 casts) stay as they are, and so does every assertion of the test bodies.
+
+Only the profiling helper changes: the tests time with bench_kineto, which looks kernels up by DeepGEMM's
+names ('mqa_logits', 'clean_logits', 'paged_mqa_logits'), asserts each name appears at most once and
+divides by the time found (0 when absent). Here it times the whole call with CUDA events; names with
+'clean' in them (the project has no separate clean kernel) get NaN, which the tests only print.
+
+Each case runs alone: the module's sample_mqa_cases is replaced so that one call of the test function
+runs exactly one case, inside try/except, so one failure does not stop the rest.
+
+Usage (GPU machine, repository root):
+    python3 scripts/deepgemm_tests.py            # all cases (216 on sm90), shuffled, within the time budget
+    python3 scripts/deepgemm_tests.py --count    # only enumerate (works on CPU: counts the sm90 cases)
+    python3 scripts/deepgemm_tests.py --smoke    # CPU: two cases shrunk to toy sizes through the interpreter,
+                                                 # 'cuda' tensors made on the CPU (checks the plumbing only)
+Environment:
+    DGT_CASES      N: a seeded sample of N cases per test (prefill, paged); default all (DG_MQA_NUM_CASES,
+                   DeepGEMM's own knob, is honoured too)
+    DGT_KINDS      "prefill,paged" (default) or one of them
+    DGT_BUDGET_S   stop starting new cases after this many seconds (default 540); reports how many ran
+    DGT_SEED       order / sampling seed (default 0)
+    DGT_START      skip the first N cases of the (seeded) order: a second call continues a first one cut by
+                   its budget ("... K not run" there: pass DGT_START=<cases run so far>)
+    DGT_BENCH      0 skips the timing of each case (default 1)
+    DG_ROOT        DeepGEMM source root (default: /tmp/DeepGEMM, <repo>/.anchor/DeepGEMM, ../shared/anchors/deepgemm/DeepGEMM)
+Writes $OUT/deepgemm.txt (one line per case: status, case, seconds, the test's perf line or the failure).
+Exit code: 0 all run cases passed (and all ran), 1 otherwise, 2 cannot run.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import os
+import random
+import sys
+import time
+import traceback
+import types
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.environ.get("OUT") or "/tmp/out"
+API_NAMES = ("fp8_fp4_mqa_logits", "fp8_fp4_paged_mqa_logits", "fp8_mqa_logits", "fp8_paged_mqa_logits",
+             "get_paged_mqa_logits_metadata", "get_num_sms")
+PREFILL_FIELDS = ("is_fp4", "logits_dtype", "weights_dtype", "compressed_logits", "clean_logits", "seq_len",
+                  "seq_len_kv", "num_heads", "head_dim", "disable_cp")
+PAGED_FIELDS = ("is_varlen", "is_fp4", "logits_dtype", "weights_dtype", "block_kv", "use_2d_context_lens",
+                "clean_logits", "batch_size", "next_n", "max_tokens_per_batch", "num_heads", "head_dim", "avg_kv")
+
+
+def say(msg: str = "") -> None:
+    print(msg, flush=True)
+
+
+def find_dg_root() -> str | None:
+    cands = [os.environ.get("DG_ROOT"), "/tmp/DeepGEMM", os.path.join(ROOT, ".anchor", "DeepGEMM"),
+             os.path.join(ROOT, "..", "shared", "anchors", "deepgemm", "DeepGEMM")]
+    for c in cands:
+        if c and os.path.isfile(os.path.join(c, "tests", "test_attention.py")):
+            return os.path.abspath(c)
+    return None
+
+
+def import_deep_gemm(root: str):
+    """The real deep_gemm when its extension imports; else its Python parts over a stub extension.
+
+    The stub is enough: every entry point the tests call is replaced by the project's, and the helpers the
+    tests use (deep_gemm.testing, deep_gemm.utils casts) are plain torch."""
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    try:
+        import deep_gemm  # noqa: F401
+
+        say(f"deep_gemm: the real package from {os.path.dirname(deep_gemm.__file__)}")
+        return deep_gemm, "real"
+    except Exception as e:  # noqa: BLE001  (no _C built here, or it does not load)
+        for k in [k for k in sys.modules if k == "deep_gemm" or k.startswith("deep_gemm.")]:
+            del sys.modules[k]
+        say(f"deep_gemm: the extension does not import ({type(e).__name__}: {str(e).splitlines()[0][:160]}); "
+            f"using its Python sources from {root}/deep_gemm over a stub extension (the API under test is the "
+            f"project's either way)")
+
+    def missing(name):
+        def f(*a, **k):
+            raise RuntimeError(f"deep_gemm._C.{name} is a stub here (DeepGEMM's extension is not loaded)")
+        f.__name__ = name
+        return f
+
+    c = types.ModuleType("deep_gemm._C")
+    c.__getattr__ = lambda name: missing(name) if not name.startswith("__") else (_ for _ in ()).throw(
+        AttributeError(name))
+    pkg = types.ModuleType("deep_gemm")
+    pkg.__path__ = [os.path.join(root, "deep_gemm")]
+    pkg.__file__ = os.path.join(root, "deep_gemm", "__init__.py")
+    pkg._C = c
+    sys.modules["deep_gemm"] = pkg
+    sys.modules["deep_gemm._C"] = c
+    pkg.testing = importlib.import_module("deep_gemm.testing")
+    pkg.utils = importlib.import_module("deep_gemm.utils")
+    return pkg, "stub"
+
+
+def swap_api(dg) -> list[str]:
+    """Point deep_gemm's entry points at mqa_cli's. Returns the names mqa_cli lacks (they raise)."""
+    import mqa_cli
+
+    lacking = []
+    for name in API_NAMES:
+        fn = getattr(mqa_cli, name, None)
+        if fn is None:
+            lacking.append(name)
+
+            def fn(*a, _n=name, **k):
+                raise AttributeError(f"mqa_cli has no {_n} (the test calls deep_gemm.{_n})")
+        setattr(dg, name, fn)
+    return lacking
+
+
+def event_bench_kineto(fn, kernel_names, num_tests: int = 30, suppress_kineto_output: bool = False, **_):
+    """Stands in for deep_gemm.testing.bench_kineto: the whole call timed with CUDA events (mean of a few
+    calls after one warm-up). Names of a separate clean kernel get NaN: the project fuses the -inf fill."""
+    import torch
+
+    names = (kernel_names,) if isinstance(kernel_names, str) else tuple(kernel_names)
+    if os.environ.get("DGT_BENCH", "1") == "0":
+        t = float("nan")
+    else:
+        fn()
+        torch.cuda.synchronize()
+        n = 5
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(n):
+            fn()
+        b.record()
+        torch.cuda.synchronize()
+        t = a.elapsed_time(b) / n / 1e3
+    times = tuple(float("nan") if "clean" in nm else t for nm in names)
+    return times if not isinstance(kernel_names, str) else times[0]
+
+
+def cpu_as_cuda() -> None:
+    """--smoke on a machine without a GPU: tensors the tests make on 'cuda' are made on the CPU."""
+    import torch
+
+    def is_cuda(d):
+        return d is not None and str(d).startswith("cuda")
+
+    for name in ("randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange", "tensor"):
+        orig = getattr(torch, name)
+
+        def wrap(*a, _o=orig, **k):
+            if is_cuda(k.get("device")):
+                k["device"] = "cpu"
+            return _o(*a, **k)
+
+        setattr(torch, name, wrap)
+    for name in ("synchronize", "empty_cache", "reset_peak_memory_stats"):
+        setattr(torch.cuda, name, lambda *a, **k: None)
+    torch.cuda.max_memory_allocated = torch.cuda.max_memory_reserved = lambda *a, **k: 0
+    os.environ["DGT_BENCH"] = "0"
+
+
+def shrink(kind: str, case: tuple) -> tuple:
+    """Toy sizes for --smoke, keeping every flag of the case (and the CP layout's divisibility)."""
+    c = list(case)
+    if kind == "prefill":
+        c[5] = 64 if c[5] == 2048 else 128  # seq_len
+        c[6] = 256 if c[6] == 8192 else 512  # seq_len_kv
+    else:
+        c[7] = 3  # batch_size
+        c[12] = 96  # avg_kv
+    return tuple(c)
+
+
+def label(kind: str, case: tuple) -> str:
+    fields = PREFILL_FIELDS if kind == "prefill" else PAGED_FIELDS
+    parts = []
+    for k, v in zip(fields, case):
+        if k in ("is_fp4", "is_varlen", "weights_dtype", "max_tokens_per_batch", "use_2d_context_lens", "block_kv"):
+            continue  # constant on sm90
+        if hasattr(v, "itemsize"):  # a torch dtype
+            v = {2: "bf16", 4: "fp32"}.get(v.itemsize, str(v))
+        short = {"logits_dtype": "out", "compressed_logits": "cmp", "clean_logits": "clean", "seq_len": "S",
+                 "seq_len_kv": "SK", "num_heads": "H", "head_dim": "D", "disable_cp": "nocp", "batch_size": "B",
+                 "next_n": "n", "avg_kv": "L"}.get(k, k)
+        parts.append(f"{short}={int(v) if isinstance(v, bool) else v}")
+    return f"{kind} " + " ".join(parts)
+
+
+def main() -> int:
+    count_only = "--count" in sys.argv
+    smoke = "--smoke" in sys.argv
+    if smoke:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    root = find_dg_root()
+    if root is None:
+        say("deepgemm tests: SKIP (DeepGEMM's sources not found: set DG_ROOT, or carry .anchor)")
+        return 2
+    import torch
+
+    dg, how = import_deep_gemm(root)
+    tests_dir = os.path.join(root, "tests")
+    if tests_dir not in sys.path:
+        sys.path.insert(0, tests_dir)
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    try:
+        mod = importlib.import_module("test_attention")
+    except Exception as e:  # noqa: BLE001
+        say(f"deepgemm tests: SKIP (cannot import {tests_dir}/test_attention.py: {type(e).__name__}: {e})")
+        traceback.print_exc()
+        return 2
+    have_gpu = torch.cuda.is_available()
+    if not have_gpu:
+        mod.get_arch_major = lambda: 9  # enumerate the sm90 branch on a machine without a GPU
+    arch = mod.get_arch_major()
+
+    # 1. Collect the cases: sample_mqa_cases captures the enumerated list and runs none.
+    found: dict[str, list] = {}
+
+    def capture(name, cases):
+        found[name] = list(cases)
+        return []
+
+    mod.sample_mqa_cases = capture
+    with contextlib.redirect_stdout(io.StringIO()):
+        mod.test_mqa_logits()
+        mod.test_paged_mqa_logits()
+    total_all = sum(len(v) for v in found.values())
+    say(f"DeepGEMM tests/test_attention.py (sm{arch}0 branch): prefill {len(found.get('prefill', []))} cases, "
+        f"paged {len(found.get('paged', []))} cases, {total_all} in all")
+    if count_only:
+        return 0
+    if not have_gpu and not smoke:
+        say("deepgemm tests: SKIP (no CUDA device; --count and --smoke work here)")
+        return 2
+
+    # 2. Choose and order.
+    kinds = [k.strip() for k in os.environ.get("DGT_KINDS", "prefill,paged").split(",") if k.strip()]
+    n_env = os.environ.get("DGT_CASES") or os.environ.get("DG_MQA_NUM_CASES")
+    seed = int(os.environ.get("DGT_SEED", "0"))
+    chosen = []
+    for kind in kinds:
+        cases = found.get(kind, [])
+        if n_env and n_env != "all":
+            cases = random.Random(seed + (0 if kind == "prefill" else 100000)).sample(cases, min(int(n_env), len(cases)))
+        chosen += [(kind, c) for c in cases]
+    # shuffled, so that a run cut short by the budget is still a spread over every parameter
+    random.Random(seed).shuffle(chosen)
+    start = int(os.environ.get("DGT_START", "0"))  # a second call goes on where the first stopped
+    if start:
+        say(f"DGT_START={start}: leaving out the first {start} cases of this order")
+        chosen = chosen[start:]
+    if smoke:  # one small prefill case (compressed, bf16) and one paged case, shrunk
+        pre = [(k, c) for k, c in chosen if k == "prefill" and c[3] and c[1].itemsize == 2 and c[7] == 32 and c[8] == 32]
+        pag = [(k, c) for k, c in chosen if k == "paged" and c[10] == 32 and c[8] == 2 and c[2].itemsize == 2]
+        chosen = [(k, shrink(k, c)) for k, c in (pre[:1] + pag[:1])]
+        if not have_gpu:
+            cpu_as_cuda()
+    budget = float(os.environ.get("DGT_BUDGET_S", "540"))
+
+    # 3. Swap the API; keep DeepGEMM's helpers; replace only the kernel-name profiling.
+    lacking = swap_api(dg)
+    if lacking:
+        say(f"NOTE: mqa_cli lacks {', '.join(lacking)}: cases that call them fail")
+    mod.bench_kineto = event_bench_kineto
+    say(f"running {len(chosen)} cases ({'sample of ' + n_env + ' per test' if n_env and n_env != 'all' else 'all'}), "
+        f"budget {budget:.0f} s, device {torch.cuda.get_device_name() if have_gpu else 'cpu (smoke)'}, deep_gemm {how}")
+
+    os.makedirs(OUT, exist_ok=True)
+    rep = open(os.path.join(OUT, "deepgemm.txt"), "w")
+    rep.write(f"# DeepGEMM test_attention.py against mqa_cli; {len(chosen)} of {total_all} cases chosen\n")
+    t_start = time.time()
+    passed, failed, failures = 0, 0, []
+    slowest = {"prefill": 0.0, "paged": 0.0}
+    ran = 0
+    dead = None
+    for i, (kind, case) in enumerate(chosen):
+        elapsed = time.time() - t_start
+        if elapsed + max(2.0, slowest[kind]) > budget:
+            say(f"time budget: stopping after {ran} cases ({elapsed:.0f} s of {budget:.0f})")
+            break
+        if dead:
+            break
+        name = label(kind, case)
+        mod.sample_mqa_cases = lambda _n, _c, _case=case: [_case]
+        torch.manual_seed(i)
+        random.seed(i)
+        buf = io.StringIO()
+        t0 = time.time()
+        err = None
+        try:
+            with contextlib.redirect_stdout(buf):
+                (mod.test_mqa_logits if kind == "prefill" else mod.test_paged_mqa_logits)()
+            if have_gpu:
+                torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001  (an assertion of the test, or an error of the API)
+            tb = traceback.extract_tb(e.__traceback__)
+            where = next((f for f in reversed(tb) if f.filename.endswith("test_attention.py")), tb[-1] if tb else None)
+            loc = f"{os.path.basename(where.filename)}:{where.lineno} `{(where.line or '').strip()[:120]}`" if where else ""
+            msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+            err = f"{type(e).__name__}: {msg} at {loc}"
+            if "CUDA error" in str(e) or "illegal memory access" in str(e) or "CUDA-capable" in str(e):
+                dead = err
+        dt = time.time() - t0
+        ran += 1
+        slowest[kind] = max(slowest[kind], dt)
+        perf = next((ln.strip() for ln in buf.getvalue().splitlines() if ln.strip().startswith(">") and "running" not in ln), "")
+        if err is None:
+            passed += 1
+            rep.write(f"PASS {name} | {dt:.1f} s | {perf}\n")
+            say(f"[{ran:3d}] PASS {name} ({dt:.1f} s) {perf[perf.find(':') + 1:].strip()[:90]}")
+        else:
+            failed += 1
+            failures.append((name, err))
+            rep.write(f"FAIL {name} | {dt:.1f} s | {err}\n")
+            say(f"[{ran:3d}] FAIL {name} ({dt:.1f} s): {err}")
+        rep.flush()
+        del buf
+        if have_gpu:
+            torch.cuda.empty_cache()
+    if dead:
+        say(f"the CUDA context is lost ({dead}); the remaining cases cannot run in this process")
+    not_run = len(chosen) - ran
+    total = len(chosen)
+    summary = (f"deepgemm tests: {passed} passed, {failed} failed of {total}"
+               + (f" (the cases after the first {start} of the order)" if start else "")
+               + (f" ({not_run} not run: {'CUDA context lost' if dead else 'time budget'})" if not_run else "")
+               + (f"; the full sm90 set is {total_all}" if total != total_all else "")
+               + f" [{time.time() - t_start:.0f} s]")
+    rep.write(summary + "\n")
+    rep.close()
+    if failures:
+        say("first failures:")
+        for name, err in failures[:10]:
+            say(f"  {name}: {err}")
+    say(summary)
+    return 0 if failed == 0 and not_run == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# compute-sanitizer (memcheck, racecheck, synccheck) on small problems for every dispatch row of this GPU
+# (issue 10), through the CLI only: `python3 -m mqa_cli run <problem> --kernel ROW --force --json`.
+#
+# Usage (GPU machine, repository root): bash scripts/gpu_sanitize.sh [memcheck] [racecheck] [synccheck]
+# Env: SAN_BUDGET_S  wall-clock budget for the whole script (default 240); every job gets at most SAN_JOB_S
+#      SAN_JOB_S     per-job limit (default 150)
+#      SAN_JOBS      sanitizer processes at a time (default 6; one GPU, but most of their time is host work)
+#      SAN_ROWS      rows to check (default: every row `explain --json` lists for this GPU)
+#      SAN_EXTRA=0   leave out the memcheck variants (no-clean, compressed, bf16) of every row
+#      SAN_CMD       run (default; the kernel runs ~9 times under do_bench) or verify (twice, plus the reference)
+#      SAN_PREFILL_EXTRA  flags added to every prefill problem (e.g. "--layout window --window 256")
+#      SAN_API_ERRORS     --report-api-errors (default no: host-side CUDA API return codes of torch/triton,
+#                         which are not kernel errors, stay out of the count; explicit/all to see them)
+# Rows and their problems: gluon_ws_sm90 S 1024 H 64 D 128; h64d128_sm90 S 1024 H 32 D 128; tiled S 512 H 64
+# D 128; a paged row B 4 next_n 2 C 2048 H 64 D 128 block 64; any other row: the first of those shapes it
+# holds for. Output: a table of each tool x row's summary line (ERROR SUMMARY, or RACECHECK SUMMARY for
+# racecheck) in $OUT/sanitize.txt and on stdout, with the first lines of every report that is not clean.
+# Exit 0 when every run finished with 0 errors (and 0 hazards), 1 otherwise.
+# Dry run on CPU: SAN_SMOKE=1 CS=<a fake compute-sanitizer> bash scripts/gpu_sanitize.sh (toy problems).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+PY=${PY:-python3}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+LOGS=${SAN_LOGS:-/tmp/sanitize_logs}
+rm -rf "$LOGS" && mkdir -p "$LOGS"
+T0=$(date +%s)
+BUDGET=${SAN_BUDGET_S:-240}
+JOB_S=${SAN_JOB_S:-150}
+NJOBS=${SAN_JOBS:-6}
+TOOLS=${*:-memcheck racecheck synccheck}
+REPORT=$OUT/sanitize.txt
+left() { echo $((T0 + BUDGET - $(date +%s))); }
+say() { echo "$*"; }
+
+CS=${CS:-$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)}
+if [ -z "$CS" ]; then
+  say "sanitize: SKIP (compute-sanitizer not found)" | tee "$REPORT"
+  exit 2
+fi
+say "compute-sanitizer: $CS ($("$CS" --version 2>/dev/null | grep -i version | head -1))"
+# options this version knows (an unknown one would stop every run at its start)
+CS_HELP=$("$CS" --help 2>&1)
+CS_OPTS=()
+knows() { [[ "$CS_HELP" == *"$1"* ]]; }
+knows --target-processes && CS_OPTS+=(--target-processes application-only)
+knows --report-api-errors && CS_OPTS+=(--report-api-errors "${SAN_API_ERRORS:-no}")
+knows --print-limit && CS_OPTS+=(--print-limit 50)
+RACE_OPTS=()
+knows --racecheck-report && RACE_OPTS+=(--racecheck-report all)
+say "options: ${CS_OPTS[*]} | racecheck: ${RACE_OPTS[*]}"
+
+# rows of this GPU and the first small problem each holds for: lines "row|flags"
+"$PY" - >"$LOGS/rows.txt" <<'EOF'
+import json, os, subprocess, sys
+SHAPES = {
+    "prefill": [["--seq", "1024", "--heads", "64", "--dim", "128"], ["--seq", "1024", "--heads", "32", "--dim", "128"],
+                ["--seq", "512", "--heads", "64", "--dim", "128"]],
+    "paged": [["--paged", "--batch", "4", "--next-n", "2", "--context-len", "2048", "--heads", "64", "--dim", "128",
+               "--block-size", "64"]],
+}
+if os.environ.get("SAN_SMOKE") == "1":  # a dry run of this script on CPU (toy problems, a fake sanitizer)
+    SHAPES = {"prefill": [["--seq", "32", "--heads", "8", "--dim", "32"]] * 3,
+              "paged": [["--paged", "--batch", "2", "--next-n", "2", "--context-len", "48", "--heads", "8", "--dim",
+                         "64", "--block-size", "16"]]}
+PREFER = {"gluon_ws_sm90": 0, "h64d128_sm90": 1, "tiled": 2}
+def explain(flags, kernel=None):
+    r = subprocess.run([sys.executable, "-m", "mqa_cli", "explain", "--json", *flags] + (["--kernel", kernel] if kernel else []),
+                       capture_output=True, text=True)
+    try:
+        return json.loads(r.stdout)
+    except Exception:
+        return None
+want = [r for r in os.environ.get("SAN_ROWS", "").replace(",", " ").split() if r]
+for kind, shapes in SHAPES.items():
+    d = explain(shapes[0])
+    if d is None:
+        print(f"# explain failed for {kind}", file=sys.stderr)
+        continue
+    for c in d["plan"]["candidates"]:
+        conds = {x["name"]: x["ok"] for x in c["conditions"]}
+        if not conds.get("target", True) or not conds.get("problem", True):
+            continue
+        row = c["kernel"]
+        if want and row not in want:
+            continue
+        order = list(shapes)
+        if row in PREFER:
+            order = [shapes[PREFER[row]]] + [s for s in shapes if s is not shapes[PREFER[row]]]
+        for flags in order:
+            d2 = explain(flags, row)
+            c2 = next((x for x in (d2 or {}).get("plan", {}).get("candidates", []) if x["kernel"] == row), None)
+            if c2 is not None and c2["ok"]:
+                extra = os.environ.get("SAN_PREFILL_EXTRA", "") if kind == "prefill" else ""
+                print(f"{row}|{' '.join(flags)}{' ' + extra if extra else ''}")
+                break
+        else:
+            print(f"# {row}: holds for none of the small problems", file=sys.stderr)
+EOF
+if [ ! -s "$LOGS/rows.txt" ]; then
+  say "sanitize: no rows found (explain --json failed?)" | tee "$REPORT"
+  exit 2
+fi
+say "rows and problems:"; sed 's/^/  /' "$LOGS/rows.txt"
+
+# jobs: "tool|row|label|flags"; racecheck first (the slowest)
+JOBS=$LOGS/jobs.txt
+: >"$JOBS"
+for tool in racecheck memcheck synccheck; do
+  [[ " $TOOLS " == *" $tool "* ]] || continue
+  while IFS='|' read -r row flags; do
+    echo "$tool|$row|$row|$flags" >>"$JOBS"
+  done <"$LOGS/rows.txt"
+done
+if [ "${SAN_EXTRA:-1}" = 1 ] && [[ " $TOOLS " == *" memcheck "* ]]; then
+  HELP=$("$PY" -m mqa_cli run --help 2>/dev/null)
+  while IFS='|' read -r row flags; do
+    echo "memcheck|$row|$row no-clean|$flags --no-clean-logits" >>"$JOBS"
+    if [[ "$HELP" == *"--logits-dtype"* ]]; then
+      echo "memcheck|$row|$row bf16|$flags --logits-dtype bf16" >>"$JOBS"
+    fi
+    if [[ "$HELP" == *"--max-seqlen-k"* && "$flags" != *"--paged"* ]]; then
+      echo "memcheck|$row|$row compressed|$flags --max-seqlen-k ${SAN_MAXK:-600} --no-clean-logits" >>"$JOBS"
+    fi
+  done <"$LOGS/rows.txt"
+fi
+
+# warm the Triton cache without the sanitizer (all rows at once), so the checked runs only load kernels
+say "warm-up: one plain run per job problem"
+wpids=()
+while IFS='|' read -r tool row label flags; do
+  key=$(echo "$row $flags" | tr -c 'a-zA-Z0-9' '_')
+  [ -e "$LOGS/warm_$key" ] && continue
+  : >"$LOGS/warm_$key"
+  # shellcheck disable=SC2086
+  timeout 120 "$PY" -m mqa_cli run $flags --kernel "$row" --force --json >"$LOGS/warm_$key" 2>&1 &
+  wpids+=($!)
+done <"$JOBS"
+for p in "${wpids[@]}"; do wait "$p"; done
+say "warm-up done ($(($(date +%s) - T0)) s)"
+
+run_job() {  # tool row label flags -> $LOGS/<tool>-<label>.{log,out,rc}
+  local tool=$1 row=$2 label=$3 flags=$4
+  local base=$LOGS/${tool}-$(echo "$label" | tr -c 'a-zA-Z0-9' '_')
+  local lim=$JOB_S l
+  l=$(( $(left) - 5 ))
+  [ "$l" -lt "$lim" ] && lim=$l
+  if [ "$lim" -lt 10 ]; then echo "no time" >"$base.rc"; return; fi
+  local extra=("${CS_OPTS[@]}")
+  [ "$tool" = racecheck ] && extra+=(${RACE_OPTS[@]+"${RACE_OPTS[@]}"})
+  local t0=$(date +%s)
+  # shellcheck disable=SC2086
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout -k 10 "$lim" "$CS" --tool "$tool" ${extra[@]+"${extra[@]}"} \
+    --log-file "$base.log" \
+    "$PY" -m mqa_cli "${SAN_CMD:-run}" $flags --kernel "$row" --force --json >"$base.out" 2>&1
+  echo "$? $(( $(date +%s) - t0 ))" >"$base.rc"
+}
+
+say "sanitizer runs: $(wc -l <"$JOBS") jobs, $NJOBS at a time, each at most ${JOB_S} s, budget ${BUDGET} s"
+running=0
+while IFS='|' read -r tool row label flags; do
+  while [ "$running" -ge "$NJOBS" ]; do wait -n; running=$((running - 1)); done
+  run_job "$tool" "$row" "$label" "$flags" &
+  running=$((running + 1))
+done <"$JOBS"
+wait
+
+# the table
+{
+  echo "compute-sanitizer on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1); $(date -u +%F' '%H:%M) UTC"
+  printf '| %-9s | %-26s | %-7s | %-5s | %-70s | %-6s |\n' tool run "exit" "s" "summary" result
+  printf '|%s|\n' "-----------|----------------------------|---------|-------|------------------------------------------------------------------------|--------"
+} >"$REPORT"
+bad=0
+RES=$LOGS/results.txt
+: >"$RES"
+while IFS='|' read -r tool row label flags; do
+  base=$LOGS/${tool}-$(echo "$label" | tr -c 'a-zA-Z0-9' '_')
+  rc="?"; secs="?"
+  [ -f "$base.rc" ] && read -r rc secs <"$base.rc"
+  summ=$(grep -h -E "ERROR SUMMARY|RACECHECK SUMMARY" "$base.log" 2>/dev/null | sed 's/^=* *//' | tr '\n' ' ' | cut -c1-70)
+  errs=$(echo "$summ" | grep -oE "ERROR SUMMARY: [0-9]+" | grep -oE "[0-9]+$" | head -1)
+  haz=$(echo "$summ" | grep -oE "RACECHECK SUMMARY: [0-9]+" | grep -oE "[0-9]+$" | head -1)
+  ran=no
+  grep -q '"kernel' "$base.out" 2>/dev/null && ran=yes
+  result=PASS
+  if [ "$rc" = "no" ] || [ "$rc" = "?" ]; then result=NOTRUN; summ="(not run: no time left)"
+  elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then result=TIMEOUT
+  elif [ -z "$summ" ]; then result=FAIL; summ="(no summary line; see the log)"
+  elif [ "${errs:-0}" != 0 ] || [ "${haz:-0}" != 0 ]; then result=FAIL
+  elif [ "$rc" != 0 ] || [ "$ran" != yes ]; then result=FAIL; summ="$summ (run exit $rc, kernel ran: $ran)"
+  fi
+  [ "$result" = PASS ] || bad=$((bad + 1))
+  printf '| %-9s | %-26s | %-7s | %-5s | %-70s | %-6s |\n' "$tool" "$label" "$rc" "$secs" "$summ" "$result" >>"$REPORT"
+  echo "$result|$tool|$row|$label|$flags|$base" >>"$RES"
+done <"$JOBS"
+echo "sanitize: $(( $(wc -l <"$JOBS") - bad )) clean of $(wc -l <"$JOBS") runs ($(($(date +%s) - T0)) s)" >>"$REPORT"
+# the first lines of every report that is not clean, and the program's own last lines
+while IFS='|' read -r result tool row label flags base; do
+  [ "$result" = PASS ] && continue
+  {
+    echo
+    echo "---- $result: $tool $label: python3 -m mqa_cli ${SAN_CMD:-run} $flags --kernel $row --force --json"
+    grep -v -E "^\s*$" "$base.log" 2>/dev/null | head -60
+    echo "-- program output (last lines):"
+    tail -8 "$base.out" 2>/dev/null
+  } >>"$REPORT"
+done <"$RES"
+cat "$REPORT"
+[ "$bad" = 0 ]

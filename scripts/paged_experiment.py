@@ -1,0 +1,318 @@
+"""GPU experiment for the persistent paged decode kernel (mqa_kernels.paged): check every config against a
+reference, then time it with CUDA-graph replay. Loads only kernels/ and mqa_cli/schedule.py by path, so it
+runs whatever state the rest of mqa_cli is in.
+
+    python3 scripts/paged_experiment.py            (logs and a CSV under $OUT when set)
+
+Bytes = sum(ctx) * (D + 4) + B * next_n * max_context_len * 4 (4 bytes per logit, as the reference figures
+count them even for bf16); % is of the 4.3 TB/s copy rate measured on the H200.
+"""
+from __future__ import annotations
+
+import csv
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = Path(os.environ.get("OUT", "/tmp/paged_experiment"))
+OUT.mkdir(parents=True, exist_ok=True)
+T0 = time.time()
+BUDGET_S = float(os.environ.get("PAGED_BUDGET_S", "235"))
+LOG = open(OUT / "paged_experiment.log", "w")
+
+
+def say(*a):
+    line = " ".join(str(x) for x in a)
+    print(line, flush=True)
+    LOG.write(line + "\n")
+    LOG.flush()
+
+
+def _load_by_path(name, path, package_dir=None):
+    spec = importlib.util.spec_from_file_location(
+        name, path, submodule_search_locations=[str(package_dir)] if package_dir else None)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# mqa_kernels = ROOT/kernels (whether or not the package is installed), schedule.py standalone.
+if "mqa_kernels" not in sys.modules:
+    _load_by_path("mqa_kernels", ROOT / "kernels" / "__init__.py", ROOT / "kernels")
+from mqa_kernels.paged.config import paged_config  # noqa: E402
+
+schedule = _load_by_path("paged_schedule", ROOT / "mqa_cli" / "schedule.py")
+
+import triton  # noqa: E402
+
+SMOKE = os.environ.get("PAGED_SMOKE") == "1"  # CPU dry run through the interpreter (tiny shapes, no timing)
+DEV = "cpu" if SMOKE else "cuda"
+FP8 = torch.float8_e4m3fn
+COPY_TBS = 4.3
+NUM_SMS = 4 if SMOKE else torch.cuda.get_device_properties(0).multi_processor_count
+# DeepGEMM 54e2261 on this card (anchors-h200.md, do_bench with an L2 flush): (B, C) -> (next_n 1, next_n 2) µs.
+DEEPGEMM = {(1, 8192): (6.8, 7.2), (8, 8192): (9.5, 10.7), (64, 8192): (28.8, 31.2), (128, 8192): (46.6, 49.4),
+            (1, 65536): (11.0, 11.9), (8, 65536): (32.5, 34.3), (64, 65536): (155.3, 164.1),
+            (128, 65536): (285.5, 313.5)}
+
+
+class Paged:
+    def __init__(self, q, kv_cache, weights, context_lens, block_table, max_context_len):
+        self.q, self.kv_cache, self.weights = q, kv_cache, weights
+        self.context_lens, self.block_table, self.max_context_len = context_lens, block_table, max_context_len
+
+    batch = property(lambda s: s.q.shape[0])
+    next_n = property(lambda s: s.q.shape[1])
+    heads = property(lambda s: s.q.shape[2])
+    dim = property(lambda s: s.q.shape[3])
+    block_size = property(lambda s: s.kv_cache.shape[1])
+    S = property(lambda s: s.q.shape[0] * s.q.shape[1])
+
+
+def make(B, C, next_n, H=64, D=128, bs=64, seed=0):
+    """Contexts uniform in [0.7C, 1.3C), shuffled block table, kv quantised per token (amax/448), randn q/w."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    ctx = torch.randint(int(0.7 * C), int(1.3 * C), (B,), generator=g)
+    ctx = ctx.clamp_min(next_n)
+    nblk = (ctx + bs - 1) // bs
+    max_blocks = int(nblk.max())
+    num_blocks = int(nblk.sum()) + 3
+    perm = torch.randperm(num_blocks, generator=g).to(torch.int32)
+    table = torch.zeros(B, max_blocks, dtype=torch.int32)
+    used = 0
+    for b, n in enumerate(nblk.tolist()):
+        table[b, :n] = perm[used:used + n]
+        used += n
+    torch.manual_seed(seed)
+    kv = torch.randn(num_blocks * bs, D, device=DEV)
+    sf = kv.abs().amax(dim=1).clamp_min(1e-4) / 448.0
+    kv8 = (kv / sf[:, None]).to(FP8)
+    del kv
+    data = torch.cat([kv8.view(torch.uint8).reshape(num_blocks, bs * D),
+                      sf.view(torch.uint8).reshape(num_blocks, bs * 4)], dim=1)
+    cache = data.view(num_blocks, bs, 1, D + 4)
+    q = torch.randn(B, next_n, H, D, device=DEV).to(FP8)
+    w = torch.randn(B * next_n, H, device=DEV)
+    return Paged(q, cache, w, ctx.to(torch.int32).to(DEV), table.to(DEV), int(ctx.max()))
+
+
+def reference(t: Paged) -> torch.Tensor:
+    """fp32 [B*next_n, N]: NaN where dead (not checked)."""
+    B, T, H, D = t.q.shape
+    bs, N = t.block_size, t.max_context_len
+    ctx = t.context_lens.long()
+    out = torch.full((B * T, N), float("nan"), device=DEV)
+    flat = t.kv_cache.view(t.kv_cache.shape[0], -1)
+    G = max(1, (1 << 22) // N)
+    for b0 in range(0, B, G):
+        b1 = min(B, b0 + G)
+        L = int(ctx[b0:b1].max())
+        nb = -(-L // bs)
+        blk = t.block_table[b0:b1, :nb].long()
+        raw = flat[blk]  # [g, nb, bs*(D+4)]
+        kv = raw[..., : bs * D].contiguous().view(FP8).float().reshape(b1 - b0, nb * bs, D)
+        sc = raw[..., bs * D:].contiguous().view(torch.float32).reshape(b1 - b0, nb * bs)
+        s = torch.einsum("gthd,gnd->gthn", t.q[b0:b1].float(), kv).clamp_min_(0)
+        lg = torch.einsum("gthn,gth->gtn", s, t.weights[b0 * T:b1 * T].view(b1 - b0, T, H)) * sc[:, None, :]
+        k = torch.arange(nb * bs, device=DEV)
+        ends = ctx[b0:b1, None] - T + 1 + torch.arange(T, device=DEV)[None, :]  # [g, T]
+        lg = torch.where(k[None, None, :] < ends[:, :, None], lg, float("nan"))
+        w_ = min(N, nb * bs)
+        out[b0 * T:b1 * T, :w_] = lg.reshape((b1 - b0) * T, nb * bs)[:, :w_]
+        del raw, kv, s, lg
+    return out
+
+
+def launch_args(t, cfg, out, meta):
+    c = cfg.constexprs
+    ctx = t.context_lens
+    two_d = ctx.dim() == 2
+    q = t.q
+    args = [q, t.kv_cache.view(q.dtype), t.weights, ctx, t.block_table, meta, out, t.batch, int(t.max_context_len),
+            q.stride(0), q.stride(1), q.stride(2), t.kv_cache.stride(0), t.weights.stride(0),
+            ctx.stride(0), ctx.stride(1) if two_d else 0, 0 if two_d else 1, t.block_table.stride(0), out.stride(0)]
+    return ((meta.shape[0] - 1) * c["SUBS"],), args
+
+
+def runner(t, cfg, out, meta):
+    kern = cfg.jitted()
+    grid, args = launch_args(t, cfg, out, meta)
+    consts = dict(cfg.constexprs)
+    opts = dict(cfg.options)
+    return lambda: kern[grid](*args, **consts, **opts)
+
+
+def alloc_out(t, dtype=torch.float32):
+    N = t.max_context_len
+    return torch.empty(t.S, -(-N // 256) * 256, dtype=dtype, device=DEV)[:, :N]
+
+
+def nbytes(t):
+    return int(t.context_lens.long().sum()) * (t.dim + 4) + t.S * t.max_context_len * 4
+
+
+def bench(fn):
+    if SMOKE:
+        fn()
+        return 1.0
+    return triton.testing.do_bench_cudagraph(fn, rep=25, return_mode="median") * 1e3  # µs
+
+
+def config_for(t, clean, ov, bf16=False):
+    return paged_config(heads=t.heads, dim=t.dim, next_n=t.next_n, block_size=t.block_size, batch=t.batch,
+                        max_context_len=t.max_context_len, clean=clean, bf16=bf16,
+                        backend="interpreter" if SMOKE else "cuda", units=NUM_SMS,
+                        override=ov)
+
+
+def check(t, cfg, meta, ref, clean=False, dtype=torch.float32):
+    out = alloc_out(t, dtype)
+    out.fill_(float("nan"))
+    runner(t, cfg, out, meta)()
+    if not SMOKE:
+        torch.cuda.synchronize()
+    live = ~torch.isnan(ref)
+    got = out.float()
+    if not torch.isfinite(got[live]).all():
+        return float("inf"), "unwritten/non-finite live entries"
+    err = ((got[live] - ref[live]).norm() / ref[live].norm()).item()
+    note = ""
+    if clean:
+        dead = ~live
+        # Row dead tail: every entry >= the row end must be -inf; (entries < end are live or beyond max)
+        if not torch.isneginf(got[dead]).all():
+            note = "clean: dead entries not -inf"
+    return err, note
+
+
+# (label, override) per dot width next_n x H. Run 1 (2026-11-30) measured register prefetch (2x slower than
+# the pipeliner everywhere: dropped) and SUBS past the CTAs an SM holds (a late wave): these are the follow-ups.
+SWEEPS = {
+    64: [
+        ("pl5-kv64-s4", {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 4}),
+        ("pl5-kv64-s5", {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 5}),
+        ("pl6-kv64-s5", {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 6, "SUBS": 5}),
+        ("pl7-kv64-s4", {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 7, "SUBS": 4}),
+        ("pl7-kv64-s5-r96", {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 7, "SUBS": 5, "maxnreg": 96}),
+    ],
+    128: [
+        ("r2-pl6-kv128-s2", {"BLOCK_KV": 128, "num_warps": 4, "num_stages": 6, "SUBS": 2}),
+        ("r1-pl5-kv64-s4", {"ROWS": 1, "BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 4}),
+        ("r1-pl7-kv64-s4", {"ROWS": 1, "BLOCK_KV": 64, "num_warps": 4, "num_stages": 7, "SUBS": 4}),
+        ("r1-pl6-kv128-s3", {"ROWS": 1, "BLOCK_KV": 128, "num_warps": 4, "num_stages": 6, "SUBS": 3}),
+        ("r1-pl5-kv64-s5-r96", {"ROWS": 1, "BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 5, "maxnreg": 96}),
+    ],
+    256: [
+        ("r4-pl5-kv64-s2", {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 2}),
+        ("r2-pl5-kv64-s2", {"ROWS": 2, "BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 2}),
+        ("r2-pl7-kv64-s2", {"ROWS": 2, "BLOCK_KV": 64, "num_warps": 4, "num_stages": 7, "SUBS": 2}),
+        ("r2-pl5-kv64-s3-r168", {"ROWS": 2, "BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 3, "maxnreg": 168}),
+    ],
+}
+
+SHAPES = [(B, C) for C in (65536, 8192) for B in (128, 64, 8, 1)] + [(4096, 8192)]
+if SMOKE:
+    SHAPES = [(3, 200), (1, 130)]
+
+
+def main():
+    say(f"device {'cpu (smoke)' if SMOKE else torch.cuda.get_device_name(0)}, {NUM_SMS} SMs, torch {torch.__version__}, triton {triton.__version__}")
+    rows = []
+    csv_f = open(OUT / "paged_sweep.csv", "w", newline="")
+    wr = csv.writer(csv_f)
+    wr.writerow(["B", "C", "next_n", "config", "us", "pct_copy", "rel_err", "note"])
+    best = {}
+    for next_n in (1, 2, 4):
+        for B, C in SHAPES:
+            if time.time() - T0 > BUDGET_S:
+                say(f"budget reached at next_n {next_n} B {B} C {C}: stopping the sweep")
+                break
+            t = make(B, C, next_n, seed=B + C + next_n)
+            ref = reference(t)
+            meta = schedule.get_paged_mqa_logits_metadata(t.context_lens, t.block_size, NUM_SMS)
+            byts = nbytes(t)
+            sweep = SWEEPS[min(k for k in SWEEPS if k >= next_n * t.heads)]
+            res = []
+            for label, ov in sweep:
+                try:
+                    cfg = config_for(t, False, ov)
+                    err, note = check(t, cfg, meta, ref)
+                    if err > 2e-3 or note:
+                        wr.writerow([B, C, next_n, label, "", "", f"{err:.2e}", note or "error too large"])
+                        say(f"  n{next_n} B{B} C{C} {label}: FAILED check err {err:.2e} {note}")
+                        continue
+                    out = alloc_out(t)
+                    us = bench(runner(t, cfg, out, meta))
+                except Exception as e:  # a config that does not compile or run is reported, not fatal
+                    say(f"  n{next_n} B{B} C{C} {label}: ERROR {type(e).__name__}: {str(e)[:200]}")
+                    continue
+                pct = byts / (us * 1e-6) / (COPY_TBS * 1e12) * 100
+                res.append((us, label, pct, err))
+                wr.writerow([B, C, next_n, label, f"{us:.2f}", f"{pct:.1f}", f"{err:.2e}", ""])
+                csv_f.flush()
+            # default config (what paged_config picks with no override)
+            try:
+                cfg = config_for(t, False, None)
+                err, note = check(t, cfg, meta, ref)
+                dus = bench(runner(t, cfg, alloc_out(t), meta)) if not note and err < 2e-3 else float("nan")
+            except Exception as e:
+                dus, err = float("nan"), float("nan")
+                say(f"  default config ERROR {type(e).__name__}: {str(e)[:200]}")
+            res.sort()
+            if res:
+                us, label, pct, err = res[0]
+                dg = DEEPGEMM.get((B, C))
+                ratio = f"{us / dg[next_n - 1]:.2f}" if dg and next_n <= 2 else "-"
+                best[(next_n, B, C)] = (us, pct, label, ratio, dus)
+                say(f"n{next_n} B{B:5d} C{C // 1024:3d}K  best {us:8.1f} us {pct:5.1f} %  {label:18s} vs DG {ratio}  "
+                    f"default {dus:8.1f} us | " + " ".join(f"{lb}={u:.1f}" for u, lb, _, _ in sorted(res, key=lambda r: r[1])))
+            del t, ref
+            torch.cuda.empty_cache()
+
+    # clean on / bf16 on the default config, B 64 C 64K
+    try:
+        for next_n in (1, 2):
+            t = make(*((3, 300) if SMOKE else (64, 65536)), next_n, seed=7)
+            ref = reference(t)
+            meta = schedule.get_paged_mqa_logits_metadata(t.context_lens, t.block_size, NUM_SMS)
+            cfg_c = config_for(t, True, None)
+            err_c, note_c = check(t, cfg_c, meta, ref, clean=True)
+            us_c = bench(runner(t, cfg_c, alloc_out(t), meta))
+            cfg_b = config_for(t, False, None, bf16=True)
+            err_b, note_b = check(t, cfg_b, meta, ref, dtype=torch.bfloat16)
+            us_b = bench(runner(t, cfg_b, alloc_out(t, torch.bfloat16), meta))
+            us_m = bench(lambda: schedule.get_paged_mqa_logits_metadata(t.context_lens, t.block_size, NUM_SMS))
+            say(f"B64 C64K n{next_n}: clean on {us_c:.1f} us (err {err_c:.1e} {note_c}); bf16 out {us_b:.1f} us "
+                f"(err {err_b:.1e} {note_b}); metadata {us_m:.1f} us")
+    except Exception as e:
+        say(f"clean/bf16 check ERROR {type(e).__name__}: {str(e)[:300]}")
+
+    # next_n 3 and 8 (two dots per tile at 8), default config, checked and timed
+    try:
+        for next_n in (3, 8):
+            t = make(*((2, 150) if SMOKE else (64, 8192)), next_n, seed=11)
+            ref = reference(t)
+            meta = schedule.get_paged_mqa_logits_metadata(t.context_lens, t.block_size, NUM_SMS)
+            cfg = config_for(t, False, None)
+            err, note = check(t, cfg, meta, ref)
+            us = bench(runner(t, cfg, alloc_out(t), meta))
+            pct = nbytes(t) / (us * 1e-6) / (COPY_TBS * 1e12) * 100
+            say(f"n{next_n} B64 C8K default: {us:.1f} us {pct:.1f} % (err {err:.1e} {note})")
+    except Exception as e:
+        say(f"next_n 3/8 check ERROR {type(e).__name__}: {str(e)[:300]}")
+
+    say("\n| next_n | B | C | best µs | % of 4.3 TB/s | config | ours/DeepGEMM | default cfg µs |")
+    say("|---|---|---|---|---|---|---|---|")
+    for (next_n, B, C), (us, pct, label, ratio, dus) in sorted(best.items()):
+        say(f"| {next_n} | {B} | {C // 1024}K | {us:.1f} | {pct:.1f} | {label} | {ratio} | {dus:.1f} |")
+    say(f"total {time.time() - T0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

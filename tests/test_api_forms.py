@@ -1,0 +1,828 @@
+"""The public API contract, as the engines call it: names and real signatures (DeepGEMM 54e2261's), every
+input form they pass, a view for each tensor argument (honoured or refused, never misread), compressed
+and bf16 logits, and value checks that run only when asked. Results are judged against the independent
+float64 reference in tests/reference64.py, or against the same call on contiguous inputs."""
+import inspect
+import os
+import subprocess
+import sys
+import textwrap
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import mqa_cli
+from mqa_cli.errors import UserError
+
+from .reference64 import (FP8, assert_logits, assert_same, compress64, fp8_q, fp8_rows, gen, pack_blocks,
+                          paged64, paged_ends, prefill64)
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+EMPTY = inspect.Parameter.empty
+# One bf16 ulp, relative: the GPU rounds fp32 to bf16 to nearest (half of this), the Triton interpreter
+# truncates (up to all of it).
+BF16_ULP = 2.0 ** -7
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# ------------------------------------------------------------------------------------------ problems
+
+def mixed_windows(S: int, N: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows cycle through: full, empty at 0, random, empty at N, suffix to N, empty in the middle, causal."""
+    ks, ke = torch.zeros(S, dtype=torch.int32), torch.zeros(S, dtype=torch.int32)
+    for i in range(S):
+        kind = i % 7
+        a, b = sorted(int(x) for x in torch.randint(0, N + 1, (2,), generator=g))
+        if kind == 0:
+            a, b = 0, N
+        elif kind == 1:
+            a, b = 0, 0
+        elif kind == 3:
+            a, b = N, N
+        elif kind == 4:
+            b = N
+        elif kind == 5:
+            a = b = N // 2
+        elif kind == 6:
+            a, b = 0, max(1, N - S + i + 1)
+        ks[i], ke[i] = a, b
+    return ks, ke
+
+
+def prefill_problem(S=12, N=40, H=16, D=64, seed=0):
+    g = gen(seed)
+    q = fp8_q((S, H, D), g)
+    kv, sc = fp8_rows(N, D, g)
+    w = torch.randn(S, H, generator=g)
+    ks, ke = mixed_windows(S, N, g)
+    ref, mag = prefill64(q, kv, sc, w, ks, ke)
+    d = dict(q=q, kv=kv, sc=sc, w=w, ks=ks, ke=ke)
+    return SimpleNamespace(**{k: v.to(DEVICE) for k, v in d.items()}, ref=ref, mag=mag, S=S, N=N, H=H, D=D)
+
+
+def prefill(p, **kw):
+    """DeepGEMM's tuple form on the problem's own (contiguous) tensors."""
+    return mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc), p.w, p.ks, p.ke, **kw)
+
+
+def paged_problem(B=3, T=2, H=16, D=64, bs=16, ctx=(37, 2, 20), seed=0, spare=3, extra_cols=1):
+    """A paged problem with a shuffled block table; entries past each sequence's blocks are stale but valid ids.
+    ctx: B context lengths (1-D) or B lists of next_n (2-D)."""
+    g = gen(seed)
+    context_lens = torch.tensor(ctx, dtype=torch.int32)
+    ends = paged_ends(context_lens, T)
+    need = [-(-int(ends[b].max()) // bs) for b in range(B)]
+    cols = max(1, max(need)) + extra_cols
+    nb = sum(need) + spare
+    perm = torch.randperm(nb, generator=g).to(torch.int32)
+    table = torch.randint(0, nb, (B, cols), generator=g, dtype=torch.int32)
+    used = 0
+    for b, n in enumerate(need):
+        table[b, :n] = perm[used:used + n]
+        used += n
+    kv, sc = fp8_rows(nb * bs, D, g)
+    kv_blocks, scales = kv.reshape(nb, bs, D), sc.reshape(nb, bs)
+    cache = pack_blocks(kv_blocks, scales).view(nb, bs, 1, D + 4)
+    q = fp8_q((B, T, H, D), g)
+    w = torch.randn(B * T, H, generator=g)
+    max_context_len = max(1, max(need)) * bs
+    ref, mag = paged64(q, kv_blocks, scales, w, ends, table, max_context_len)
+    d = dict(q=q, cache=cache, w=w, ctx=context_lens, table=table)
+    return SimpleNamespace(**{k: v.to(DEVICE) for k, v in d.items()}, kv_blocks=kv_blocks, scales=scales, ends=ends,
+                           ref=ref, mag=mag, max_context_len=max_context_len, B=B, T=T, H=H, D=D, bs=bs, nb=nb)
+
+
+def meta(ctx, bs=64):
+    return mqa_cli.get_paged_mqa_logits_metadata(ctx, bs, mqa_cli.get_num_sms())
+
+
+def paged(p, q=None, cache=None, w=None, ctx=None, table=None, **kw):
+    ctx = p.ctx if ctx is None else ctx
+    return mqa_cli.fp8_paged_mqa_logits(p.q if q is None else q, p.cache if cache is None else cache,
+                                        p.w if w is None else w, ctx, p.table if table is None else table,
+                                        meta(ctx, p.bs), p.max_context_len, **kw)
+
+
+def garbage_like(x: torch.Tensor, fill) -> torch.Tensor:
+    return torch.full_like(x, fill)
+
+
+# ------------------------------------------------------------------------------------------ names and signatures
+
+PREFILL_SIG = [("q", EMPTY), ("kv", EMPTY), ("weights", EMPTY), ("cu_seq_len_k_start", EMPTY),
+               ("cu_seq_len_k_end", EMPTY), ("clean_logits", True), ("max_seqlen_k", 0),
+               ("logits_dtype", torch.float32)]
+PAGED_SIG = [("q", EMPTY), ("kv_cache", EMPTY), ("weights", EMPTY), ("context_lens", EMPTY), ("block_table", EMPTY),
+             ("schedule_meta", EMPTY), ("max_context_len", EMPTY), ("clean_logits", False),
+             ("logits_dtype", torch.float32), ("indices", None)]
+SIGNATURES = {
+    "fp8_mqa_logits": PREFILL_SIG,
+    "fp8_fp4_mqa_logits": PREFILL_SIG,
+    "fp8_paged_mqa_logits": PAGED_SIG,
+    "fp8_fp4_paged_mqa_logits": PAGED_SIG,
+    "get_paged_mqa_logits_metadata": [("context_lens", EMPTY), ("block_kv", EMPTY), ("num_sms", EMPTY),
+                                      ("indices", None)],
+    "get_num_sms": [],
+}
+LOGIT_FUNCTIONS = ["fp8_mqa_logits", "fp8_fp4_mqa_logits", "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits"]
+
+
+@pytest.mark.parametrize("name", list(SIGNATURES))
+def test_top_level_signature_is_deepgemms(name):
+    fn = getattr(mqa_cli, name, None)
+    assert callable(fn), f"mqa_cli.{name} is missing at the package top level"
+    params = list(inspect.signature(fn).parameters.values())
+    kinds = {p.kind for p in params}
+    assert inspect.Parameter.VAR_POSITIONAL not in kinds and inspect.Parameter.VAR_KEYWORD not in kinds, \
+        f"mqa_cli.{name} has a *args/**kwargs shim signature: {inspect.signature(fn)}"
+    positional = [p for p in params if p.kind != inspect.Parameter.KEYWORD_ONLY]
+    assert [(p.name, p.default) for p in positional] == SIGNATURES[name], str(inspect.signature(fn))
+    assert all(p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD for p in positional), str(inspect.signature(fn))
+
+
+@pytest.mark.parametrize("name", LOGIT_FUNCTIONS)
+def test_check_values_is_keyword_only_last_and_off(name):
+    params = list(inspect.signature(getattr(mqa_cli, name)).parameters.values())
+    last = params[-1]
+    assert last.name == "check_values" and last.kind == inspect.Parameter.KEYWORD_ONLY and last.default is False, \
+        str(inspect.signature(getattr(mqa_cli, name)))
+
+
+def test_get_num_sms_is_a_positive_int():
+    n = mqa_cli.get_num_sms()
+    assert isinstance(n, int) and not isinstance(n, bool) and n >= 1
+
+
+@pytest.mark.parametrize("two_d", [False, True])
+def test_metadata_is_int32_num_sms_plus_one_by_two(two_d):
+    ctx = torch.tensor([[5, 7], [0, 0], [64, 130]] if two_d else [7, 0, 130], dtype=torch.int32, device=DEVICE)
+    n = mqa_cli.get_num_sms()
+    m = mqa_cli.get_paged_mqa_logits_metadata(ctx, 64, n)
+    assert m.dtype == torch.int32 and tuple(m.shape) == (n + 1, 2) and m.device == ctx.device
+    buf = torch.empty(n + 1, 2, dtype=torch.int32, device=DEVICE)  # vLLM copies it into a fixed buffer
+    buf[:] = m
+    m2 = mqa_cli.get_paged_mqa_logits_metadata(context_lens=ctx, block_kv=64, num_sms=n, indices=None)
+    assert tuple(m2.shape) == (n + 1, 2)
+
+
+# ------------------------------------------------------------------------------------------ fp4 inputs
+
+def _fp4_msg(excinfo):
+    assert "fp4" in str(excinfo.value).lower(), str(excinfo.value)
+
+
+def test_fp4_prefill_q_scale_is_refused():
+    p = prefill_problem(S=4, N=16, H=8, D=64)
+    q_packed = torch.zeros(p.S, p.H, p.D // 2, dtype=torch.uint8, device=DEVICE)
+    q_sf = torch.ones(p.S, p.H, dtype=torch.int32, device=DEVICE)
+    with pytest.raises(UserError) as e:
+        mqa_cli.fp8_fp4_mqa_logits((q_packed, q_sf), (p.kv, p.sc), p.w, p.ks, p.ke)
+    _fp4_msg(e)
+    with pytest.raises(UserError) as e:  # an fp8 q with a scale is an fp4 call too
+        mqa_cli.fp8_fp4_mqa_logits((p.q, torch.ones(p.S, p.H, device=DEVICE)), (p.kv, p.sc), p.w, p.ks, p.ke)
+    _fp4_msg(e)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, getattr(torch, "float4_e2m1fn_x2", None)], ids=["uint8", "float4"])
+def test_fp4_prefill_packed_kv_is_refused(dtype):
+    if dtype is None:
+        pytest.skip("this torch has no float4_e2m1fn_x2")
+    p = prefill_problem(S=4, N=16, H=8, D=64)
+    kv4 = torch.zeros(p.N, p.D // 2, dtype=torch.uint8, device=DEVICE).view(dtype)
+    sf4 = torch.ones(p.N, dtype=torch.int32, device=DEVICE)
+    with pytest.raises(UserError) as e:
+        mqa_cli.fp8_fp4_mqa_logits((p.q, None), (kv4, sf4), p.w, p.ks, p.ke)
+    _fp4_msg(e)
+
+
+def test_fp4_paged_q_scale_is_refused():
+    p = paged_problem(B=2, T=1, H=16, D=64, ctx=(20, 5))
+    q_packed = torch.zeros(p.B, p.T, p.H, p.D // 2, dtype=torch.uint8, device=DEVICE)
+    q_sf = torch.ones(p.B, p.T, p.H, dtype=torch.int32, device=DEVICE)
+    with pytest.raises(UserError) as e:
+        mqa_cli.fp8_fp4_paged_mqa_logits((q_packed, q_sf), p.cache, p.w, p.ctx, p.table, meta(p.ctx, p.bs),
+                                         p.max_context_len)
+    _fp4_msg(e)
+
+
+def test_fp4_paged_packed_cache_is_refused():
+    p = paged_problem(B=2, T=1, H=16, D=64, ctx=(20, 5))
+    cache4 = torch.zeros(p.nb, p.bs, 1, p.D // 2 + 4, dtype=torch.uint8, device=DEVICE)
+    with pytest.raises(UserError):
+        mqa_cli.fp8_fp4_paged_mqa_logits((p.q, None), cache4, p.w, p.ctx, p.table, meta(p.ctx, p.bs),
+                                         p.max_context_len)
+
+
+# ------------------------------------------------------------------------------------------ prefill forms
+
+@pytest.mark.parametrize("scale_shape", ["N", "N1"])
+def test_prefill_tuple_form_scales_n_and_n1(scale_shape):
+    p = prefill_problem()
+    sc = p.sc if scale_shape == "N" else p.sc.reshape(-1, 1)
+    out = mqa_cli.fp8_mqa_logits(p.q, (p.kv, sc), p.w, p.ks, p.ke)
+    assert_logits(out, p.ref, p.mag, clean=True)
+
+
+def test_prefill_explicit_form_equals_tuple_form():
+    p = prefill_problem()
+    a = prefill(p)
+    b = mqa_cli.fp8_mqa_logits(p.q, p.kv, p.sc, p.w, p.ks, p.ke)
+    assert_same(b, a)
+    c = mqa_cli.fp8_mqa_logits(p.q, p.kv, p.sc.reshape(-1, 1), p.w, p.ks, p.ke)
+    assert_same(c, a)
+
+
+def test_mqa_logits_explicit_form_signature():
+    """The project's explicit form with options: six tensors positionally, then keyword-only options."""
+    params = list(inspect.signature(mqa_cli.mqa_logits).parameters.values())
+    head = [(p.name, p.kind) for p in params[:6]]
+    assert head == [(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in ("q", "kv", "kv_scales", "weights", "ks",
+                                                                            "ke")], str(inspect.signature(mqa_cli.mqa_logits))
+    rest = {p.name: (p.kind, p.default) for p in params[6:]}
+    kw = inspect.Parameter.KEYWORD_ONLY
+    assert rest == {"clean_logits": (kw, True), "max_seqlen_k": (kw, 0), "logits_dtype": (kw, torch.float32),
+                    "check_values": (kw, False)}, str(inspect.signature(mqa_cli.mqa_logits))
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_mqa_logits_explicit_form_with_options(clean):
+    p = prefill_problem()
+    width = int((p.ke - p.ks).max()) + 2
+    out = mqa_cli.mqa_logits(p.q, p.kv, p.sc.reshape(-1, 1), p.w, p.ks, p.ke, clean_logits=clean, max_seqlen_k=width,
+                             logits_dtype=torch.bfloat16)
+    ref, mag = compress64(p.ref, p.mag, p.ks.cpu(), p.ke.cpu(), width)
+    assert_logits(out, ref, mag, clean=clean, dtype=torch.bfloat16)
+    tup = prefill(p, clean_logits=clean, max_seqlen_k=width, logits_dtype=torch.bfloat16)
+    assert_same(out, tup, live=torch.isfinite(ref).to(out.device))
+
+
+def test_prefill_deepgemm_keywords_and_fp8_fp4_name():
+    p = prefill_problem()
+    a = mqa_cli.fp8_fp4_mqa_logits(q=(p.q, None), kv=(p.kv, p.sc), weights=p.w, cu_seq_len_k_start=p.ks,
+                                   cu_seq_len_k_end=p.ke, clean_logits=True, max_seqlen_k=0,
+                                   logits_dtype=torch.float32)
+    assert_logits(a, p.ref, p.mag, clean=True)
+    b = mqa_cli.fp8_mqa_logits(q=p.q, kv=(p.kv, p.sc), weights=p.w, cu_seq_len_k_start=p.ks,
+                               cu_seq_len_k_end=p.ke, clean_logits=True)
+    assert_same(b, a)
+
+
+def test_prefill_q_and_weights_row_slices():
+    """vLLM packs requests and passes q[s:e], w[s:e]: offset views into bigger tensors."""
+    big = prefill_problem(S=20, N=40)
+    s, e = 5, 17
+    out = mqa_cli.fp8_mqa_logits(big.q[s:e], (big.kv, big.sc), big.w[s:e], big.ks[s:e], big.ke[s:e])
+    assert_logits(out, big.ref[s:e], big.mag[s:e], clean=True)
+    # torch.split, as SGLang's context-parallel path does
+    parts_q, parts_w = torch.split(big.q, [7, 13]), torch.split(big.w, [7, 13])
+    out2 = mqa_cli.fp8_mqa_logits(parts_q[1], (big.kv, big.sc), parts_w[1], big.ks[7:], big.ke[7:])
+    assert_logits(out2, big.ref[7:], big.mag[7:], clean=True)
+
+
+def test_prefill_strided_ks_ke_and_scales():
+    """ks/ke as x[:, 0] of [S, 2] and scales as x[:, 0] of [N, 2] (the second columns hold garbage)."""
+    p = prefill_problem()
+    ks2 = torch.stack([p.ks, garbage_like(p.ks, p.N + 5)], dim=1)
+    ke2 = torch.stack([p.ke, garbage_like(p.ke, 0)], dim=1)
+    sc2 = torch.stack([p.sc, garbage_like(p.sc, 1000.0)], dim=1)
+    assert ks2[:, 0].stride(0) == 2
+    out = mqa_cli.fp8_mqa_logits(p.q, (p.kv, sc2[:, 0]), p.w, ks2[:, 0], ke2[:, 0])
+    assert_logits(out, p.ref, p.mag, clean=True)
+    out2 = mqa_cli.fp8_mqa_logits(p.q, p.kv, sc2[:, 0], p.w, ks2[:, 0], ke2[:, 0])
+    assert_logits(out2, p.ref, p.mag, clean=True)
+
+
+def test_prefill_kv_row_slice_of_workspace():
+    """vLLM late 2025: (k_full[:N], s_full[:N].view(f32).flatten()), clean_logits=False."""
+    p = prefill_problem()
+    g = gen(7)
+    k_full, s_full = fp8_rows(p.N + 24, p.D, g)
+    k_full, s_full = k_full.to(DEVICE), s_full.to(DEVICE)
+    k_full[:p.N], s_full[:p.N] = p.kv, p.sc
+    s_bytes = s_full.view(torch.uint8).reshape(-1, 4)  # held as raw bytes, viewed back as fp32
+    sc = s_bytes[:p.N].view(torch.float32).flatten()
+    out = mqa_cli.fp8_mqa_logits(p.q, (k_full[:p.N], sc), p.w, p.ks, p.ke, clean_logits=False)
+    assert_logits(out, p.ref, p.mag, clean=False)
+    # an offset slice of the workspace too
+    k_full[8:8 + p.N], s_full[8:8 + p.N] = p.kv, p.sc
+    out2 = mqa_cli.fp8_mqa_logits(p.q, (k_full[8:8 + p.N], s_full[8:8 + p.N]), p.w, p.ks, p.ke)
+    assert_logits(out2, p.ref, p.mag, clean=True)
+
+
+def test_prefill_sglang_squeezed_forms():
+    """SGLang: cat(s).view(f32).squeeze(-1) scales and w.squeeze(-1) weights."""
+    p = prefill_problem()
+    out = mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc.reshape(-1, 1).squeeze(-1)), p.w.unsqueeze(-1).squeeze(-1),
+                                 p.ks, p.ke, clean_logits=False)
+    assert_logits(out, p.ref, p.mag, clean=False)
+
+
+@pytest.mark.parametrize("clean", [True, False])
+@pytest.mark.parametrize("extra", [0, 5])
+def test_prefill_compressed(clean, extra):
+    p = prefill_problem()
+    width = int((p.ke - p.ks).max()) + extra
+    out = prefill(p, clean_logits=clean, max_seqlen_k=width)
+    assert out.shape == (p.S, width)
+    ref, mag = compress64(p.ref, p.mag, p.ks.cpu(), p.ke.cpu(), width)
+    assert_logits(out, ref, mag, clean=clean)
+    # the live part is the full logits shifted by ks
+    full = prefill(p)
+    got = torch.cat([out[i, :int(p.ke[i] - p.ks[i])] for i in range(p.S)])
+    want = torch.cat([full[i, int(p.ks[i]):int(p.ke[i])] for i in range(p.S)])
+    assert_same(got, want, what="compressed live part vs full[ks:ke]: ")
+
+
+def test_prefill_compressed_with_windows_past_n_over_two():
+    """A ratio-style problem: every window is short but starts anywhere (ks up to N)."""
+    g = gen(3)
+    S, N, H, D = 16, 64, 32, 64
+    q, (kv, sc), w = fp8_q((S, H, D), g), fp8_rows(N, D, g), torch.randn(S, H, generator=g)
+    ks = torch.randint(0, N + 1, (S,), generator=g, dtype=torch.int32)
+    ke = torch.minimum(ks + torch.randint(0, 9, (S,), generator=g, dtype=torch.int32), torch.tensor(N, dtype=torch.int32))
+    ref, mag = prefill64(q, kv, sc, w, ks, ke)
+    width = max(1, int((ke - ks).max()))
+    out = mqa_cli.fp8_mqa_logits(q.to(DEVICE), (kv.to(DEVICE), sc.to(DEVICE)), w.to(DEVICE), ks.to(DEVICE),
+                                 ke.to(DEVICE), max_seqlen_k=width)
+    assert_logits(out, *compress64(ref, mag, ks, ke, width), clean=True)
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_prefill_bf16_logits(compressed):
+    p = prefill_problem()
+    width = int((p.ke - p.ks).max()) if compressed else 0
+    out = prefill(p, max_seqlen_k=width, logits_dtype=torch.bfloat16)
+    f32 = prefill(p, max_seqlen_k=width)
+    ref, mag = (compress64(p.ref, p.mag, p.ks.cpu(), p.ke.cpu(), width) if compressed else (p.ref, p.mag))
+    assert_logits(out, ref, mag, clean=True, dtype=torch.bfloat16)
+    assert torch.equal(torch.isneginf(out), torch.isneginf(f32)), "bf16 -inf pattern differs from fp32's"
+    live = torch.isfinite(f32)
+    x, y = out[live].double(), f32[live].double()
+    assert ((x - y).abs() <= BF16_ULP * y.abs() + 1e-30).all(), "bf16 logits are not fp32 logits rounded to bf16"
+
+
+WIDEST = -1  # stands for max(ke - ks) + 1 (an odd width for N = 40: 41)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(logits_dtype=torch.bfloat16), dict(max_seqlen_k=WIDEST),
+                                dict(max_seqlen_k=WIDEST, logits_dtype=torch.bfloat16), dict(clean_logits=False)],
+                         ids=["fp32", "bf16", "compressed", "compressed-bf16", "unclean"])
+@pytest.mark.parametrize("N", [40, 129])
+def test_prefill_output_row_stride_multiple_of_4(kw, N):
+    p = prefill_problem(N=N)
+    if kw.get("max_seqlen_k") == WIDEST:
+        kw = dict(kw, max_seqlen_k=int((p.ke - p.ks).max()) + 1)
+    out = prefill(p, **kw)
+    assert out.stride(1) == 1 and out.stride(0) % 4 == 0 and out.stride(0) >= out.shape[1], out.stride()
+
+
+def test_prefill_repeatable_bitwise():
+    p = prefill_problem()
+    a = prefill(p)
+    for _ in range(3):
+        assert torch.equal(prefill(p), a)
+
+
+def test_prefill_ambiguous_or_unsupported_calls_are_refused():
+    """Never a silent misread: a bare kv tensor without its scales, a logits dtype other than fp32/bf16,
+    a negative max_seqlen_k."""
+    p = prefill_problem()
+    with pytest.raises((UserError, TypeError)):
+        mqa_cli.fp8_mqa_logits(p.q, p.kv, p.w, p.ks, p.ke)
+    with pytest.raises(UserError):
+        prefill(p, logits_dtype=torch.float16)
+    with pytest.raises(UserError):
+        prefill(p, max_seqlen_k=-1)
+
+
+def test_paged_unsupported_calls_are_refused():
+    p = paged_problem()
+    with pytest.raises(UserError):
+        paged(p, logits_dtype=torch.float16)
+    with pytest.raises(UserError):  # varlen decode (sm100 only in DeepGEMM)
+        paged(p, indices=torch.zeros(p.B * p.T, dtype=torch.int32, device=DEVICE))
+
+
+def test_paged_repeatable_bitwise():
+    p = paged_problem(B=3, T=2, ctx=[[5, 9], [0, 0], [33, 12]])
+    a = paged(p, clean_logits=True)
+    for _ in range(3):
+        assert torch.equal(paged(p, clean_logits=True), a)
+
+
+# ------------------------------------------------------------------------------------------ a view per argument
+
+def _prefill_views(p):
+    """(argument, name, build) where build() returns kwargs of the explicit form with one argument replaced by a
+    view of the same logical values inside a bigger buffer full of garbage."""
+    S, N, H, D = p.S, p.N, p.H, p.D
+
+    def q_permuted():
+        return dict(q=p.q.permute(1, 0, 2).contiguous().permute(1, 0, 2))
+
+    def q_dim_padded():
+        buf = torch.zeros(S, H, D + 16, dtype=torch.uint8, device=DEVICE).view(FP8)
+        buf[..., :D] = p.q
+        return dict(q=buf[..., :D])
+
+    def q_row_step():
+        buf = torch.zeros(2 * S, H, D, dtype=torch.uint8, device=DEVICE).fill_(0x7E).view(FP8)
+        buf[::2] = p.q
+        return dict(q=buf[::2])
+
+    def kv_col_slice():
+        buf = torch.full((N, 2 * D), 0x7E, dtype=torch.uint8, device=DEVICE).view(FP8)
+        buf[:, :D] = p.kv
+        return dict(kv=buf[:, :D])
+
+    def kv_row_step():
+        buf = torch.full((2 * N, D), 0x7E, dtype=torch.uint8, device=DEVICE).view(FP8)
+        buf[::2] = p.kv
+        return dict(kv=buf[::2])
+
+    def kv_transposed():
+        return dict(kv=p.kv.t().contiguous().t())
+
+    def scales_strided():
+        return dict(sc=torch.stack([p.sc, garbage_like(p.sc, 1000.0)], 1)[:, 0])
+
+    def scales_n1_of_wider():
+        return dict(sc=torch.stack([p.sc, garbage_like(p.sc, 1000.0), garbage_like(p.sc, -1.0)], 1)[:, :1])
+
+    def weights_col_slice():
+        return dict(w=torch.cat([p.w, garbage_like(p.w, 1e4)], 1)[:, :H])
+
+    def weights_transposed():
+        return dict(w=p.w.t().contiguous().t())
+
+    def weights_row_step():
+        return dict(w=torch.stack([p.w, garbage_like(p.w, 1e4)], 1).reshape(2 * S, H)[::2])
+
+    def ks_strided():
+        return dict(ks=torch.stack([p.ks, garbage_like(p.ks, N)], 1)[:, 0])
+
+    def ke_strided():
+        return dict(ke=torch.stack([p.ke, garbage_like(p.ke, 0)], 1)[:, 0])
+
+    def ks_ke_interleaved():
+        both = torch.stack([p.ks, p.ke], 1)  # one [S, 2] tensor of windows, as some callers hold them
+        return dict(ks=both[:, 0], ke=both[:, 1])
+
+    return [
+        ("q", "permuted", q_permuted), ("q", "dim_padded", q_dim_padded), ("q", "row_step", q_row_step),
+        ("kv", "col_slice", kv_col_slice), ("kv", "row_step", kv_row_step), ("kv", "transposed", kv_transposed),
+        ("kv_scales", "strided", scales_strided), ("kv_scales", "n1_of_wider", scales_n1_of_wider),
+        ("weights", "col_slice", weights_col_slice), ("weights", "transposed", weights_transposed),
+        ("weights", "row_step", weights_row_step),
+        ("ks", "strided", ks_strided), ("ke", "strided", ke_strided), ("ks_ke", "interleaved", ks_ke_interleaved),
+    ]
+
+
+PREFILL_VIEW_IDS = [f"{a}-{n}" for a, n, _ in _prefill_views(SimpleNamespace(S=1, N=1, H=1, D=1))]
+
+
+@pytest.mark.parametrize("form", ["tuple", "explicit"])
+@pytest.mark.parametrize("index", range(len(PREFILL_VIEW_IDS)), ids=PREFILL_VIEW_IDS)
+def test_prefill_view_is_honoured_or_refused(index, form):
+    p = prefill_problem()
+    arg, name, build = _prefill_views(p)[index]
+    d = dict(q=p.q, kv=p.kv, sc=p.sc, w=p.w, ks=p.ks, ke=p.ke)
+    d.update(build())
+    for k, v in d.items():  # the view holds the same logical values
+        base = getattr(p, k)
+        assert torch.equal(v.reshape(base.shape).view(torch.uint8) if v.dtype == FP8 else v.reshape(base.shape),
+                           base.view(torch.uint8) if base.dtype == FP8 else base)
+    try:
+        if form == "tuple":
+            out = mqa_cli.fp8_mqa_logits(d["q"], (d["kv"], d["sc"]), d["w"], d["ks"], d["ke"])
+        else:
+            out = mqa_cli.fp8_mqa_logits(d["q"], d["kv"], d["sc"], d["w"], d["ks"], d["ke"])
+    except UserError as e:
+        assert str(e) and "\n" not in str(e).strip(), f"refusal of {arg} ({name}) is not one line: {e}"
+        return
+    assert_logits(out, p.ref, p.mag, clean=True, what=f"{arg} as a {name} view: ")
+
+
+# ------------------------------------------------------------------------------------------ paged forms
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_paged_1d_context_lens_with_zeros(clean):
+    p = paged_problem(B=4, T=2, ctx=(37, 0, 20, 1))
+    out = paged(p, clean_logits=clean)
+    assert out.shape == (p.B * p.T, p.max_context_len)
+    assert_logits(out, p.ref, p.mag, clean=clean)
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_paged_2d_context_lens_with_padding_rows(clean):
+    """vLLM main: 2-D context lens, 0 for padding rows (all -inf when clean)."""
+    p = paged_problem(B=4, T=3, ctx=[[5, 9, 40], [0, 0, 0], [17, 3, 0], [64, 64, 64]])
+    out = paged(p, clean_logits=clean)
+    assert_logits(out, p.ref, p.mag, clean=clean)
+    if clean:
+        assert torch.isneginf(out[3:6]).all(), "a padding request's rows must be all -inf"
+
+
+def test_paged_default_is_unclean_and_fp8_fp4_name_matches():
+    p = paged_problem(B=3, T=2, ctx=[[5, 9], [1, 3], [33, 12]])
+    a = mqa_cli.fp8_paged_mqa_logits(p.q, p.cache, p.w, p.ctx, p.table, meta(p.ctx, p.bs), p.max_context_len)
+    assert_logits(a, p.ref, p.mag, clean=False)
+    b = mqa_cli.fp8_fp4_paged_mqa_logits(q=(p.q, None), kv_cache=p.cache, weights=p.w, context_lens=p.ctx,
+                                         block_table=p.table, schedule_meta=meta(p.ctx, p.bs),
+                                         max_context_len=p.max_context_len, clean_logits=True,
+                                         logits_dtype=torch.float32, indices=None)
+    assert_logits(b, p.ref, p.mag, clean=True)
+    assert_same(a, b, live=torch.isfinite(p.ref).to(a.device))
+
+
+def test_paged_block_table_strided_rows():
+    """SGLang: bt[::n], strided rows of a bigger table (other rows: valid ids of the wrong blocks)."""
+    p = paged_problem(B=3, T=1, ctx=(37, 20, 50))
+    big = torch.stack([p.table, (p.table + 1) % p.nb], 1).reshape(2 * p.B, -1)
+    out = paged(p, table=big[::2], clean_logits=True)
+    assert_logits(out, p.ref, p.mag, clean=True)
+
+
+def test_paged_block_table_sub_block():
+    """vLLM main: buf[:r, :c] of a persistent table (stale valid ids around it)."""
+    p = paged_problem(B=3, T=2, ctx=(37, 2, 50))
+    g = gen(11)
+    buf = torch.randint(0, p.nb, (p.B + 4, p.table.shape[1] + 7), generator=g, dtype=torch.int32).to(DEVICE)
+    buf[:p.B, :p.table.shape[1]] = p.table
+    out = paged(p, table=buf[:p.B, :p.table.shape[1]], clean_logits=True)
+    assert_logits(out, p.ref, p.mag, clean=True)
+    out2 = paged(p, table=buf[:p.B], clean_logits=True)  # all columns: stale ids past the live blocks
+    assert_logits(out2, p.ref, p.mag, clean=True)
+
+
+def test_paged_q_view_and_unsqueeze_forms():
+    """SGLang: q.view(B, -1, H, D) from [B*n, H, D]; q.unsqueeze(1) with context lens [T, 1]."""
+    p = paged_problem(B=3, T=2, ctx=(37, 2, 20))
+    flat = p.q.reshape(p.B * p.T, p.H, p.D)
+    out = paged(p, q=flat.view(p.B, -1, p.H, p.D), clean_logits=True)
+    assert_logits(out, p.ref, p.mag, clean=True)
+    # one token per request: [T, H, D].unsqueeze(1), 2-D context lens [T, 1]
+    p1 = paged_problem(B=4, T=1, ctx=[[30], [1], [7], [49]])
+    out1 = paged(p1, q=p1.q[:, 0].unsqueeze(1), w=p1.w.unsqueeze(2).squeeze(2), clean_logits=True)
+    assert_logits(out1, p1.ref, p1.mag, clean=True)
+
+
+def test_paged_q_and_weights_row_slices():
+    """vLLM: weights[:B*n] of a bigger buffer; q the first B requests of a bigger batch."""
+    big = paged_problem(B=5, T=2, ctx=(37, 3, 20, 9, 44))
+    B = 3
+    sub = SimpleNamespace(**vars(big))
+    sub.ctx, sub.table = big.ctx[:B], big.table[:B]
+    out = paged(sub, q=big.q[:B], w=big.w[:B * big.T], clean_logits=True)
+    assert_logits(out, big.ref[:B * big.T], big.mag[:B * big.T], clean=True)
+    # an offset slice (requests 2..4)
+    sub.ctx, sub.table = big.ctx[2:], big.table[2:]
+    out2 = paged(sub, q=big.q[2:], w=big.w[2 * big.T:], clean_logits=True)
+    assert_logits(out2, big.ref[2 * big.T:], big.mag[2 * big.T:], clean=True)
+
+
+@pytest.mark.parametrize("layout", ["multi_layer", "padded_block", "unsqueezed", "flat_view"])
+def test_paged_kv_cache_views(layout):
+    """The cache as engines hold it: a layer of a multi-layer buffer (block stride = layers x block bytes),
+    blocks padded to any multiple of 4 bytes, [nb, bs, D+4].unsqueeze(-2), or a flat buffer viewed."""
+    p = paged_problem(B=3, T=2, ctx=(37, 2, 20), bs=16, D=64)
+    nbytes = p.bs * (p.D + 4)
+    flat = p.cache.reshape(p.nb, nbytes)
+    if layout == "multi_layer":
+        buf = torch.randint(0, 256, (p.nb, 3, nbytes), generator=gen(5), dtype=torch.uint8).to(DEVICE)
+        buf[:, 1] = flat
+        cache = buf[:, 1].view(p.nb, p.bs, 1, p.D + 4)
+    elif layout == "padded_block":
+        buf = torch.full((p.nb, nbytes + 12), 0x7E, dtype=torch.uint8, device=DEVICE)
+        buf[:, :nbytes] = flat
+        cache = buf[:, :nbytes].view(p.nb, p.bs, 1, p.D + 4)
+    elif layout == "unsqueezed":
+        cache = flat.view(p.nb, p.bs, p.D + 4).unsqueeze(-2)
+    else:
+        cache = flat.reshape(-1).view(p.nb, p.bs, 1, p.D + 4)
+    assert cache.stride(3) == 1 and cache.stride(1) == p.D + 4
+    out = paged(p, cache=cache, clean_logits=True)
+    assert_logits(out, p.ref, p.mag, clean=True, what=f"{layout}: ")
+
+
+@pytest.mark.parametrize("two_d", [False, True])
+def test_paged_bf16_logits(two_d):
+    ctx = [[5, 9], [1, 3], [33, 12]] if two_d else (37, 2, 20)
+    p = paged_problem(B=3, T=2, ctx=ctx)
+    out = paged(p, clean_logits=True, logits_dtype=torch.bfloat16)
+    assert_logits(out, p.ref, p.mag, clean=True, dtype=torch.bfloat16)
+    f32 = paged(p, clean_logits=True)
+    live = torch.isfinite(f32)
+    assert torch.equal(torch.isneginf(out), ~live)
+    assert ((out[live].double() - f32[live].double()).abs() <= BF16_ULP * f32[live].double().abs() + 1e-30).all()
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(logits_dtype=torch.bfloat16), dict(clean_logits=True)],
+                         ids=["fp32", "bf16", "clean"])
+def test_paged_output_row_stride_multiple_of_4(kw):
+    p = paged_problem(B=3, T=2, ctx=(37, 2, 21))
+    p.max_context_len = 45  # not a multiple of the block size or of 4
+    p.ref, p.mag = p.ref[:, :45], p.mag[:, :45]
+    out = paged(p, **kw)
+    assert out.shape == (6, 45)
+    assert out.stride(1) == 1 and out.stride(0) % 4 == 0, out.stride()
+    assert_logits(out, p.ref, p.mag, clean=kw.get("clean_logits", False), dtype=kw.get("logits_dtype", torch.float32))
+
+
+def test_paged_schedule_meta_from_the_library_is_accepted():
+    p = paged_problem(B=3, T=2, ctx=[[5, 9], [1, 3], [33, 12]])
+    n = mqa_cli.get_num_sms()
+    buf = torch.zeros(n + 1, 2, dtype=torch.int32, device=DEVICE)
+    buf[:] = mqa_cli.get_paged_mqa_logits_metadata(p.ctx, 64, n)
+    out = mqa_cli.fp8_paged_mqa_logits(p.q, p.cache, p.w, p.ctx, p.table, buf, p.max_context_len, True)
+    assert_logits(out, p.ref, p.mag, clean=True)
+
+
+def _paged_views(p):
+    B, T, H, D = p.B, p.T, p.H, p.D
+
+    def q_permuted():
+        return dict(q=p.q.permute(1, 0, 2, 3).contiguous().permute(1, 0, 2, 3))
+
+    def q_dim_padded():
+        buf = torch.full((B, T, H, D + 16), 0x7E, dtype=torch.uint8, device=DEVICE).view(FP8)
+        buf[..., :D] = p.q
+        return dict(q=buf[..., :D])
+
+    def cache_token_padded():  # each token's row padded: stride(1) != D + 4, the byte layout differs
+        flat = p.cache.reshape(p.nb, p.bs, p.D + 4)
+        buf = torch.full((p.nb, p.bs, p.D + 8), 0x7E, dtype=torch.uint8, device=DEVICE)
+        buf[..., :p.D + 4] = flat
+        return dict(cache=buf[..., :p.D + 4].unsqueeze(2))
+
+    def weights_col_slice():
+        return dict(w=torch.cat([p.w, garbage_like(p.w, 1e4)], 1)[:, :H])
+
+    def weights_transposed():
+        return dict(w=p.w.t().contiguous().t())
+
+    def ctx_strided():
+        return dict(ctx=torch.stack([p.ctx, garbage_like(p.ctx, 1)], -1)[..., 0])
+
+    def ctx_transposed():  # 2-D lens held as [next_n, B]
+        if p.ctx.dim() == 2:
+            return dict(ctx=p.ctx.t().contiguous().t())
+        return dict(ctx=torch.stack([garbage_like(p.ctx, 1), p.ctx])[1])  # 1-D: an offset view
+
+    def table_col_step():
+        big = torch.stack([p.table, (p.table + 1) % p.nb], -1).reshape(B, -1)
+        return dict(table=big[:, ::2])
+
+    def table_transposed():
+        return dict(table=p.table.t().contiguous().t())
+
+    return [("q", "permuted", q_permuted), ("q", "dim_padded", q_dim_padded),
+            ("kv_cache", "token_padded", cache_token_padded),
+            ("weights", "col_slice", weights_col_slice), ("weights", "transposed", weights_transposed),
+            ("context_lens", "strided", ctx_strided), ("context_lens", "transposed", ctx_transposed),
+            ("block_table", "col_step", table_col_step), ("block_table", "transposed", table_transposed)]
+
+
+PAGED_VIEW_IDS = [f"{a}-{n}" for a, n, _ in _paged_views(SimpleNamespace(B=1, T=1, H=1, D=1))]
+
+
+@pytest.mark.parametrize("two_d", [False, True], ids=["ctx1d", "ctx2d"])
+@pytest.mark.parametrize("index", range(len(PAGED_VIEW_IDS)), ids=PAGED_VIEW_IDS)
+def test_paged_view_is_honoured_or_refused(index, two_d):
+    ctx = [[5, 9], [1, 3], [33, 12]] if two_d else (37, 2, 20)
+    p = paged_problem(B=3, T=2, ctx=ctx)
+    arg, name, build = _paged_views(p)[index]
+    d = dict(q=p.q, cache=p.cache, w=p.w, ctx=p.ctx, table=p.table)
+    d.update(build())
+    try:
+        out = paged(p, clean_logits=True, **d)
+    except UserError as e:
+        assert str(e) and "\n" not in str(e).strip(), f"refusal of {arg} ({name}) is not one line: {e}"
+        return
+    assert_logits(out, p.ref, p.mag, clean=True, what=f"{arg} as a {name} view: ")
+
+
+def test_paged_schedule_meta_view_is_honoured_or_refused():
+    p = paged_problem(B=3, T=2, ctx=(37, 2, 20))
+    m = meta(p.ctx, p.bs)
+    big = torch.stack([m, torch.full_like(m, 12345)], 1).reshape(-1, 2)[::2]
+    try:
+        out = mqa_cli.fp8_paged_mqa_logits(p.q, p.cache, p.w, p.ctx, p.table, big, p.max_context_len,
+                                           clean_logits=True)
+    except UserError:
+        return
+    assert_logits(out, p.ref, p.mag, clean=True)
+
+
+# ------------------------------------------------------------------------------------------ value checks
+
+def _bad_windows(p):
+    ks, ke = p.ks.clone(), p.ke.clone()
+    ks[0], ke[0] = 9, 3  # ks > ke
+    return ks, ke
+
+
+def _nan_scale(p):
+    sc = p.sc.clone()
+    sc[4] = float("nan")
+    return sc
+
+
+def test_prefill_value_problems_not_checked_by_default():
+    """Without check_values the API reads no tensor data: ks > ke and NaN scales pass (results unspecified)."""
+    p = prefill_problem()
+    ks, ke = _bad_windows(p)
+    out = mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc), p.w, ks, ke)
+    assert out.shape == (p.S, p.N)
+    out = mqa_cli.fp8_mqa_logits(p.q, (p.kv, _nan_scale(p)), p.w, p.ks, p.ke)
+    assert out.shape == (p.S, p.N)
+    out = mqa_cli.fp8_mqa_logits(p.q, p.kv, _nan_scale(p), p.w, p.ks, p.ke)
+    assert out.shape == (p.S, p.N)
+
+
+@pytest.mark.parametrize("problem", ["ks_gt_ke", "nan_scale", "ke_gt_n", "negative_ks", "nan_weight"])
+def test_prefill_value_problems_checked_when_asked(problem):
+    p = prefill_problem()
+    ks, ke, sc, w = p.ks, p.ke, p.sc, p.w
+    if problem == "ks_gt_ke":
+        ks, ke = _bad_windows(p)
+    elif problem == "nan_scale":
+        sc = _nan_scale(p)
+    elif problem == "ke_gt_n":
+        ke = p.ke.clone()
+        ke[2] = p.N + 3
+    elif problem == "negative_ks":
+        ks = p.ks.clone()
+        ks[2] = -1
+    else:
+        w = p.w.clone()
+        w[1, 1] = float("nan")
+    with pytest.raises(UserError):
+        mqa_cli.fp8_mqa_logits(p.q, (p.kv, sc), w, ks, ke, check_values=True)
+    with pytest.raises(UserError):
+        mqa_cli.fp8_fp4_mqa_logits((p.q, None), (p.kv, sc), w, ks, ke, check_values=True)
+
+
+def test_prefill_good_inputs_pass_check_values():
+    p = prefill_problem()
+    out = mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc), p.w, p.ks, p.ke, check_values=True)
+    assert_logits(out, p.ref, p.mag, clean=True)
+
+
+def test_paged_value_problems_not_checked_by_default():
+    p = paged_problem(B=3, T=2, ctx=(37, 2, 20))
+    w = p.w.clone()
+    w[0, 0] = float("nan")
+    out = paged(p, w=w)
+    assert out.shape == (p.B * p.T, p.max_context_len)
+
+
+@pytest.mark.parametrize("problem", ["table_out_of_range", "negative_table", "ctx_gt_max", "nan_weight"])
+def test_paged_value_problems_checked_when_asked(problem):
+    p = paged_problem(B=3, T=2, ctx=(37, 2, 20))
+    table, ctx, w = p.table.clone(), p.ctx, p.w
+    if problem == "table_out_of_range":
+        table[0, 0] = p.nb + 100
+    elif problem == "negative_table":
+        table[2, 0] = -1
+    elif problem == "ctx_gt_max":
+        ctx = p.ctx.clone()
+        ctx[0] = p.max_context_len + 1
+    else:
+        w = p.w.clone()
+        w[0, 0] = float("nan")
+    with pytest.raises(UserError):
+        paged(p, table=table, ctx=ctx, w=w, check_values=True)
+
+
+def test_paged_good_inputs_pass_check_values():
+    p = paged_problem(B=3, T=2, ctx=(37, 2, 20))
+    out = paged(p, clean_logits=True, check_values=True)
+    assert_logits(out, p.ref, p.mag, clean=True)
+
+
+def test_env_variable_turns_value_checks_on():
+    """MQA_LOGITS_CHECK=1 in the environment is the same as check_values=True (a fresh process, so an
+    import-time read of the variable counts too)."""
+    script = textwrap.dedent("""
+        import torch, mqa_cli
+        from mqa_cli.errors import UserError
+        q = torch.randn(4, 8, 32).to(torch.float8_e4m3fn)
+        kv = torch.randn(16, 32).to(torch.float8_e4m3fn)
+        sc, w = torch.ones(16), torch.randn(4, 8)
+        ks = torch.tensor([0, 9, 0, 0], dtype=torch.int32)
+        ke = torch.tensor([16, 3, 16, 16], dtype=torch.int32)
+        try:
+            mqa_cli.fp8_mqa_logits(q, (kv, sc), w, ks, ke)
+        except UserError:
+            print("REFUSED")
+        else:
+            print("ACCEPTED")
+    """)
+    env = dict(os.environ, MQA_LOGITS_CHECK="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if not torch.cuda.is_available():
+        env["TRITON_INTERPRET"] = "1"
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=300)
+    assert "REFUSED" in proc.stdout, (proc.stdout, proc.stderr[-2000:])

@@ -1,0 +1,272 @@
+"""Cross-compile the warp-specialised Gluon Hopper kernel for sm90 on the CPU (no GPU) and check what came out.
+
+The kernel is signed the way dump signs it: its config (mqa_kernels.gluon_ws_sm90.config) and the TMA
+launcher's LaunchArgs (mqa_cli.launch_tma.tma_args) on "meta" tensors in the forms engines pass (q and kv row
+slices, strided kv scales / ks / ke, a padded weights row). For every clean / compressed / bf16 variant:
+the symbol carries the config keys, the math is fp8 wgmma, nothing spills to local memory, setmaxnreg is
+honoured, and the IR forms row x stride products in 64 bits (output rows, weights rows, strided ks/ke/scales).
+
+Compiles run in subprocesses without TRITON_INTERPRET: the suite runs the interpreter, and a process that
+imported triton in interpreter mode cannot compile.
+"""
+import ast
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+TRITON = version("triton")
+pytestmark = pytest.mark.skipif(
+    not TRITON.startswith("3.6."),
+    reason=f"the gluon_ws_sm90 kernel is written against triton 3.6's Gluon API (installed: triton {TRITON})")
+
+VARIANTS = list(itertools.product((True, False), repeat=3))  # (clean, compressed, bf16)
+S, N, H, MAX_SEQLEN_K = 4096, 4096, 64, 1000
+
+SCRIPT = textwrap.dedent(r'''
+    import json, os, subprocess, sys
+    os.environ.pop("TRITON_INTERPRET", None)
+    import torch
+    from mqa_cli import compile as comp
+    comp.prepare()
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from mqa_cli.launch import alloc_logits
+    from mqa_cli.launch_tma import tma_args
+    from mqa_cli.tensors import Prefill
+    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+
+    clean, compressed, bf16 = (a == "1" for a in sys.argv[1:4])
+    S, N, H, msk, folder = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
+    D, f8, meta = 128, torch.float8_e4m3fn, dict(device="meta")
+    # The forms engines pass: row slices of bigger q / kv, [N, 1]-style and [S, 2]-style strided views.
+    t = Prefill(torch.empty(S + 3, H, D, dtype=f8, **meta)[3:], torch.empty(N + 64, D, dtype=f8, **meta)[64:],
+                torch.empty(N, 2, **meta)[:, 0], torch.empty(S, H + 8, **meta)[:, :H],
+                torch.empty(S, 2, dtype=torch.int32, **meta)[:, 0], torch.empty(S, 2, dtype=torch.int32, **meta)[:, 1])
+    cfg = gluon_ws_sm90_config(heads=H, dim=D, S=S, N=N, clean=clean, compressed=compressed, bf16=bf16, units=132)
+    out = alloc_logits(S, msk if compressed else N, "meta", torch.bfloat16 if bf16 else torch.float32)
+    la = tma_args(t, cfg, out, msk if compressed else 0)
+    fn = cfg.jitted()
+    gpu = GPUTarget("cuda", 90, 128)
+    sig = comp.build_signature(fn, la, make_backend(gpu))
+    k = triton.compile(GluonASTSource(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
+                       options=dict(cfg.options))
+    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    os.makedirs(folder, exist_ok=True)
+    for stage in ("ttgir", "llir", "ptx"):
+        open(os.path.join(folder, stage), "w").write(k.asm[stage])
+    cubin = os.path.join(folder, "cubin")
+    open(cubin, "wb").write(k.asm["cubin"])
+    run = lambda *a: subprocess.run(a, capture_output=True, text=True)
+    open(os.path.join(folder, "sass"), "w").write(run(os.path.join(bin_dir, "cuobjdump"), "-sass", cubin).stdout)
+    # ptxas warnings (C7514: wgmma serialised; C7508: setmaxnreg ignored) come in verbose mode.
+    warn = run(os.path.join(bin_dir, "ptxas"), "-arch=sm_90a", "-v", os.path.join(folder, "ptx"), "-o", os.devnull)
+    json.dump({"name": k.metadata.name, "expected": cfg.name, "shared": k.metadata.shared,
+               "usage": run(os.path.join(bin_dir, "cuobjdump"), "--dump-resource-usage", cubin).stdout,
+               "ptxas": warn.stderr, "args": sig.signature}, open(os.path.join(folder, "result.json"), "w"))
+''')
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """Compile every variant, in parallel subprocesses; {variant: (result dict, folder)}."""
+    root = tmp_path_factory.mktemp("gluon_ws")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    procs = {}
+    for v in VARIANTS:
+        folder = root / "".join(str(int(x)) for x in v)
+        args = [*("1" if x else "0" for x in v), S, N, H, MAX_SEQLEN_K, folder]
+        procs[v] = (subprocess.Popen([sys.executable, "-c", SCRIPT, *map(str, args)], env=env, text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE), folder)
+    out = {}
+    for v, (proc, folder) in procs.items():
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, f"variant clean/compressed/bf16={v}: {err[-4000:]}"
+        out[v] = (json.loads((folder / "result.json").read_text()), folder)
+    return out
+
+
+def _ids(v):
+    return "clean{}-compressed{}-bf16{}".format(*map(int, v))
+
+
+# ---------------------------------------------------------------------------------------------- IR helpers
+
+_DEF = re.compile(r"^\s*(%[\w.#]+) = (\S+) (.*)$")
+
+
+def _arg_names(ttgir: str, arg: str) -> set:
+    """The SSA names the runtime argument `arg` has: its own in the kernel (and the default partition), and
+    the block argument each warp-specialize partition receives it as."""
+    names = {f"%{arg}"}
+    ws = re.search(r"ttg\.warp_specialize\(([^)]*)\)", ttgir)
+    if ws is None:
+        return names
+    captures = [x.strip() for x in ws.group(1).split(",")]
+    if f"%{arg}" not in captures:
+        return names
+    k = captures.index(f"%{arg}")
+    for line in ttgir.splitlines():
+        head = re.match(r"\s*partition\d+\((.*)\)\s*num_warps", line)
+        if head:
+            params = re.findall(r"(%[\w.]+): ", head.group(1))
+            names.add(params[k])
+    return names
+
+
+def row_products(ttgir: str, arg: str) -> dict:
+    """Multiplies by the runtime int `arg` in the TTGIR: scalar i32 ones (a row x stride that can wrap),
+    i32 tensor ones (small in-block offsets), and i64 ones (by its sign extension, scalar or splat)."""
+    narrow, wide = _arg_names(ttgir, arg), set()
+    found = {"i32_scalar": 0, "i32_tensor": 0, "i64": 0}
+    for line in ttgir.splitlines():
+        m = _DEF.match(line)
+        if not m:
+            continue
+        result, op, rest = m.groups()
+        operands = set(re.findall(r"%[\w.#]+", rest.split(" : ")[0]))
+        ty = rest.rsplit(" : ", 1)[-1].split(" loc(")[0].strip()
+        if op == "arith.extsi" and operands & narrow and ty.startswith("i32 to i64"):
+            wide.add(result)
+        elif op in ("tt.splat", "tt.broadcast", "ttg.convert_layout"):
+            if operands & narrow:
+                narrow.add(result)
+            if operands & wide:
+                wide.add(result)
+        elif op == "arith.muli":
+            if operands & wide:
+                found["i64"] += 1
+            elif operands & narrow:
+                found["i32_scalar" if ty == "i32" else "i32_tensor"] += 1
+    return found
+
+
+# ---------------------------------------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=_ids)
+def test_named_after_config(builds, variant):
+    r, _ = builds[variant]
+    clean, compressed, bf16 = map(int, variant)
+    assert r["name"] == r["expected"], r
+    assert f"_CLEAN_{clean}_COMPRESSED_{compressed}_BF16_{bf16}_" in r["name"], r["name"]
+    assert r["name"].startswith(f"mqa_logits_gluon_ws_sm90_H_{H}_D_128_BLOCK_Q_4_BLOCK_KV_64_STAGES_4"), r["name"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=_ids)
+def test_wgmma_and_no_spills(builds, variant):
+    r, folder = builds[variant]
+    sass, ptx = (folder / "sass").read_text(), (folder / "ptx").read_text()
+    assert len(re.findall(r"QGMMA\.64x256x32\.F32\.E4M3\.E4M3", sass)) >= 8, "4 k-steps in each math warpgroup"
+    assert "wgmma.mma_async" in ptx
+    assert not re.search(r"\b(LDL|STL)\b", sass) and "ld.local" not in ptx and "st.local" not in ptx
+    usage = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", r["usage"])
+    assert usage and int(usage.group(2)) == 0 and int(usage.group(4)) == 0, r["usage"]
+    assert "C7514" not in r["ptxas"], r["ptxas"][-2000:]  # wgmma not serialised
+    assert sass.count("WARPGROUP.DEPBAR") <= 4, "one wait per math warpgroup"
+    # setmaxnreg honoured: 240 for the math warpgroups, 24 for the producer / filler warps.
+    assert "C7508" not in r["ptxas"] and "USETMAXREG" in sass, r["ptxas"][-2000:]
+    regs = {int(x) for x in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx)}
+    assert max(regs) >= 240 and min(regs) <= 24, regs
+    assert r["shared"] <= 227 * 1024
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=_ids)
+def test_row_offsets_are_64_bit(builds, variant):
+    r, folder = builds[variant]
+    ttgir = (folder / "ttgir").read_text()
+    clean = variant[0]
+    out = row_products(ttgir, "stride_out_s")
+    # Each math warpgroup forms its block's row base in 64 bits (the filler warp each row's, with CLEAN);
+    # only the small in-block offsets (< BLOCK_Q rows) stay int32 tensors.
+    assert out["i32_scalar"] == 0 and out["i64"] >= (3 if clean else 2), out
+    w = row_products(ttgir, "stride_w_s")
+    assert w["i32_scalar"] == 0 and w["i32_tensor"] == 0 and w["i64"] >= 2, w
+    for arg in ("stride_ks", "stride_ke", "stride_scale"):
+        assert r["args"][arg] == "i32", (arg, r["args"][arg])  # strided in this build: a runtime argument
+        found = row_products(ttgir, arg)
+        assert found["i32_scalar"] == 0 and found["i64"] >= 1, (arg, found)
+
+
+# ---------------------------------------------------------------------------------------------- launcher
+
+
+def _meta_prefill(q, kv, S, N, H=64):
+    import torch
+
+    from mqa_cli.tensors import Prefill
+
+    m = dict(device="meta")
+    return Prefill(q, kv, torch.empty(N, **m), torch.empty(S, H, **m), torch.empty(S, dtype=torch.int32, **m),
+                   torch.empty(S, dtype=torch.int32, **m))
+
+
+def test_tma_args_reads_engine_forms_in_place():
+    """q / kv row slices and a row-padded kv go to the TMA as they are; a head slice of q is copied."""
+    import torch
+
+    from mqa_cli.launch import alloc_logits
+    from mqa_cli.launch_tma import tma_args
+    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+
+    f8, m = torch.float8_e4m3fn, dict(device="meta")
+    S, N = 100, 300
+    cfg = gluon_ws_sm90_config(heads=64, dim=128, S=S, N=N, clean=True, units=132)
+    q = torch.empty(S + 7, 64, 128, dtype=f8, **m)[7:]
+    kv = torch.empty(N + 5, 256, dtype=f8, **m)[5:, :128]  # row slice of a row-padded buffer
+    t = _meta_prefill(q, kv, S, N)
+    a = tma_args(t, cfg, alloc_logits(S, N, "meta"))
+    assert a.args[0].base is q and a.args[1].base is kv
+    assert a.args[1].strides == [256, 1] and a.args[0].shape == [S * 64, 128]
+    assert a.args[7:] == [S, N, 0, 1, 64, 1, 1, alloc_logits(S, N, "meta").stride(0), cfg.schedule["items"]]
+    assert a.grid == cfg.grid
+    heads = torch.empty(S, 128, 128, dtype=f8, **m)[:, :64]  # rows are not [H, D] blocks at stride H*D
+    b = tma_args(_meta_prefill(heads, kv, S, N), cfg, alloc_logits(S, N, "meta"))
+    assert b.args[0].base is not heads and b.args[0].base.is_contiguous()
+
+
+def test_tma_args_refuses_what_the_kernel_cannot_write():
+    import torch
+
+    from mqa_cli.errors import UserError
+    from mqa_cli.launch import alloc_logits
+    from mqa_cli.launch_tma import tma_args
+    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+
+    f8, m = torch.float8_e4m3fn, dict(device="meta")
+    S, N = 64, 200
+    t = _meta_prefill(torch.empty(S, 64, 128, dtype=f8, **m), torch.empty(N, 128, dtype=f8, **m), S, N)
+    bf16 = gluon_ws_sm90_config(heads=64, dim=128, S=S, N=N, clean=True, bf16=True, units=132)
+    with pytest.raises(UserError, match="bfloat16"):
+        tma_args(t, bf16, alloc_logits(S, N, "meta"))  # fp32 buffer for a bf16 kernel
+    full = gluon_ws_sm90_config(heads=64, dim=128, S=S, N=N, clean=True, units=132)
+    with pytest.raises(UserError, match="whole kv tiles"):
+        tma_args(t, full, torch.empty(S, N, **m))  # row stride 200 < 256
+    comp = gluon_ws_sm90_config(heads=64, dim=128, S=S, N=N, clean=True, compressed=True, units=132)
+    tma_args(t, comp, torch.empty(S, 100, **m), 100)  # compressed: any row stride that holds the columns
+    with pytest.raises(UserError, match="columns"):
+        tma_args(t, comp, torch.empty(S, 100, **m), 120)
+
+
+def test_config_schedule():
+    from mqa_kernels.gluon_ws_sm90 import config
+
+    c = config.gluon_ws_sm90_config(heads=64, dim=128, S=4096, N=4096, clean=False, compressed=True, bf16=True,
+                                    units=132)
+    assert c.variant == "gluon_ws_sm90" and c.launcher == "tma" and c.keys == config.KEYS
+    assert c.schedule["items"] == 512 and c.schedule["args"] == {"n_items": 512} and c.grid == (132,)
+    small = config.gluon_ws_sm90_config(heads=64, dim=128, S=9, N=10, clean=True, units=132)
+    assert small.grid == (2,) and small.schedule["items"] == 2
+    tree = ast.parse(Path(config.__file__).read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not any(m.split(".")[0] in ("triton", "torch") for m in imported), imported

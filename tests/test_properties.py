@@ -1,0 +1,243 @@
+"""Property tests: random problems through the public API on the interpreter, judged against the independent
+float64 reference (tests/reference64.py).
+
+Prefill draws H, D, S, N, per-row windows (empty anywhere, full, random, suffix to N, causal), the call form,
+views of every argument the engines pass as views, clean on/off, compressed on/off and bf16 on/off. Paged
+draws B, next_n, H, D, block size, 1-D or 2-D context lengths (zeros included), the views engines pass, clean
+and bf16. Every example checks the exact -inf pattern (clean), that every live entry is finite, and the error
+of each live entry against rtol * (the same sum with |weights|).
+
+Examples are derandomised and no database is kept, so CI sees the same problems on every run.
+MQA_PROPERTY_SCALE (default 1) multiplies the example counts, for a longer local run. A failure is reported
+as found (shrinking one costs minutes of interpreter launches); MQA_PROPERTY_SHRINK=1 shrinks it.
+"""
+import os
+
+import torch
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+
+import mqa_cli
+
+from .reference64 import (FP8, assert_logits, compress64, fp8_q, fp8_rows, gen, pack_blocks, paged64, paged_ends,
+                          prefill64)
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+SCALE = float(os.environ.get("MQA_PROPERTY_SCALE", "1"))
+PREFILL_EXAMPLES = max(1, int(220 * SCALE))
+PAGED_EXAMPLES = max(1, int(100 * SCALE))
+
+
+SHRINK = os.environ.get("MQA_PROPERTY_SHRINK") == "1"
+PHASES = [Phase.explicit, Phase.generate] + ([Phase.shrink, Phase.explain] if SHRINK else [])
+
+
+def profile(n: int) -> settings:
+    return settings(max_examples=n, deadline=None, database=None, derandomize=True, print_blob=True, phases=PHASES,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+# ------------------------------------------------------------------------------------------ prefill
+
+@st.composite
+def windows(draw, S: int, N: int):
+    """Per-row [ks, ke): empty (anywhere, ends included), full, random, suffix to N, causal."""
+    ks, ke = [], []
+    for i in range(S):
+        kind = draw(st.sampled_from(["empty", "full", "random", "suffix", "causal"]))
+        if kind == "empty":
+            a = draw(st.sampled_from([0, N, draw(st.integers(0, N))]))
+            b = a
+        elif kind == "full":
+            a, b = 0, N
+        elif kind == "random":
+            a, b = sorted((draw(st.integers(0, N)), draw(st.integers(0, N))))
+        elif kind == "suffix":
+            a, b = draw(st.integers(0, N)), N
+        else:
+            a, b = 0, max(0, min(N, N - S + i + 1))
+        ks.append(a)
+        ke.append(b)
+    return torch.tensor(ks, dtype=torch.int32), torch.tensor(ke, dtype=torch.int32)
+
+
+@st.composite
+def prefill_cases(draw):
+    H = draw(st.sampled_from([8, 16, 32, 64]))
+    D = draw(st.sampled_from([32, 64, 128]))
+    S = draw(st.integers(1, 24))
+    N = draw(st.integers(1, 160))
+    ks, ke = draw(windows(S, N))
+    return dict(
+        H=H, D=D, S=S, N=N, ks=ks, ke=ke, seed=draw(st.integers(0, 2 ** 20)),
+        clean=draw(st.booleans()), compressed=draw(st.booleans()), bf16=draw(st.booleans()),
+        extra_width=draw(st.integers(0, 3)),
+        form=draw(st.sampled_from(["tuple", "explicit", "fp8_fp4"])),
+        q_view=draw(st.sampled_from(["plain", "row_slice"])),
+        w_view=draw(st.sampled_from(["plain", "row_slice"])),
+        kv_view=draw(st.sampled_from(["plain", "prefix", "offset"])),
+        sc_view=draw(st.sampled_from(["plain", "n1", "strided"])),
+        ks_view=draw(st.sampled_from(["plain", "strided", "interleaved"])),
+    )
+
+
+def _rows_in_bigger(x: torch.Tensor, off: int, extra: int, fill) -> torch.Tensor:
+    """x as rows [off, off + len) of a bigger tensor whose other rows hold `fill`."""
+    shape = (x.shape[0] + off + extra,) + tuple(x.shape[1:])
+    if x.dtype == FP8:
+        big = torch.full(shape, fill, dtype=torch.uint8, device=x.device).view(FP8)
+    else:
+        big = torch.full(shape, fill, dtype=x.dtype, device=x.device)
+    big[off:off + x.shape[0]] = x
+    return big[off:off + x.shape[0]]
+
+
+def _strided(x: torch.Tensor, fill) -> torch.Tensor:
+    """x as column 0 of [len, 2] (stride 2)."""
+    return torch.stack([x, torch.full_like(x, fill)], dim=1)[:, 0]
+
+
+@profile(PREFILL_EXAMPLES)
+@given(prefill_cases())
+def test_prefill_matches_float64_reference(c):
+    S, N, H, D = c["S"], c["N"], c["H"], c["D"]
+    g = gen(c["seed"])
+    q = fp8_q((S, H, D), g)
+    kv, sc = fp8_rows(N, D, g)
+    w = torch.randn(S, H, generator=g)
+    ks, ke = c["ks"], c["ke"]
+    ref, mag = prefill64(q, kv, sc, w, ks, ke)
+    width = 0
+    if c["compressed"]:
+        width = max(1, int((ke - ks).max())) + c["extra_width"]
+        ref, mag = compress64(ref, mag, ks, ke, width)
+    dtype = torch.bfloat16 if c["bf16"] else torch.float32
+
+    q, kv, sc, w, ks, ke = (x.to(DEVICE) for x in (q, kv, sc, w, ks, ke))
+    if c["q_view"] == "row_slice":
+        q = _rows_in_bigger(q, 3, 2, 0x7E)
+    if c["w_view"] == "row_slice":
+        w = _rows_in_bigger(w, 2, 3, 1e4)
+    if c["kv_view"] == "prefix":
+        kv, sc = _rows_in_bigger(kv, 0, 5, 0x7E), _rows_in_bigger(sc, 0, 5, 1e3)
+    elif c["kv_view"] == "offset":
+        kv, sc = _rows_in_bigger(kv, 4, 1, 0x7E), _rows_in_bigger(sc, 4, 1, 1e3)
+    if c["sc_view"] == "n1":
+        sc = sc.reshape(-1, 1)
+    elif c["sc_view"] == "strided":
+        sc = _strided(sc, 1e3)
+    if c["ks_view"] == "strided":
+        ks, ke = _strided(ks, N + 3), _strided(ke, 0)
+    elif c["ks_view"] == "interleaved":
+        both = torch.stack([ks, ke], dim=1)
+        ks, ke = both[:, 0], both[:, 1]
+
+    kw = dict(clean_logits=c["clean"], max_seqlen_k=width, logits_dtype=dtype)
+    defaults = c["clean"] and not width and not c["bf16"]
+    if c["form"] == "explicit" and defaults:
+        # Six tensors fill DeepGEMM's five tensor slots and clean_logits, so fp8_mqa_logits takes the
+        # explicit form with the defaults only; mqa_logits takes it with options by keyword.
+        out = mqa_cli.fp8_mqa_logits(q, kv, sc, w, ks, ke)
+    elif c["form"] == "explicit":
+        out = mqa_cli.mqa_logits(q, kv, sc, w, ks, ke, **kw)
+    elif c["form"] == "tuple":
+        out = mqa_cli.fp8_mqa_logits(q, (kv, sc), w, ks, ke, **kw)
+    else:
+        out = mqa_cli.fp8_fp4_mqa_logits(q=(q, None), kv=(kv, sc), weights=w, cu_seq_len_k_start=ks,
+                                         cu_seq_len_k_end=ke, **kw)
+    assert out.stride(0) % 4 == 0 and out.stride(1) == 1, out.stride()
+    assert_logits(out, ref, mag, clean=c["clean"], dtype=dtype)
+
+
+# ------------------------------------------------------------------------------------------ paged
+
+@st.composite
+def paged_cases(draw):
+    B = draw(st.integers(1, 4))
+    T = draw(st.integers(1, 4))
+    two_d = draw(st.booleans())
+    ctx_len = st.one_of(st.just(0), st.integers(1, 8), st.integers(1, 160))
+    if two_d:
+        ctx = [[draw(ctx_len) for _ in range(T)] for _ in range(B)]
+    else:
+        ctx = [draw(ctx_len) for _ in range(B)]
+    return dict(
+        B=B, T=T, two_d=two_d, ctx=ctx, seed=draw(st.integers(0, 2 ** 20)),
+        H=draw(st.sampled_from([8, 16, 32, 64])), D=draw(st.sampled_from([64, 128])),
+        bs=draw(st.sampled_from([16, 32, 64])), extra_cols=draw(st.integers(0, 2)),
+        extra_len=draw(st.integers(0, 40)),
+        clean=draw(st.booleans()), bf16=draw(st.booleans()),
+        q_view=draw(st.sampled_from(["plain", "flat_view", "batch_slice"])),
+        w_view=draw(st.sampled_from(["plain", "row_slice"])),
+        ctx_view=draw(st.sampled_from(["plain", "strided"])),
+        table_view=draw(st.sampled_from(["plain", "strided_rows", "sub_block"])),
+        cache_view=draw(st.sampled_from(["plain", "multi_layer", "padded_block"])),
+        fp4_name=draw(st.booleans()),
+    )
+
+
+@profile(PAGED_EXAMPLES)
+@given(paged_cases())
+def test_paged_matches_float64_reference(c):
+    B, T, H, D, bs = c["B"], c["T"], c["H"], c["D"], c["bs"]
+    g = gen(c["seed"])
+    ctx = torch.tensor(c["ctx"], dtype=torch.int32)
+    ends = paged_ends(ctx, T)
+    need = [-(-int(ends[b].max()) // bs) for b in range(B)]
+    cols = max(1, max(need)) + c["extra_cols"]
+    nb = sum(need) + 2
+    perm = torch.randperm(nb, generator=g).to(torch.int32)
+    table = torch.randint(0, nb, (B, cols), generator=g, dtype=torch.int32)  # stale but valid ids
+    used = 0
+    for b, n in enumerate(need):
+        table[b, :n] = perm[used:used + n]
+        used += n
+    kv, sc = fp8_rows(nb * bs, D, g)
+    kv_blocks, scales = kv.reshape(nb, bs, D), sc.reshape(nb, bs)
+    q = fp8_q((B, T, H, D), g)
+    w = torch.randn(B * T, H, generator=g)
+    max_context_len = min(cols * bs, max(1, int(ends.max())) + c["extra_len"])
+    ref, mag = paged64(q, kv_blocks, scales, w, ends, table, max_context_len)
+    dtype = torch.bfloat16 if c["bf16"] else torch.float32
+
+    nbytes = bs * (D + 4)
+    flat = pack_blocks(kv_blocks, scales).to(DEVICE)
+    if c["cache_view"] == "multi_layer":
+        buf = torch.randint(0, 256, (nb, 2, nbytes), generator=g, dtype=torch.uint8).to(DEVICE)
+        buf[:, 1] = flat
+        cache = buf[:, 1].view(nb, bs, 1, D + 4)
+    elif c["cache_view"] == "padded_block":
+        buf = torch.full((nb, nbytes + 4 * (1 + c["seed"] % 5)), 0x7E, dtype=torch.uint8, device=DEVICE)
+        buf[:, :nbytes] = flat
+        cache = buf[:, :nbytes].view(nb, bs, 1, D + 4)
+    else:
+        cache = flat.view(nb, bs, 1, D + 4)
+
+    q, w, ctx, table = q.to(DEVICE), w.to(DEVICE), ctx.to(DEVICE), table.to(DEVICE)
+    if c["q_view"] == "flat_view":
+        q = q.reshape(B * T, H, D).view(B, -1, H, D)
+    elif c["q_view"] == "batch_slice":
+        big = torch.full((B + 2, T, H, D), 0x7E, dtype=torch.uint8, device=DEVICE).view(FP8)
+        big[1:B + 1] = q
+        q = big[1:B + 1]
+    if c["w_view"] == "row_slice":
+        big = torch.full((B * T + 3, H), 1e4, device=DEVICE)
+        big[:B * T] = w
+        w = big[:B * T]
+    if c["ctx_view"] == "strided":
+        ctx = torch.stack([ctx, torch.ones_like(ctx)], dim=-1)[..., 0]
+    if c["table_view"] == "strided_rows":
+        table = torch.stack([table, (table + 1) % nb], dim=1).reshape(2 * B, cols)[::2]
+    elif c["table_view"] == "sub_block":
+        big = torch.randint(0, nb, (B + 3, cols + 5), generator=g, dtype=torch.int32).to(DEVICE)
+        big[:B, :cols] = table
+        table = big[:B, :cols]
+
+    sched = mqa_cli.get_paged_mqa_logits_metadata(ctx, bs, mqa_cli.get_num_sms())
+    if c["fp4_name"]:
+        out = mqa_cli.fp8_fp4_paged_mqa_logits((q, None), cache, w, ctx, table, sched, max_context_len,
+                                               clean_logits=c["clean"], logits_dtype=dtype)
+    else:
+        out = mqa_cli.fp8_paged_mqa_logits(q, cache, w, ctx, table, sched, max_context_len,
+                                           clean_logits=c["clean"], logits_dtype=dtype)
+    assert out.stride(0) % 4 == 0 and out.stride(1) == 1, out.stride()
+    assert_logits(out, ref, mag, clean=c["clean"], dtype=dtype)
