@@ -95,7 +95,8 @@ def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool) -> None:
         kernel[a.grid](*a.args, **a.constexprs)
         return
     spec = _specialization(a.args)
-    key = None if spec is None else (cfg.name, tuple(sorted(a.options.items())), a.args[0].device, spec)
+    device = next((x.device for x in a.args if isinstance(x, torch.Tensor)), None)  # args[0] may be a descriptor
+    key = None if spec is None else (cfg.name, tuple(sorted(a.options.items())), device, spec)
     hit = _COMPILED.get(key) if key is not None else None
     if hit is None:
         compiled = kernel[a.grid](*a.args, **a.constexprs, **a.options)
