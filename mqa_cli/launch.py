@@ -67,6 +67,7 @@ def kernel_for(cfg, device: torch.device):
 # skips the JIT's argument binding and cache lookup, which cost tens of µs of host time per call
 # (it matters for decode, where kernels run for a few µs).
 _COMPILED: dict = {}
+_UNCACHEABLE = object()
 
 
 def _specialization(args) -> tuple | None:
@@ -106,7 +107,15 @@ def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool) -> None:
                 _COMPILED[key] = (compiled, tuple(a.constexprs[n] for n in names))
         return
     compiled, constexpr_values = hit
-    compiled[tuple(a.grid) + (1,) * (3 - len(a.grid))](*a.args, *constexpr_values)  # the runner reads 3 dims
+    if hit[1] is _UNCACHEABLE:
+        kernel[a.grid](*a.args, **a.constexprs, **a.options)
+        return
+    try:
+        compiled[tuple(a.grid) + (1,) * (3 - len(a.grid))](*a.args, *constexpr_values)  # the runner reads 3 dims
+    except (TypeError, AttributeError, ValueError):
+        # an argument kind the compiled runner does not take directly: the JIT path for this key from now on
+        _COMPILED[key] = (compiled, _UNCACHEABLE)
+        kernel[a.grid](*a.args, **a.constexprs, **a.options)
 
 
 def launch_pointer(t, cfg, out, max_seqlen_k: int = 0, schedule_meta=None) -> torch.Tensor:
