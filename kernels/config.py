@@ -16,6 +16,9 @@ INT32_MAX = 2147483647  # "no row" sentinel for min-reductions over ks
 NEG_INF_FILL = 512  # elements per vectorised -inf store of the dead-column fill
 
 
+_JITTED: dict = {}  # loader -> jitted kernel
+
+
 @dataclass(frozen=True)
 class KernelConfig:
     variant: str  # the home package under mqa_kernels (and the dispatch row family), e.g. "tiled"
@@ -39,10 +42,13 @@ class KernelConfig:
         return f"{self.name}_w{self.options.get('num_warps', 4)}_s{self.options.get('num_stages', 1)}"
 
     def jitted(self):
-        """The jitted entry kernel (imports triton on first call)."""
-        if self.load is None:
-            raise RuntimeError(f"config {self.name} names no kernel loader")
-        return self.load()
+        """The jitted entry kernel (imports triton on first call; remembered per loader after that)."""
+        fn = _JITTED.get(self.load)
+        if fn is None:
+            if self.load is None:
+                raise RuntimeError(f"config {self.name} names no kernel loader")
+            fn = _JITTED[self.load] = self.load()
+        return fn
 
     def as_dict(self) -> dict:
         return {"variant": self.variant, "kernel": self.kernel, "name": self.name, "constexprs": dict(self.constexprs),

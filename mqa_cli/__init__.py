@@ -15,14 +15,13 @@ __all__ = [*_API, *_TOPK]
 
 def __getattr__(name: str):
     if name in _API:
-        from . import api
-
-        return getattr(api, name)
-    if name in _TOPK:
-        from . import topk
-
-        return getattr(topk, name)
-    raise AttributeError(f"module 'mqa_cli' has no attribute {name!r}")
+        from . import api as module
+    elif name in _TOPK:
+        from . import topk as module
+    else:
+        raise AttributeError(f"module 'mqa_cli' has no attribute {name!r}")
+    value = globals()[name] = getattr(module, name)  # later lookups skip this function (hot path)
+    return value
 
 
 def __dir__():

@@ -50,9 +50,22 @@ def plan_dict(p: Plan) -> dict:
             "config": p.config.as_dict(), "kernel_name": p.config.name, "dump_name": p.config.dump_name}
 
 
-def explain_dict(label: str, c: Counts, p: Plan) -> dict:
+def memory_dict(c: Counts, shape, max_seqlen_k: int = 0, topk: dict | None = None) -> dict:
+    """Device memory the plan needs: the inputs, the logits buffer it returns (rows x padded columns), and with
+    top-k the bounded plan instead of the logits (mqa_cli.topk.topk_memory)."""
+    cols = max_seqlen_k if shape.compressed and max_seqlen_k else c.N
+    esz = 2 if shape.bf16 else 4
+    logits = c.S * (-(-cols // 128) * 128) * esz
+    inputs = c.bytes - 4 * (c.S * c.N if c.clean_logits else c.live)  # Counts' bytes hold one fp32 output
+    out = {"inputs_bytes": inputs, "logits_bytes": logits, "total_bytes": inputs + logits}
+    if topk is not None:
+        out.update({"topk": topk, "total_bytes": inputs + topk["total_bytes"]})
+    return out
+
+
+def explain_dict(label: str, c: Counts, p: Plan, memory: dict | None = None) -> dict:
     return {"problem": {"label": label, **counts_dict(c)}, "target": target_dict(p.target),
-            "plan": plan_dict(p), "floor": floor(c, p.target)}
+            "plan": plan_dict(p), "floor": floor(c, p.target), "memory": memory}
 
 
 def summary_text(label: str, c: Counts) -> str:
@@ -97,6 +110,16 @@ def explain_text(d: dict) -> str:
             lines.append(f"  against this project's measured ceilings: ≥ {f['measured_floor_us']:.1f} µs")
     else:
         lines.append(f"floor: none for {t['name']} (no peak figures; the interpreter's speed means nothing)")
+    m = d.get("memory")
+    if m:
+        gib = 1 << 30
+        line = f"memory: inputs {m['inputs_bytes'] / gib:.2f} GiB + logits {m['logits_bytes'] / gib:.2f} GiB"
+        if "topk" in m:
+            k = m["topk"]
+            line = (f"memory: inputs {m['inputs_bytes'] / gib:.2f} GiB + top-k plan {k['total_bytes'] / gib:.2f} GiB "
+                    f"({k['blocks']} blocks of {k['rows_per_block']} rows; the full logits would be "
+                    f"{m['logits_bytes'] / gib:.2f} GiB)")
+        lines.append(line + f" = {m['total_bytes'] / gib:.2f} GiB")
     return "\n".join(lines)
 
 

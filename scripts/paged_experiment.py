@@ -228,6 +228,7 @@ def main():
     wr = csv.writer(csv_f)
     wr.writerow(["B", "C", "next_n", "config", "us", "pct_copy", "rel_err", "note"])
     best = {}
+    rows_by_n = {}  # dot width -> config label -> total µs and shapes timed (for --write-table)
     for next_n in (1, 2, 4):
         for B, C in SHAPES:
             if time.time() - T0 > BUDGET_S:
@@ -254,6 +255,10 @@ def main():
                     continue
                 pct = byts / (us * 1e-6) / (COPY_TBS * 1e12) * 100
                 res.append((us, label, pct, err))
+                n_key = min(k for k in SWEEPS if k >= next_n * t.heads)
+                agg = rows_by_n.setdefault(n_key, {}).setdefault(label, {"total": 0.0, "count": 0})
+                agg["total"] += us
+                agg["count"] += 1
                 wr.writerow([B, C, next_n, label, f"{us:.2f}", f"{pct:.1f}", f"{err:.2e}", ""])
                 csv_f.flush()
             # default config (what paged_config picks with no override)
@@ -312,6 +317,29 @@ def main():
     for (next_n, B, C), (us, pct, label, ratio, dus) in sorted(best.items()):
         say(f"| {next_n} | {B} | {C // 1024}K | {us:.1f} | {pct:.1f} | {label} | {ratio} | {dus:.1f} |")
     say(f"total {time.time() - T0:.0f} s")
+    if "--write-table" in sys.argv and not SMOKE:
+        write_table(rows_by_n)
+
+
+def write_table(rows_by_n: dict) -> None:
+    """kernels/paged/tuned.py: per dot width N (next_n x H), the checked config with the least total time over
+    the swept shapes. The config reads this table; nothing is copied by hand."""
+    table = {}
+    for n, per_label in sorted(rows_by_n.items()):
+        full = {lb: v for lb, v in per_label.items() if v["count"] == max(x["count"] for x in per_label.values())}
+        label = min(full, key=lambda lb: full[lb]["total"])
+        table[n] = (label, dict(SWEEPS[n])[label] if n in SWEEPS else {}, full[label]["total"], full[label]["count"])
+    path = Path(__file__).resolve().parents[1] / "kernels" / "paged" / "tuned.py"
+    lines = ['"""The H200 (sm90) configs of the paged decode kernel, by the dot\'s width N = next_n x H: written by',
+             f"`python3 scripts/paged_experiment.py --write-table` on {torch.cuda.get_device_name(0)}, "
+             f"{time.strftime('%Y-%m-%d')}, triton {triton.__version__}.",
+             "Each config was checked against the reference before it was timed (CUDA-graph replay); the one with",
+             'the least total time over the swept shapes is kept."""', "", "CUDA_TUNED = {"]
+    for n, (label, ov, total, count) in table.items():
+        lines.append(f"    {n}: {ov!r},  # {label}: {total:.1f} us over {count} shapes")
+    lines.append("}")
+    path.write_text("\n".join(lines) + "\n")
+    say(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -78,3 +78,23 @@ def test_h64d128_block_orders_and_dead_widths(order, dead):
     assert f"ORDER_{order}_DEAD_MULT_{dead}" in cfg.name
     r = verify(prob.materialise(DEVICE), cfg, True, spec.label(), dtype=torch.float64)
     assert r.ok, r.as_dict()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a GPU target's rows run on that GPU; on the CPU the "
+                                                           "interpreter runs the portable rows above")
+@pytest.mark.parametrize("row", [r.name for r in dispatch.PREFILL_ROWS])
+def test_every_row_dispatch_can_pick_here(row):
+    """On a GPU: every prefill row whose conditions hold there, on the odd-sized GPU shapes it holds for."""
+    from mqa_cli.matrix import GPU_EXTRA
+
+    ran = 0
+    for spec in (s for s in GPU_EXTRA if s.S <= 8192):
+        prob = source.from_spec(spec)
+        plan = dispatch.plan(prob.shape, TARGET, kernel=row, force=True)
+        if not plan.chosen.ok:
+            continue
+        r = verify(prob.materialise(DEVICE), plan.config, spec.clean_logits, spec.label())
+        assert r.ok, r.as_dict()
+        ran += 1
+    if not ran:
+        pytest.skip(f"{row} holds for none of the GPU shapes on {TARGET.name}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..config import KernelConfig, backend_options, cdiv, pow2_ceil
 from . import KEYS
+from .tuned import CUDA_TUNED
 
 
 MAX_DOT_N = 256  # columns of one wgmma
@@ -29,19 +30,12 @@ def paged_rows(next_n: int, heads: int) -> tuple[int, int]:
     return rows, padded // rows
 
 
-# H200 (sm90) tuning by the dot's N (= next_n x H): overrides of the defaults. From two runs of
-# scripts/paged_experiment.py (2026-11-30, CUDA-graph replay, every config checked against the reference
-# first): register prefetch lost 2x to the pipeliner everywhere; SUBS must not pass the CTAs one SM holds
-# (registers: 96 -> 5, 114-122 -> 4, 160 -> 3, 226 -> 2) or the last sub-programs start a wave late;
-# num_stages >= 5 because with the block-table indirection Triton's pipeliner keeps a second tile in
-# flight only from there. N 128: one N = 128 dot on 128-token tiles beat two N = 64 dots (ROWS 1) by 2-8 %.
-# N 256 (next_n 4 at H 64): two N = 128 dots capped at 168 registers (3 CTAs per SM), -5 % at B >= 8.
-CUDA_TUNED = {
-    64: {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 4},
-    128: {"BLOCK_KV": 128, "num_warps": 4, "num_stages": 6, "SUBS": 2},
-    256: {"ROWS": 2, "BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 3, "maxnreg": 168},
-    512: {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 2},
-}
+# H200 (sm90) configs by the dot's N (= next_n x H), in tuned.py: written by scripts/paged_experiment.py
+# --write-table from checked, timed sweeps. What the sweeps showed (2026-11-30, two runs): register prefetch lost
+# 2x to the pipeliner everywhere; SUBS must not pass the CTAs one SM holds (registers: 96 -> 5, 114-122 -> 4,
+# 160 -> 3, 226 -> 2) or the last sub-programs start a wave late; num_stages >= 5 because with the block-table
+# indirection Triton's pipeliner keeps a second tile in flight only from there. N 128: one N = 128 dot on
+# 128-token tiles beat two N = 64 dots (ROWS 1) by 2-8 %. N 256: two N = 128 dots capped at 168 registers.
 FALLBACK = {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 2}  # when a tuned ROWS does not fit
 
 

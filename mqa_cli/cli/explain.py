@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+from typing import Annotated, Optional
+
+import typer
 
 from .app import app
 from .options import Json, Kernel, Target, problem_options
@@ -9,7 +12,10 @@ from .options import Json, Kernel, Target, problem_options
 
 @app.command()
 @problem_options
-def explain(target: Target = None, kernel: Kernel = None, json_: Json = False, *, problem):
+def explain(target: Target = None, kernel: Kernel = None, json_: Json = False,
+            topk: Annotated[Optional[int], typer.Option("--topk", help="show the memory of the top-k plan "
+                                                        "(run --topk K) instead of the full logits")] = None,
+            *, problem):
     """Print the problem, every dispatch row with its conditions, the choice, its config and the time floor.
 
     Examples: `mqa-logits explain --heads 64 --dim 128 --seq 8192`; `mqa-logits explain --target gfx950 --seq 4096 --json`.
@@ -19,7 +25,16 @@ def explain(target: Target = None, kernel: Kernel = None, json_: Json = False, *
     tgt = targets.resolve(target)
     prob = source.from_options(problem, tgt.fp8)
     plan = dispatch.plan(prob.shape, tgt, kernel=kernel, force=True)
-    d = report.explain_dict(prob.label, prob.counts, plan)
+    tk = None
+    if topk is not None and prob.shape.kind == "prefill":
+        from ..topk import topk_memory  # imports torch: only when asked
+
+        import torch
+
+        tk = topk_memory(prob.shape.S, prob.shape.N, topk, max_seqlen_k=prob.max_seqlen_k,
+                         logits_dtype=torch.bfloat16 if prob.shape.bf16 else torch.float32)
+    d = report.explain_dict(prob.label, prob.counts, plan, report.memory_dict(prob.counts, prob.shape,
+                                                                              prob.max_seqlen_k, tk))
     if json_:
         print(json.dumps(d, indent=2, default=str))
     else:
