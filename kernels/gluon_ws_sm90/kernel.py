@@ -27,8 +27,8 @@ that parity has completed, and on a fresh barrier parity 1 counts as completed (
 So a consumer waiting for the n-th fill of a slot waits parity n & 1, and a producer waiting for the
 slot's (n-1)-th release before its n-th fill waits parity (n & 1) ^ 1 (its first wait passes at once).
 
-Racecheck (issue 10: a potential RAW hazard, write by thread 31 at SASS 0x5b40, reads by threads 128 and
-256 at 0x190): the word is none of this kernel's buffers but the partition table of Triton's
+Racecheck (`compute-sanitizer --tool racecheck` on the H200 reports a potential RAW hazard, write by thread
+31 at SASS 0x5b40, reads by threads 128 and 256 at 0x190): the word is none of this kernel's buffers but the partition table of Triton's
 gl.warp_specialize lowering, 8 bytes at the end of shared memory (global_smem + 164208 = [UR+0x28170]),
 one state byte per worker warp 4..11. The default warpgroup (all 128 threads store it; 31 is the last) writes
 it and joins named barrier 1; each worker warp waits at barrier 1 in its dispatch loop, then loads its byte
@@ -55,7 +55,9 @@ instructions (0x5b50 vs 0x0160, beside a predicated pair at 0x01b0) after differ
 default warps alone pass partial barriers `BAR.SYNC 0x0, 0x80` (128 threads, the mbarrier set-up), which a
 tool that takes barrier 0 for __syncthreads counts as CTA-wide, so it does not pair the two sides'
 arrivals at barrier 1. A false positive: the sanitizer check can filter it for this kernel by the table's
-address (shared offset 0x28170, 8 bytes).
+address (shared offset 0x28170, 8 bytes). Seen again on this kernel as moved (H200, 2026-11-30 10:09 UTC,
+1x1024 causal, CLEAN): the table now ends the larger shared allocation, hazards at 0x28574 / 0x28576, write by
+thread 31 at +0x53e0, read by thread 320 (a worker warp) at +0x200: the same pair, the same barrier.
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
