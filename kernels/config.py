@@ -7,6 +7,7 @@ whose `repr=` reads the same KEYS). The launcher reads `grid` and `schedule`; it
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable
 
 from .naming import kernel_name
@@ -31,10 +32,15 @@ class KernelConfig:
     launcher: str = "pointer"  # launch family: "pointer" (plain Triton prefill), "tma" (Gluon prefill), "paged"
     load: Callable | None = field(default=None, hash=False, compare=False)  # returns the jitted kernel
 
-    @property
+    @cached_property
     def name(self) -> str:
-        """The config-aware symbol the kernel compiles to."""
+        """The config-aware symbol the kernel compiles to (computed once: the launch path keys on it)."""
         return kernel_name(self.kernel, self.keys, self.constexprs)
+
+    @cached_property
+    def options_key(self) -> tuple:
+        """The launch options as a hashable key (computed once)."""
+        return tuple(sorted(self.options.items()))
 
     @property
     def dump_name(self) -> str:

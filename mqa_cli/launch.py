@@ -75,8 +75,10 @@ def _specialization(args) -> tuple | None:
     divisible by 16, or past 32 bits. None when an argument is of a kind it does not cover."""
     key = []
     for x in args:
-        if isinstance(x, torch.Tensor):
+        if type(x) is torch.Tensor or isinstance(x, torch.Tensor):
             key.append((x.dtype, x.data_ptr() % 16 == 0))
+        elif type(x) is int:
+            key.append(("int", x == 1, x % 16 == 0, -(2 ** 31) <= x < 2 ** 31))
         elif isinstance(x, bool):
             key.append(("bool", x))
         elif isinstance(x, int):
@@ -97,7 +99,8 @@ def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool) -> None:
         return
     spec = _specialization(a.args)
     device = next((x.device for x in a.args if isinstance(x, torch.Tensor)), None)  # args[0] may be a descriptor
-    key = None if spec is None else (cfg.name, tuple(sorted(a.options.items())), device, spec)
+    options = cfg.options_key if a.options == cfg.options else tuple(sorted(a.options.items()))
+    key = None if spec is None else (cfg.name, options, device, spec)
     hit = _COMPILED.get(key) if key is not None else None
     if hit is None:
         compiled = kernel[a.grid](*a.args, **a.constexprs, **a.options)

@@ -5,6 +5,8 @@ syncs: only dtypes, shapes, strides and (offset-based) alignment are looked at.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from .errors import UserError
@@ -38,6 +40,16 @@ def _kv_for_tma(kv: torch.Tensor) -> torch.Tensor:
     return _tma_copy(kv)
 
 
+@functools.lru_cache(maxsize=64)
+def _layouts(bqh: int, block_kv: int, D: int):
+    """The shared-memory layouts of the q and kv tiles: the same for every call of a config (built once; each
+    costs several µs of host time)."""
+    from triton.experimental.gluon import language as gl
+
+    return (gl.NVMMASharedLayout.get_default_for([bqh, D], gl.float8e4nv),
+            gl.NVMMASharedLayout.get_default_for([block_kv, D], gl.float8e4nv))
+
+
 def tma_args(t, cfg, out: torch.Tensor, max_seqlen_k: int = 0) -> LaunchArgs:
     """LaunchArgs of mqa_logits_gluon_ws_sm90 for a Prefill `t` and its logits view `out`.
 
@@ -51,7 +63,6 @@ def tma_args(t, cfg, out: torch.Tensor, max_seqlen_k: int = 0) -> LaunchArgs:
     Only a q whose rows are not [H, D] blocks at stride H*D (e.g. a head slice), or a kv with a base or row
     stride that is not a multiple of 16 bytes, is copied into a TMA-readable tensor first.
     """
-    from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     c = cfg.constexprs
@@ -76,8 +87,7 @@ def tma_args(t, cfg, out: torch.Tensor, max_seqlen_k: int = 0) -> LaunchArgs:
 
     q, kv = _q_for_tma(t.q), _kv_for_tma(t.kv)
     bqh = c["BLOCK_Q"] * H
-    q_layout = gl.NVMMASharedLayout.get_default_for([bqh, D], gl.float8e4nv)
-    kv_layout = gl.NVMMASharedLayout.get_default_for([c["BLOCK_KV"], D], gl.float8e4nv)
+    q_layout, kv_layout = _layouts(bqh, c["BLOCK_KV"], D)
     # q rows of [S*H, D]: row s*H + h at s*stride(0) + h*D (stride(0) == H*D, or S == 1).
     q_desc = TensorDescriptor(q, [S * H, D], [D, 1], [bqh, D], q_layout)
     kv_desc = TensorDescriptor(kv, [N, D], [kv.stride(0), 1], [c["BLOCK_KV"], D], kv_layout)

@@ -152,3 +152,30 @@ def test_paged_topk_recall():
     lo, mean = topk_recall(idx, ref, k)
     assert mean >= 0.999 and lo >= 0.99, (lo, mean)
     assert (val[:, 1:] <= val[:, :-1]).all()
+
+
+def test_few_long_rows_path_matches_the_kernel():
+    """The torch.topk path taken on a GPU for a few very long rows picks the same set, with the same -1 / -inf
+    padding, as the selection kernel (distinct values, windows, compressed rows, a short and an empty row)."""
+    import torch
+
+    from mqa_cli import topk as T
+
+    g = torch.Generator().manual_seed(3)
+    R, N, k = 5, 300, 16
+    logits = torch.randperm(R * N, generator=g).float().reshape(R, N) / 7.0  # distinct values: no ties
+    ks = torch.tensor([0, 10, 50, 7, 20], dtype=torch.int32)
+    ke = torch.tensor([300, 200, 60, 7, 290], dtype=torch.int32)  # row 2: 10 live (< k), row 3: empty
+    for compressed in (False, True):
+        x = logits
+        if compressed:
+            c = torch.arange(N)
+            x = torch.where(c[None, :] < (ke - ks)[:, None], logits, torch.tensor(float("-inf")))
+        idx_k, val_k = T.topk_select(x, k, ks, ke, compressed=compressed)
+        idx_t = torch.empty(R, k, dtype=torch.int32)
+        val_t = torch.empty(R, k)
+        T._torch_select_into(x, k, ks, ke, idx_t, val_t, compressed)
+        for r in range(R):
+            assert set(idx_k[r].tolist()) == set(idx_t[r].tolist()), (compressed, r)
+            assert sorted(val_k[r].tolist()) == sorted(val_t[r].tolist())
+        assert (idx_t[3] == -1).all() and (idx_t[2] == -1).sum() == k - 10
