@@ -256,3 +256,22 @@ def test_paged_kernel_dumps_for_sm90(env, tmp_path):
             "--stage", "ptx", "--dump-dir", tmp_path, env_extra=env)
     assert r.returncode == 0, r.stderr
     assert ".entry paged_mqa_logits_NEXT_N_2_H_64_D_128_BS_64" in r.stdout
+
+
+@pytest.mark.parametrize("kernel", ["tiled", "h64d128_sm90"])
+def test_row_offsets_are_64_bit_in_the_ir(env, kernel):
+    """Offsets past 2^31 elements: the compiled IR forms each block's row base (output rows, q rows, kv rows)
+    as an i64 product of the row and its stride, added to the pointer as i64."""
+    import re
+
+    r = cli("dump", "--seq", "1024", "--heads", "64", "--dim", "128", "--target", "sm90", "--kernel", kernel,
+            "--force", "--stage", "ttir", env_extra=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ir = r.stdout
+    for ptr, stride in (("out_ptr", "stride_out_s"), ("q_ptr", "stride_q_s"), ("kv_ptr", "stride_kv_n")):
+        wide = re.findall(rf"(%\S+) = arith\.extsi %{stride} : i32 to i64", ir)
+        assert wide, f"{stride} is never widened to i64"
+        products = [m for w in wide for m in re.findall(rf"(%\S+) = arith\.muli %\S+, {re.escape(w)} : i64", ir)]
+        assert products, f"no i64 product with {stride}"
+        assert any(re.search(rf"tt\.addptr %{ptr}, {re.escape(p)} : !tt\.ptr<[^>]+>, i64", ir) for p in products), \
+            f"{ptr} is not offset by an i64 row base"
