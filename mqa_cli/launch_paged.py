@@ -4,14 +4,29 @@ from __future__ import annotations
 
 import torch
 
+from mqa_kernels.paged.config import self_scheduled
+
 from .launch import LaunchArgs, run_kernel
 
+_SELF: dict = {}  # config name -> its self-scheduling twin
+_NO_META: dict = {}  # device -> a placeholder int32 tensor for the unused metadata pointer
 
-def paged_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor) -> LaunchArgs:
+
+def paged_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None) -> LaunchArgs:
     """Arguments of paged_mqa_logits for paged tensors `t` and an [B*next_n, max_context_len] view `out`.
-    The grid is (ranges in schedule_meta) x SUBS; schedule_meta's blocks are t.block_size tokens."""
+    The grid is (ranges in schedule_meta) x SUBS; schedule_meta's blocks are t.block_size tokens. Without
+    schedule_meta (a SELF_SCHEDULE config) the ranges are cfg.schedule["programs"] and the kernel splits itself."""
     c = cfg.constexprs
-    ranges = schedule_meta.shape[0] - 1
+    if schedule_meta is None:
+        if not c.get("SELF_SCHEDULE"):
+            raise ValueError("a config that reads schedule metadata needs it; use self_scheduled(cfg) without")
+        dev = t.q.device
+        schedule_meta = _NO_META.get(dev)
+        if schedule_meta is None:
+            schedule_meta = _NO_META[dev] = torch.zeros(2, 2, dtype=torch.int32, device=dev)
+        ranges = cfg.schedule["programs"]
+    else:
+        ranges = schedule_meta.shape[0] - 1
     grid = (ranges * c["SUBS"],)
     kv = t.kv_cache.view(t.q.dtype)  # same bytes as fp8 (same element size, any strides)
     ctx = t.context_lens
@@ -29,12 +44,14 @@ def paged_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor) -> Launch
 
 
 def launch_paged(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None = None) -> torch.Tensor:
-    """Run the paged kernel into `out` (caller-allocated [B*next_n, max_context_len] fp32/bf16 view);
-    without schedule_meta it is computed on the device for cfg.schedule["programs"] programs."""
-    if schedule_meta is None:
-        from .schedule import get_paged_mqa_logits_metadata
-
-        schedule_meta = get_paged_mqa_logits_metadata(t.context_lens, t.block_size, cfg.schedule["programs"])
+    """Run the paged kernel into `out` (caller-allocated [B*next_n, max_context_len] fp32/bf16 view). Without
+    schedule_meta each of the cfg.schedule["programs"] ranges computes its own split of the work in the kernel
+    (the same split get_paged_mqa_logits_metadata returns): one launch instead of two."""
+    if schedule_meta is None and not cfg.constexprs.get("SELF_SCHEDULE"):
+        twin = _SELF.get(cfg.name)
+        if twin is None:
+            twin = _SELF[cfg.name] = self_scheduled(cfg)
+        cfg = twin
     interpret = t.q.device.type == "cpu"
     run_kernel(cfg.jitted(), cfg, paged_args(t, cfg, out, schedule_meta), interpret)
     return out

@@ -271,3 +271,43 @@ def test_args_and_config_shapes():
     assert a.grid == (132 * cfg.constexprs["SUBS"],)
     assert paged_rows(8, 64) == (4, 2) and paged_rows(1, 8) == (2, 1) and paged_rows(3, 16) == (4, 1)
     assert len(a.args) == len(cfg.jitted().arg_names) - len(cfg.constexprs)
+
+
+# ------------------------------------------------------------------------------------- in-kernel schedule
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from mqa_kernels.paged.kernel import _split_point  # noqa: E402
+
+
+@triton.jit
+def _points(ctx_ptr, out_ptr, batch, stride_b, stride_t, P, NEXT_N: tl.constexpr, NP: tl.constexpr,
+            BS: tl.constexpr):
+    """Every split point p = 0..P as the paged kernel computes it for itself (chunks of 4 sequences)."""
+    for p in range(0, P + 1):
+        seq, off = _split_point(ctx_ptr, batch, stride_b, stride_t, p, P, NEXT_N, NP, BS, 4)
+        tl.store(out_ptr + 2 * p, seq)
+        tl.store(out_ptr + 2 * p + 1, off)
+
+
+def _split_points(ctx: torch.Tensor, next_n: int, block_kv: int, P: int) -> torch.Tensor:
+    out = torch.full((P + 1, 2), -7, dtype=torch.int32)
+    two_d = ctx.dim() == 2
+    np_ = 1 << max(0, (next_n - 1).bit_length())
+    _points[(1,)](ctx, out, ctx.shape[0], ctx.stride(0), ctx.stride(1) if two_d else 0, P, NEXT_N=next_n, NP=np_,
+                  BS=block_kv)
+    return out
+
+
+@pytest.mark.parametrize("ctx,next_n,block_kv,P", [
+    ([100, 0, 37, 4000, 1, 0, 64], 1, 64, 5),
+    ([0, 0, 0, 129], 2, 16, 7),
+    ([[5, 70], [0, 0], [64, 65], [300, 1]], 2, 32, 3),
+    ([9, 9, 9, 9, 9, 9, 9, 9, 9], 3, 16, 1),
+])
+def test_self_schedule_matches_the_metadata(ctx, next_n, block_kv, P):
+    """The split each program computes for itself (schedule_meta=None) is the metadata's, entry for entry."""
+    from mqa_cli.schedule import _metadata_torch
+
+    c = torch.tensor(ctx, dtype=torch.int32)
+    assert torch.equal(_split_points(c, next_n, block_kv, P), _metadata_torch(c, block_kv, P))

@@ -8,6 +8,8 @@ next_n x H passes 256), so each tile is read once for all next_n rows.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..config import KernelConfig, backend_options, cdiv, pow2_ceil
 from . import KEYS
 from .tuned import CUDA_TUNED
@@ -76,8 +78,15 @@ def paged_config(*, heads: int, dim: int, next_n: int, block_size: int, batch: i
                 options[k] = override[k]
     programs = units if units else 4
     constexprs = {"NEXT_N": next_n, "H": heads, "D": dim, "BS": block_size, "BLOCK_KV": block_kv,
-                  "ROWS": rows, "CHUNKS": chunks, "SUBS": subs, "CLEAN": bool(clean), "FILL": FILL}
+                  "ROWS": rows, "CHUNKS": chunks, "SUBS": subs, "CLEAN": bool(clean), "FILL": FILL,
+                  "SELF_SCHEDULE": False}
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "kv_tiles_max": cdiv(max(1, max_context_len), block_kv), "batch": batch, "bf16": bool(bf16)}
     return KernelConfig("paged", "paged_mqa_logits", KEYS, constexprs, options, (programs * subs,), schedule,
                         launcher="paged", load=_load)
+
+
+def self_scheduled(cfg: KernelConfig) -> KernelConfig:
+    """The same config with each program computing its own split of the work (no schedule metadata given):
+    one launch instead of two, for callers that pass schedule_meta=None."""
+    return replace(cfg, constexprs={**cfg.constexprs, "SELF_SCHEDULE": True})

@@ -98,6 +98,42 @@ def _chunk_logits(kv, scale, q_t, w, ends, out_ptr, b, k, k_ok, stride_out,
                  mask=(t < NEXT_N)[None, :] & k_ok[:, None])
 
 
+@triton.jit
+def _units(ctx_ptr, bidx, ok, stride_ctx_b, stride_ctx_t, NEXT_N: tl.constexpr, NP: tl.constexpr, BS: tl.constexpr):
+    """Cache blocks of sequences bidx, in the metadata's rule: cdiv(max(largest context of the sequence, 0), BS)."""
+    t = tl.arange(0, NP)
+    e = tl.load(ctx_ptr + tl.cast(bidx, tl.int64)[:, None] * stride_ctx_b + t[None, :] * stride_ctx_t,
+                mask=ok[:, None] & (t < NEXT_N)[None, :], other=0)
+    return (tl.cast(tl.maximum(tl.max(e, axis=1), 0), tl.int64) + (BS - 1)) // BS
+
+
+@triton.jit
+def _split_point(ctx_ptr, batch, stride_ctx_b, stride_ctx_t, p, P,
+                 NEXT_N: tl.constexpr, NP: tl.constexpr, BS: tl.constexpr, CHUNK: tl.constexpr):
+    """Entry p of get_paged_mqa_logits_metadata, computed by the program itself (SELF_SCHEDULE): the
+    sequence b with cum_before(b) <= floor(p * total / P) < cum_before(b) + blocks(b), and the block offset
+    into it; (batch, 0) at or past the total. Two passes over the context lengths (a few KB, from L2)."""
+    total = tl.cast(0, tl.int64)
+    for c0 in range(0, batch, CHUNK):
+        bidx = c0 + tl.arange(0, CHUNK)
+        total += tl.sum(_units(ctx_ptr, bidx, bidx < batch, stride_ctx_b, stride_ctx_t, NEXT_N, NP, BS), axis=0)
+    target = tl.cast(p, tl.int64) * total // P
+    carry = tl.cast(0, tl.int64)
+    seq = tl.cast(batch, tl.int32)
+    off = tl.cast(0, tl.int64)
+    for c0 in range(0, batch, CHUNK):
+        bidx = c0 + tl.arange(0, CHUNK)
+        ok = bidx < batch
+        u = _units(ctx_ptr, bidx, ok, stride_ctx_b, stride_ctx_t, NEXT_N, NP, BS)
+        incl = tl.cumsum(u, axis=0) + carry
+        before = incl - u
+        hit = ok & (before <= target) & (target < incl)
+        seq = tl.minimum(seq, tl.min(tl.where(hit, bidx, batch), axis=0))
+        off += tl.sum(tl.where(hit, target - before, 0), axis=0)
+        carry += tl.sum(u, axis=0)
+    return seq, tl.cast(off, tl.int32)
+
+
 @triton.jit(repr=make_kernel_repr("paged_mqa_logits", KEYS))
 def paged_mqa_logits(
     q_ptr,  # fp8 [B, NEXT_N, H, D], D contiguous
@@ -126,6 +162,7 @@ def paged_mqa_logits(
     SUBS: tl.constexpr,  # programs sharing one schedule range
     CLEAN: tl.constexpr,
     FILL: tl.constexpr,  # columns per -inf fill item
+    SELF_SCHEDULE: tl.constexpr,  # each program computes its metadata entries itself (meta_ptr unused)
 ):
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
@@ -134,10 +171,14 @@ def paged_mqa_logits(
     j = pid // n_ranges
     NP: tl.constexpr = ROWS * CHUNKS
 
-    b_lo = tl.load(meta_ptr + 2 * p)
-    u_lo = tl.load(meta_ptr + 2 * p + 1)
-    b_end = tl.load(meta_ptr + 2 * p + 2)
-    u_end = tl.load(meta_ptr + 2 * p + 3)
+    if SELF_SCHEDULE:
+        b_lo, u_lo = _split_point(ctx_ptr, batch, stride_ctx_b, stride_ctx_t, p, n_ranges, NEXT_N, NP, BS, 256)
+        b_end, u_end = _split_point(ctx_ptr, batch, stride_ctx_b, stride_ctx_t, p + 1, n_ranges, NEXT_N, NP, BS, 256)
+    else:
+        b_lo = tl.load(meta_ptr + 2 * p)
+        u_lo = tl.load(meta_ptr + 2 * p + 1)
+        b_end = tl.load(meta_ptr + 2 * p + 2)
+        u_end = tl.load(meta_ptr + 2 * p + 3)
 
     offs = tl.arange(0, BLOCK_KV)
     for b in range(b_lo, tl.minimum(b_end + 1, batch)):
