@@ -240,8 +240,9 @@ def _paged_config(shape, target):
 
 # The paged decode form (fp8_paged_mqa_logits): one portable row.
 PAGED_ROWS: list[Row] = [
-    Row("paged", "paged decode: grid (batch, context splits); each kv tile gathered once through the block "
-        "table for all next_n draft rows x heads (= MMA N); -inf fused", _paged_conditions, _paged_config),
+    Row("paged", "paged decode: persistent grid, the cache blocks of all sequences split evenly over the SMs "
+        "(schedule metadata, or computed by each program when none is given); each kv tile gathered once through "
+        "the block table for all next_n draft rows x heads (= MMA N); -inf fused", _paged_conditions, _paged_config),
 ]
 
 TABLE: list[Row] = PREFILL_ROWS + PAGED_ROWS
