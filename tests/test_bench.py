@@ -20,3 +20,11 @@ def test_bench_two_kernels_csv_and_plot(run_cli, tmp_path):
 def test_bench_refuses_suite_with_flags_and_unknown_suite(run_cli):
     assert_one_line_error(run_cli("bench", "--suite", "seed", "--seq", "64"), contains="either --suite")
     assert_one_line_error(run_cli("bench", "--suite", "nope"), contains="unknown suite")
+
+
+def test_suite_takes_output_flags_but_not_problem_flags(run_cli):
+    """--no-clean, --logits-dtype and --max-seqlen-k apply to a suite; problem flags do not."""
+    r = run_cli("bench", "--suite", "nosuch", "--no-clean", "--logits-dtype", "bf16", "--target", "cpu")
+    assert r.returncode == 2 and "unknown suite 'nosuch'" in r.stderr, r.stderr
+    r = run_cli("bench", "--suite", "seed", "--seq", "64", "--target", "cpu")
+    assert r.returncode == 2 and "either --suite or problem flags" in r.stderr, r.stderr

@@ -54,8 +54,10 @@ def bench(suite: Suite = None, kernels: Kernels = None, kernel_only: KernelOnly 
             raise UserError("--plot needs matplotlib: pip install 'mqa-logits[plot]'") from None
     tgt = targets.resolve(target)
     device = targets.device_for(tgt)
-    if suite is not None and problem.given():
-        raise UserError("give either --suite or problem flags, not both")
+    if suite is not None and any(v is not None for k, v in vars(problem).items()
+                                 if k not in ("clean_logits", "max_seqlen_k", "logits_dtype")):
+        raise UserError("give either --suite or problem flags, not both (--clean/--no-clean, --max-seqlen-k and "
+                        "--logits-dtype apply to a suite)")
     goal_us = B.read_goals(goals) if goals else {}
     if suite == "indexer":
         raise UserError("the indexer suite (logits + top-k beside DeepGEMM + torch.topk) is "
