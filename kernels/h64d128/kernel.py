@@ -16,6 +16,7 @@ import triton.language as tl
 
 from ..epilogue import INT32_MAX, fill_neg_inf, store_tile, weighted_head_sum
 from ..naming import make_kernel_repr
+from ..prologue import block_queries, block_windows
 from . import KEYS
 
 
@@ -78,26 +79,13 @@ def mqa_logits_h64d128(
     r = tl.arange(0, BLOCK_Q)
     rows = q0 + r
     row_ok = rows < S
-    ks = tl.load(ks_ptr + rows * stride_ks, mask=row_ok, other=INT32_MAX)
-    ke = tl.load(ke_ptr + rows * stride_ke, mask=row_ok, other=0)
-    lo = tl.min(ks, axis=0)
-    hi = tl.max(ke, axis=0)
+    ks, ke, lo, hi = block_windows(ks_ptr, ke_ptr, rows, row_ok, stride_ks, stride_ke)
     # Interior: inside every row's window (rows past S do not constrain it).
     in_lo = tl.max(tl.where(row_ok, ks, 0), axis=0)
     in_hi = tl.min(tl.where(row_ok, ke, INT32_MAX), axis=0)
 
-    cols = tl.arange(0, BLOCK_Q * H)
-    dims = tl.arange(0, D)
-    q_ptrs = (q_ptr + tl.cast(q0, tl.int64) * stride_q_s + ((cols // H) * stride_q_s + (cols % H) * stride_q_h)[None, :]
-              + dims[:, None])
-    w_ptrs = w_ptr + tl.cast(q0, tl.int64) * stride_w_s + (cols // H) * stride_w_s + (cols % H) * stride_w_h
-    if EVEN_S:
-        q_t = tl.load(q_ptrs)
-        w = tl.load(w_ptrs)
-    else:
-        c_ok = q0 + cols // H < S
-        q_t = tl.load(q_ptrs, mask=c_ok[None, :], other=0.0)
-        w = tl.load(w_ptrs, mask=c_ok, other=0.0)
+    q_t, w = block_queries(q_ptr, w_ptr, q0, S, stride_q_s, stride_q_h, stride_w_s, stride_w_h, BLOCK_Q, H, D,
+                           not EVEN_S)
     out_base = out_ptr + tl.cast(q0, tl.int64) * stride_out_s
     row_offs = r * stride_out_s
 

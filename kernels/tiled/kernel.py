@@ -8,8 +8,9 @@ block's rows (within this program's kv split) are written as -inf. Row bases are
 import triton
 import triton.language as tl
 
-from ..epilogue import INT32_MAX, fill_neg_inf, store_tile, weighted_head_sum
+from ..epilogue import fill_neg_inf, store_tile, weighted_head_sum
 from ..naming import make_kernel_repr
+from ..prologue import block_queries, block_windows
 from . import KEYS
 
 
@@ -42,20 +43,9 @@ def mqa_logits_tiled(
     r = tl.arange(0, BLOCK_Q)
     rows = q0 + r
     row_ok = rows < S
-    ks = tl.load(ks_ptr + rows * stride_ks, mask=row_ok, other=INT32_MAX)
-    ke = tl.load(ke_ptr + rows * stride_ke, mask=row_ok, other=0)
-    lo = tl.min(ks, axis=0)
-    hi = tl.max(ke, axis=0)
-
-    # q^T as [D, BLOCK_Q*H]: column c is (query row c // H, head c % H). 64-bit block bases.
-    cols = tl.arange(0, BLOCK_Q * H)
-    c_ok = q0 + cols // H < S
+    ks, ke, lo, hi = block_windows(ks_ptr, ke_ptr, rows, row_ok, stride_ks, stride_ke)
+    q_t, w = block_queries(q_ptr, w_ptr, q0, S, stride_q_s, stride_q_h, stride_w_s, stride_w_h, BLOCK_Q, H, D, True)
     dims = tl.arange(0, D)
-    q_base = q_ptr + tl.cast(q0, tl.int64) * stride_q_s
-    q_t = tl.load(q_base + ((cols // H) * stride_q_s + (cols % H) * stride_q_h)[None, :] + dims[:, None],
-                  mask=c_ok[None, :], other=0.0)
-    w_base = w_ptr + tl.cast(q0, tl.int64) * stride_w_s
-    w = tl.load(w_base + (cols // H) * stride_w_s + (cols % H) * stride_w_h, mask=c_ok, other=0.0)
     out_base = out_ptr + tl.cast(q0, tl.int64) * stride_out_s
     row_offs = r * stride_out_s
 
