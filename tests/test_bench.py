@@ -28,3 +28,14 @@ def test_suite_takes_output_flags_but_not_problem_flags(run_cli):
     assert r.returncode == 2 and "unknown suite 'nosuch'" in r.stderr, r.stderr
     r = run_cli("bench", "--suite", "seed", "--seq", "64", "--target", "cpu")
     assert r.returncode == 2 and "either --suite or problem flags" in r.stderr, r.stderr
+
+
+def test_indexer_suite_runs_and_writes_csv(run_cli, tmp_path):
+    """bench --suite indexer: logits + top-k through the library (tiny shapes on the interpreter here), recall
+    reported per shape, rows written as CSV."""
+    out = tmp_path / "indexer.csv"
+    r = run_cli("bench", "--suite", "indexer", "--csv", out, "--target", "cpu")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "recall min 1.0000" in r.stdout and "fused" in r.stdout
+    rows = list(csv.DictReader(open(out)))
+    assert len(rows) >= 3 and all(row["shape"] for row in rows)

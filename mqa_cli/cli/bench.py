@@ -11,8 +11,8 @@ import typer
 from .app import app
 from .options import Force, Json, Target, problem_options
 
-Suite = Annotated[Optional[str], typer.Option("--suite", help="seed | dsv32 | dsv4 | heads | decode | indexer | all "
-                                              "(instead of problem flags)")]
+Suite = Annotated[Optional[str], typer.Option("--suite", help="seed | dsv32 | dsv4 | heads | decode | all, or indexer "
+                                              "(logits + top-k, k = 2048) (instead of problem flags)")]
 Kernels = Annotated[Optional[str], typer.Option("--kernels", help="comma-separated dispatch rows to time alone "
                                                 "[the public API]; two give a base-vs-variant table")]
 KernelOnly = Annotated[bool, typer.Option("--kernel-only", help="time the dispatched kernel alone (no API checks, "
@@ -59,9 +59,11 @@ def bench(suite: Suite = None, kernels: Kernels = None, kernel_only: KernelOnly 
         raise UserError("give either --suite or problem flags, not both (--clean/--no-clean, --max-seqlen-k and "
                         "--logits-dtype apply to a suite)")
     goal_us = B.read_goals(goals) if goals else {}
-    if suite == "indexer":
-        raise UserError("the indexer suite (logits + top-k beside DeepGEMM + torch.topk) is "
-                        "scripts/bench_indexer.py: it needs DeepGEMM in the same process")
+    if suite == "indexer":  # logits + top-k (k = 2048) three ways; DeepGEMM's column when it imports here
+        from .. import indexer_bench
+
+        indexer_bench.main(["--no-variants"] + (["--csv", csv_path] if csv_path else []))
+        return
     jobs = suites.jobs(suite, problem, tgt.fp8)
     names = [k.strip() for k in kernels.split(",")] if kernels else [None]
     rows, notes = [], []
