@@ -119,3 +119,34 @@ def test_pt_loads_with_weights_only(run_cli, tmp_path):
     r = run_cli("run", "--input", path)
     assert_one_line_error(r, contains="cannot read")
     assert "pwned" not in r.stdout
+
+
+def test_unknown_command_or_flag_is_bad_input(run_cli):
+    """Exit code 2 for a command, flag or flag value the CLI does not know: click's message, no traceback."""
+    for args, needle in ((("nonsense",), "No such command"), (("explain", "--bogus"), "No such option"),
+                         (("explain", "--seq", "abc", "--target", "sm90"), "not a valid int")):
+        r = run_cli(*args)
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+        assert needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_internal_error_is_exit_3_with_one_line(monkeypatch, capsys):
+    """A failure that is not bad input (here: a bug planted in explain's report) is exit 3 and one line on
+    stderr; --debug shows the traceback instead."""
+    from mqa_cli import cli, report
+
+    def broken(*a, **k):
+        raise RuntimeError("planted bug\nsecond line")
+
+    monkeypatch.setattr(report, "explain_dict", broken)
+    monkeypatch.delenv("MQA_LOGITS_DEBUG", raising=False)
+    monkeypatch.setattr("sys.argv", ["mqa-logits", "explain", "--seq", "64", "--target", "sm90"])
+    with pytest.raises(SystemExit) as e:
+        cli.main()
+    assert e.value.code == 3
+    err = capsys.readouterr().err.strip()
+    assert err == "internal error: RuntimeError: planted bug (--debug shows the traceback)"
+    monkeypatch.setattr("sys.argv", ["mqa-logits", "--debug", "explain", "--seq", "64", "--target", "sm90"])
+    with pytest.raises(RuntimeError, match="planted bug"):
+        cli.main()
+    monkeypatch.delenv("MQA_LOGITS_DEBUG", raising=False)

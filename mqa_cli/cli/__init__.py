@@ -31,14 +31,10 @@ def main() -> None:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
     except Exception as e:  # noqa: BLE001  a bug or an environment failure: one line, the traceback on request
-        import click
-
-        if isinstance(e, click.exceptions.UsageError):  # bad flags: click's own message, exit 2
+        if hasattr(e, "show") and isinstance(getattr(e, "exit_code", None), int):
+            # click's own errors (typer vendors click): a bad flag or command is bad input, shown as click says it
             e.show()
-            sys.exit(EXIT_BAD_INPUT)
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
+            sys.exit(EXIT_BAD_INPUT if e.exit_code == 2 else e.exit_code)
         if os.environ.get("MQA_LOGITS_DEBUG"):
             raise
         first = (str(e).strip().splitlines() or [""])[0]
