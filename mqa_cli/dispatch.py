@@ -56,9 +56,8 @@ class Check:
 class Capabilities:
     """Lazy probes of the toolchain; each is computed on first use and shown, never swallowed."""
 
-    def __init__(self, requested: str | None = None):
+    def __init__(self):
         self._cache = {}
-        self.requested = requested  # the row named by --kernel, if any (opt-in rows check it)
 
     def _get(self, key, fn):
         if key not in self._cache:
@@ -280,7 +279,7 @@ class Plan:
 def plan(shape: Shape, target: Target, kernel: str | None = None, force: bool = False,
          caps: Capabilities | None = None) -> Plan:
     """Evaluate every row in order and pick the first that holds (or the named one)."""
-    caps = caps or Capabilities(requested=kernel)
+    caps = caps or Capabilities()
     candidates = [Candidate(row, row.conditions(shape, target, caps)) for row in TABLE]
     if kernel is not None:
         chosen = next((c for c in candidates if c.row.name == kernel), None)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from mqa_kernels.paged.config import self_scheduled
+from mqa_kernels.paged.config import with_schedule_source
 
-from .launch import LaunchArgs, run_kernel
+from . import interpreter
+from .launch import LaunchArgs, kernel_for, run_kernel
 
-_SELF: dict = {}  # config name -> its self-scheduling twin
+_TWINS: dict = {}  # (config name, self_schedule) -> the twin that takes its split from there
 _NO_META: dict = {}  # device -> a placeholder int32 tensor for the unused metadata pointer
 
 
@@ -19,7 +20,7 @@ def paged_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None) ->
     c = cfg.constexprs
     if schedule_meta is None:
         if not c.get("SELF_SCHEDULE"):
-            raise ValueError("a config that reads schedule metadata needs it; use self_scheduled(cfg) without")
+            raise ValueError("a config that reads schedule metadata needs it; use with_schedule_source(cfg, True)")
         dev = t.q.device
         schedule_meta = _NO_META.get(dev)
         if schedule_meta is None:
@@ -47,11 +48,12 @@ def launch_paged(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None =
     """Run the paged kernel into `out` (caller-allocated [B*next_n, max_context_len] fp32/bf16 view). Without
     schedule_meta each of the cfg.schedule["programs"] ranges computes its own split of the work in the kernel
     (the same split get_paged_mqa_logits_metadata returns): one launch instead of two."""
-    if schedule_meta is None and not cfg.constexprs.get("SELF_SCHEDULE"):
-        twin = _SELF.get(cfg.name)
+    self_schedule = schedule_meta is None
+    if cfg.constexprs.get("SELF_SCHEDULE") != self_schedule:
+        key = (cfg.name, self_schedule)
+        twin = _TWINS.get(key)
         if twin is None:
-            twin = _SELF[cfg.name] = self_scheduled(cfg)
+            twin = _TWINS[key] = with_schedule_source(cfg, self_schedule)
         cfg = twin
-    interpret = t.q.device.type == "cpu"
-    run_kernel(cfg.jitted(), cfg, paged_args(t, cfg, out, schedule_meta), interpret)
+    run_kernel(kernel_for(cfg, t.q.device), cfg, paged_args(t, cfg, out, schedule_meta), interpreter.active())
     return out

@@ -12,42 +12,30 @@ for bit. Tensors on the CPU without the interpreter (or on a GPU with it) take t
 from __future__ import annotations
 
 import functools
-import os
 
 import torch
 
+from mqa_kernels.paged_schedule.config import paged_schedule_config
 
-def _error(msg: str):
-    from .errors import UserError  # imported here so the module also loads on its own (GPU scripts)
-
-    return UserError(msg)
+from . import interpreter
+from .errors import UserError
+from .launch import LaunchArgs, run_kernel
 
 
 def _checked(context_lens, block_kv, num_sms, indices) -> tuple[int, int]:
     if indices is not None:
-        raise _error("indices (varlen paged decode) needs a GPU with sm100 kernels; pass indices=None")
+        raise UserError("indices (varlen paged decode) needs a GPU with sm100 kernels; pass indices=None")
     if not isinstance(context_lens, torch.Tensor) or context_lens.dtype != torch.int32 or context_lens.dim() not in (1, 2):
-        raise _error("context_lens must be an int32 tensor shaped [batch] or [batch, next_n]")
+        raise UserError("context_lens must be an int32 tensor shaped [batch] or [batch, next_n]")
     block_kv, num_sms = int(block_kv), int(num_sms)
     if block_kv < 1 or num_sms < 1:
-        raise _error(f"block_kv and num_sms must be >= 1, got {block_kv} and {num_sms}")
+        raise UserError(f"block_kv and num_sms must be >= 1, got {block_kv} and {num_sms}")
     return block_kv, num_sms
 
 
 @functools.lru_cache(maxsize=256)
 def _config(batch: int, programs: int, backend: str):
-    from mqa_kernels.paged_schedule.config import paged_schedule_config
-
     return paged_schedule_config(batch=batch, programs=programs, backend=backend)
-
-
-def _launch(kernel, cfg, args: list, interpret: bool) -> None:
-    try:
-        from .launch import LaunchArgs, run_kernel
-    except ImportError:  # loaded by path on its own (scripts/paged_experiment.py): a plain launch
-        kernel[cfg.grid](*args, **cfg.constexprs, **({} if interpret else cfg.options))
-        return
-    run_kernel(kernel, cfg, LaunchArgs(tuple(cfg.grid), args, dict(cfg.constexprs), dict(cfg.options)), interpret)
 
 
 def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num_sms: int,
@@ -56,7 +44,7 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
     block_kv must be the cache's block size (the kernel reads block indices in those units)."""
     block_kv, num_sms = _checked(context_lens, block_kv, num_sms, indices)
     ctx = context_lens
-    interpret = os.environ.get("TRITON_INTERPRET") == "1"
+    interpret = interpreter.active()
     if (ctx.device.type == "cpu") != interpret:
         return _metadata_torch(ctx, block_kv, num_sms)
     backend = "interpreter" if interpret else ("hip" if torch.version.hip else "cuda")
@@ -65,7 +53,7 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
     two_d = ctx.dim() == 2
     args = [ctx, out, ctx.shape[0], ctx.shape[1] if two_d else 1, ctx.stride(0), ctx.stride(1) if two_d else 0,
             block_kv, num_sms]
-    _launch(cfg.jitted(), cfg, args, interpret)
+    run_kernel(cfg.jitted(), cfg, LaunchArgs(tuple(cfg.grid), args, dict(cfg.constexprs), dict(cfg.options)), interpret)
     return out
 
 

@@ -12,26 +12,20 @@ from __future__ import annotations
 
 import torch
 
+from mqa_kernels.topk.config import topk_cap, topk_config
+
 from . import interpreter, launch
+from .api import LOGITS_DTYPES, fp8_paged_mqa_logits, mqa_logits, target_for
 from .errors import UserError
 
 DEFAULT_WORKSPACE = 256 << 20  # bytes of logits held at once (one block of query rows)
-LOGITS_DTYPES = (torch.float32, torch.bfloat16)
 
 _CONFIGS: dict = {}
 TUNING: dict = {}  # num_warps / tile / programs_per_unit overrides for every launch (GPU sweeps)
 
 
-def _target(device: torch.device):
-    from . import targets
-
-    return targets.TARGETS["cpu"] if device.type == "cpu" else targets.detect()
-
-
 def _config(rows: int, cols: int, topk: int, device, window: bool, compressed: bool, stats: bool, cap):
-    from mqa_kernels.topk.config import topk_config
-
-    tgt = _target(device)
+    tgt = target_for(device)
     key = (rows, cols, topk, tgt.name, tgt.units, window, compressed, stats, cap, tuple(sorted(TUNING.items())))
     cfg = _CONFIGS.get(key)
     if cfg is None:
@@ -164,8 +158,6 @@ def topk_memory(S: int, N: int, topk: int, *, logits_dtype=torch.float32, max_se
                 workspace_bytes: int = DEFAULT_WORKSPACE, units: int = 132) -> dict:
     """Device bytes fp8_mqa_topk holds beyond its inputs (for `explain`): logits block, selection scratch,
     outputs and the per-block sort. Independent of S x N: O(S * topk) + a fixed workspace."""
-    from mqa_kernels.topk.config import topk_cap
-
     cols = max_seqlen_k if max_seqlen_k > 0 else N
     esz = torch.tensor([], dtype=logits_dtype).element_size()
     rows = _rows_per_block(S, cols, logits_dtype, workspace_bytes, chunk_rows)
@@ -206,8 +198,6 @@ def fp8_mqa_topk(q: torch.Tensor, kv: torch.Tensor, kv_scales: torch.Tensor, wei
         raise UserError(f"weights must be [{S}, H], got shape {list(weights.shape)}")
     for name, x in (("ks", ks), ("ke", ke)):
         _check_window(x, name, S, q.device)
-    from .api import mqa_logits
-
     N = kv.shape[0]
     cols = int(max_seqlen_k) if max_seqlen_k > 0 else N
     rows = _rows_per_block(S, cols, logits_dtype, workspace_bytes, chunk_rows)
@@ -260,8 +250,6 @@ def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.T
         raise UserError(f"max_context_len must be an int, got {type(max_context_len).__name__}")
     if q.dim() != 4:
         raise UserError(f"q must be [B, next_n, H, D], got shape {list(q.shape)}")
-    from .api import fp8_paged_mqa_logits
-
     B, T = q.shape[0], q.shape[1]
     S = B * T
     if weights.dim() != 2 or weights.shape[0] != S:

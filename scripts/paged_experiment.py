@@ -1,6 +1,6 @@
 """GPU experiment for the persistent paged decode kernel (mqa_kernels.paged): check every config against a
-reference, then time it with CUDA-graph replay. Loads only kernels/ and mqa_cli/schedule.py by path, so it
-runs whatever state the rest of mqa_cli is in.
+reference, then time it with CUDA-graph replay; the inputs, argument list, output buffer and reference are the
+library's (mqa_cli), so what is swept is what the API launches.
 
     python3 scripts/paged_experiment.py            (logs and a CSV under $OUT when set)
 
@@ -10,7 +10,6 @@ count them even for bf16); % is of the 4.3 TB/s copy rate measured on the H200.
 from __future__ import annotations
 
 import csv
-import importlib.util
 import os
 import sys
 import time
@@ -33,124 +32,51 @@ def say(*a):
     LOG.flush()
 
 
-def _load_by_path(name, path, package_dir=None):
-    spec = importlib.util.spec_from_file_location(
-        name, path, submodule_search_locations=[str(package_dir)] if package_dir else None)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-# mqa_kernels = ROOT/kernels (whether or not the package is installed), schedule.py standalone.
-if "mqa_kernels" not in sys.modules:
-    _load_by_path("mqa_kernels", ROOT / "kernels" / "__init__.py", ROOT / "kernels")
-from mqa_kernels.paged.config import paged_config  # noqa: E402
-
-schedule = _load_by_path("paged_schedule", ROOT / "mqa_cli" / "schedule.py")
-
-import triton  # noqa: E402
-
 SMOKE = os.environ.get("PAGED_SMOKE") == "1"  # CPU dry run through the interpreter (tiny shapes, no timing)
 DEV = "cpu" if SMOKE else "cuda"
 FP8 = torch.float8_e4m3fn
 COPY_TBS = 4.3
-NUM_SMS = 4 if SMOKE else torch.cuda.get_device_properties(0).multi_processor_count
-# DeepGEMM 54e2261 on this card (anchors-h200.md, do_bench with an L2 flush): (B, C) -> (next_n 1, next_n 2) µs.
+# DeepGEMM's µs (next_n 1, 2) on the H200 by (B, C): docs/REFERENCE.md.
 DEEPGEMM = {(1, 8192): (6.8, 7.2), (8, 8192): (9.5, 10.7), (64, 8192): (28.8, 31.2), (128, 8192): (46.6, 49.4),
             (1, 65536): (11.0, 11.9), (8, 65536): (32.5, 34.3), (64, 65536): (155.3, 164.1),
             (128, 65536): (285.5, 313.5)}
+NUM_SMS = 4 if SMOKE else torch.cuda.get_device_properties(0).multi_processor_count
 
+if SMOKE:  # before any kernel module is imported
+    from mqa_cli import interpreter
 
-class Paged:
-    def __init__(self, q, kv_cache, weights, context_lens, block_table, max_context_len):
-        self.q, self.kv_cache, self.weights = q, kv_cache, weights
-        self.context_lens, self.block_table, self.max_context_len = context_lens, block_table, max_context_len
+    interpreter.enable_if_no_gpu(note=False)
 
-    batch = property(lambda s: s.q.shape[0])
-    next_n = property(lambda s: s.q.shape[1])
-    heads = property(lambda s: s.q.shape[2])
-    dim = property(lambda s: s.q.shape[3])
-    block_size = property(lambda s: s.kv_cache.shape[1])
-    S = property(lambda s: s.q.shape[0] * s.q.shape[1])
+import triton  # noqa: E402
+
+from mqa_cli import launch, schedule  # noqa: E402
+from mqa_cli.launch_paged import paged_args  # noqa: E402
+from mqa_cli.paged_problem import PagedSpec  # noqa: E402
+from mqa_cli.paged_reference import reference_paged  # noqa: E402
+from mqa_cli.paged_tensors import random_paged  # noqa: E402
+from mqa_kernels.paged.config import paged_config  # noqa: E402
 
 
 def make(B, C, next_n, H=64, D=128, bs=64, seed=0):
-    """Contexts uniform in [0.7C, 1.3C), shuffled block table, kv quantised per token (amax/448), randn q/w."""
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    ctx = torch.randint(int(0.7 * C), int(1.3 * C), (B,), generator=g)
-    ctx = ctx.clamp_min(next_n)
-    nblk = (ctx + bs - 1) // bs
-    max_blocks = int(nblk.max())
-    num_blocks = int(nblk.sum()) + 3
-    perm = torch.randperm(num_blocks, generator=g).to(torch.int32)
-    table = torch.zeros(B, max_blocks, dtype=torch.int32)
-    used = 0
-    for b, n in enumerate(nblk.tolist()):
-        table[b, :n] = perm[used:used + n]
-        used += n
-    torch.manual_seed(seed)
-    kv = torch.randn(num_blocks * bs, D, device=DEV)
-    sf = kv.abs().amax(dim=1).clamp_min(1e-4) / 448.0
-    kv8 = (kv / sf[:, None]).to(FP8)
-    del kv
-    data = torch.cat([kv8.view(torch.uint8).reshape(num_blocks, bs * D),
-                      sf.view(torch.uint8).reshape(num_blocks, bs * 4)], dim=1)
-    cache = data.view(num_blocks, bs, 1, D + 4)
-    q = torch.randn(B, next_n, H, D, device=DEV).to(FP8)
-    w = torch.randn(B * next_n, H, device=DEV)
-    return Paged(q, cache, w, ctx.to(torch.int32).to(DEV), table.to(DEV), int(ctx.max()))
+    """Contexts uniform in [0.7C, 1.3C), shuffled block table, kv quantised per token, randn q / weights."""
+    return random_paged(PagedSpec(batch=B, next_n=next_n, context_len=C, context_jitter=0.3, block_size=bs,
+                                  heads=H, dim=D, seed=seed), device=DEV)
 
 
-def reference(t: Paged) -> torch.Tensor:
-    """fp32 [B*next_n, N]: NaN where dead (not checked)."""
-    B, T, H, D = t.q.shape
-    bs, N = t.block_size, t.max_context_len
-    ctx = t.context_lens.long()
-    out = torch.full((B * T, N), float("nan"), device=DEV)
-    flat = t.kv_cache.view(t.kv_cache.shape[0], -1)
-    G = max(1, (1 << 22) // N)
-    for b0 in range(0, B, G):
-        b1 = min(B, b0 + G)
-        L = int(ctx[b0:b1].max())
-        nb = -(-L // bs)
-        blk = t.block_table[b0:b1, :nb].long()
-        raw = flat[blk]  # [g, nb, bs*(D+4)]
-        kv = raw[..., : bs * D].contiguous().view(FP8).float().reshape(b1 - b0, nb * bs, D)
-        sc = raw[..., bs * D:].contiguous().view(torch.float32).reshape(b1 - b0, nb * bs)
-        s = torch.einsum("gthd,gnd->gthn", t.q[b0:b1].float(), kv).clamp_min_(0)
-        lg = torch.einsum("gthn,gth->gtn", s, t.weights[b0 * T:b1 * T].view(b1 - b0, T, H)) * sc[:, None, :]
-        k = torch.arange(nb * bs, device=DEV)
-        ends = ctx[b0:b1, None] - T + 1 + torch.arange(T, device=DEV)[None, :]  # [g, T]
-        lg = torch.where(k[None, None, :] < ends[:, :, None], lg, float("nan"))
-        w_ = min(N, nb * bs)
-        out[b0 * T:b1 * T, :w_] = lg.reshape((b1 - b0) * T, nb * bs)[:, :w_]
-        del raw, kv, s, lg
-    return out
-
-
-def launch_args(t, cfg, out, meta):
-    c = cfg.constexprs
-    ctx = t.context_lens
-    two_d = ctx.dim() == 2
-    q = t.q
-    args = [q, t.kv_cache.view(q.dtype), t.weights, ctx, t.block_table, meta, out, t.batch, int(t.max_context_len),
-            q.stride(0), q.stride(1), q.stride(2), t.kv_cache.stride(0), t.weights.stride(0),
-            ctx.stride(0), ctx.stride(1) if two_d else 0, 0 if two_d else 1, t.block_table.stride(0), out.stride(0)]
-    return ((meta.shape[0] - 1) * c["SUBS"],), args
+def reference(t) -> torch.Tensor:
+    """float32 [B*next_n, N], -inf where dead."""
+    return reference_paged(t, dtype=torch.float32, clean_logits=True)
 
 
 def runner(t, cfg, out, meta):
+    """The launch the API makes (its argument list), through the JIT so each override compiles."""
+    a = paged_args(t, cfg, out, meta)
     kern = cfg.jitted()
-    grid, args = launch_args(t, cfg, out, meta)
-    consts = dict(cfg.constexprs)
-    opts = dict(cfg.options)
-    return lambda: kern[grid](*args, **consts, **opts)
+    return lambda: kern[a.grid](*a.args, **a.constexprs, **a.options)
 
 
 def alloc_out(t, dtype=torch.float32):
-    N = t.max_context_len
-    return torch.empty(t.S, -(-N // 256) * 256, dtype=dtype, device=DEV)[:, :N]
+    return launch.alloc_logits(t.S, t.max_context_len, DEV, dtype)
 
 
 def nbytes(t):
@@ -177,7 +103,7 @@ def check(t, cfg, meta, ref, clean=False, dtype=torch.float32):
     runner(t, cfg, out, meta)()
     if not SMOKE:
         torch.cuda.synchronize()
-    live = ~torch.isnan(ref)
+    live = torch.isfinite(ref)
     got = out.float()
     if not torch.isfinite(got[live]).all():
         return float("inf"), "unwritten/non-finite live entries"
@@ -223,7 +149,6 @@ if SMOKE:
 
 def main():
     say(f"device {'cpu (smoke)' if SMOKE else torch.cuda.get_device_name(0)}, {NUM_SMS} SMs, torch {torch.__version__}, triton {triton.__version__}")
-    rows = []
     csv_f = open(OUT / "paged_sweep.csv", "w", newline="")
     wr = csv.writer(csv_f)
     wr.writerow(["B", "C", "next_n", "config", "us", "pct_copy", "rel_err", "note"])
@@ -329,7 +254,7 @@ def write_table(rows_by_n: dict) -> None:
         full = {lb: v for lb, v in per_label.items() if v["count"] == max(x["count"] for x in per_label.values())}
         label = min(full, key=lambda lb: full[lb]["total"])
         table[n] = (label, dict(SWEEPS[n])[label] if n in SWEEPS else {}, full[label]["total"], full[label]["count"])
-    path = Path(__file__).resolve().parents[1] / "kernels" / "paged" / "tuned.py"
+    path = ROOT / "kernels" / "paged" / "tuned.py"
     lines = ['"""The H200 (sm90) configs of the paged decode kernel, by the dot\'s width N = next_n x H: written by',
              f"`python3 scripts/paged_experiment.py --write-table` on {torch.cuda.get_device_name(0)}, "
              f"{time.strftime('%Y-%m-%d')}, triton {triton.__version__}.",

@@ -2,41 +2,17 @@
 and its device-side schedule metadata (mqa_cli.schedule)."""
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
-
 import pytest
 import torch
 
-if not torch.cuda.is_available():  # the interpreter, before the kernel module is first imported
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-
 from mqa_cli.errors import UserError
 from mqa_cli.launch_paged import launch_paged, paged_args
+from mqa_cli.paged_tensors import Paged as PagedInputs
 from mqa_cli.schedule import get_paged_mqa_logits_metadata
 from mqa_kernels.paged.config import paged_config, paged_rows
 
 FP8 = torch.float8_e4m3fn
 POISON = 12345.0
-
-
-@dataclass
-class PagedInputs:
-    """Duck-typed stand-in for the library's Paged tensors (same fields and properties)."""
-
-    q: torch.Tensor
-    kv_cache: torch.Tensor
-    weights: torch.Tensor
-    context_lens: torch.Tensor
-    block_table: torch.Tensor
-    max_context_len: int
-
-    batch = property(lambda s: s.q.shape[0])
-    next_n = property(lambda s: s.q.shape[1])
-    heads = property(lambda s: s.q.shape[2])
-    dim = property(lambda s: s.q.shape[3])
-    block_size = property(lambda s: s.kv_cache.shape[1])
-    S = property(lambda s: s.q.shape[0] * s.q.shape[1])
 
 
 def row_ends(ctx: torch.Tensor, next_n: int) -> torch.Tensor:

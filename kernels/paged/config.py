@@ -79,14 +79,18 @@ def paged_config(*, heads: int, dim: int, next_n: int, block_size: int, batch: i
     programs = units if units else 4
     constexprs = {"NEXT_N": next_n, "H": heads, "D": dim, "BS": block_size, "BLOCK_KV": block_kv,
                   "ROWS": rows, "CHUNKS": chunks, "SUBS": subs, "CLEAN": bool(clean), "FILL": FILL,
-                  "SELF_SCHEDULE": False}
+                  "SELF_SCHEDULE": True}
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
-                "kv_tiles_max": cdiv(max(1, max_context_len), block_kv), "batch": batch, "bf16": bool(bf16)}
+                "kv_tiles_max": cdiv(max(1, max_context_len), block_kv), "batch": batch, "bf16": bool(bf16),
+                "split": "each program computes its share; with schedule_meta given: SELF_SCHEDULE=0, read from it"}
     return KernelConfig("paged", "paged_mqa_logits", KEYS, constexprs, options, (programs * subs,), schedule,
                         launcher="paged", load=_load)
 
 
-def self_scheduled(cfg: KernelConfig) -> KernelConfig:
-    """The same config with each program computing its own split of the work (no schedule metadata given):
-    one launch instead of two, for callers that pass schedule_meta=None."""
-    return replace(cfg, constexprs={**cfg.constexprs, "SELF_SCHEDULE": True})
+def with_schedule_source(cfg: KernelConfig, self_schedule: bool) -> KernelConfig:
+    """The config's twin that takes its split of the work from the schedule metadata (self_schedule False: the
+    engines pass get_paged_mqa_logits_metadata's tensor) or computes it in each program (True: the default, one
+    launch, what the CLI runs and explain names)."""
+    if cfg.constexprs.get("SELF_SCHEDULE") == self_schedule:
+        return cfg
+    return replace(cfg, constexprs={**cfg.constexprs, "SELF_SCHEDULE": self_schedule})
