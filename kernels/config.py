@@ -29,7 +29,7 @@ class KernelConfig:
     options: dict = field(hash=False)  # num_warps, num_stages, target options
     grid: tuple = field(default=(1,), hash=False)  # launch grid, computed once from the shape
     schedule: dict = field(default_factory=dict, hash=False)  # runtime scalars the kernel takes, and facts for explain
-    launcher: str = "pointer"  # launch family: "pointer" (plain Triton prefill), "tma" (Gluon prefill), "paged"
+    launcher: str = "pointer"  # launch family: "pointer" (plain Triton prefill), "tma" (Gluon prefill), "paged", "paged_ws" (Gluon decode)
     load: Callable | None = field(default=None, hash=False, compare=False)  # returns the jitted kernel
 
     @cached_property

@@ -2,9 +2,10 @@
 table as the CLI.
 
 Hot path: dtype, shape, device and stride checks only (no tensor data read, no sync), a cached plan per
-shape, one output allocation, one launch. So every call can be captured in a CUDA graph. Value checks
-(window ranges, NaN scales, block-table bounds) read data and sync: they run only when asked, with
-`check_values=True` or the environment variable MQA_LOGITS_CHECK=1.
+shape, one output allocation, one launch. So every call can be captured in a CUDA graph. A repeated call
+with the same tensor metadata and options skips even those (mqa_cli.fastpath: they would decide the same).
+Value checks (window ranges, NaN scales, block-table bounds) read data and sync: they run only when asked,
+with `check_values=True` or the environment variable MQA_LOGITS_CHECK=1, on every call asked.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import os
 
 import torch
 
-from . import dispatch, launchers, targets
+from . import dispatch, fastpath, launchers, targets
 from .errors import UserError
 from .paged_tensors import Paged, check_paged, validate_paged_values
 from .schedule import get_paged_mqa_logits_metadata
@@ -23,8 +24,19 @@ LOGITS_DTYPES = (torch.float32, torch.bfloat16)
 _PLANS: dict = {}  # (shape key, device) -> KernelConfig: chosen once per shape and target, never per call
 
 
+# MQA_LOGITS_CHECK is read on every call; os.environ.get costs ~1 µs (it encodes the key), so on CPython the
+# mapping os.environ keeps in sync is read directly (same value, set or unset at any time).
+_ENV = getattr(os.environ, "_data", None)
+_CHECK_KEY, _ONE = (os.environ.encodekey("MQA_LOGITS_CHECK"), os.environ.encodevalue("1")) if _ENV is not None \
+    else ("MQA_LOGITS_CHECK", "1")
+
+
 def _checking(check_values: bool) -> bool:
-    return check_values or os.environ.get("MQA_LOGITS_CHECK") == "1"
+    if check_values:
+        return True
+    if _ENV is not None:
+        return _ENV.get(_CHECK_KEY) == _ONE
+    return os.environ.get("MQA_LOGITS_CHECK") == "1"
 
 
 def target_for(device: torch.device) -> targets.Target:
@@ -101,11 +113,23 @@ def fp8_fp4_mqa_logits(q, kv, weights: torch.Tensor, cu_seq_len_k_start: torch.T
                     int(max_seqlen_k), logits_dtype, check_values)
 
 
+def _prefill_signature(ins: tuple, clean: bool, max_seqlen_k: int, bf16: bool) -> tuple | None:
+    """The fast path's key of a prefill call; ins = (q, kv, kv_scales, weights, ks, ke) as passed."""
+    return fastpath.signature(ins, ("prefill", clean, max_seqlen_k, bf16))
+
+
 def _prefill(q, kv, kv_scales, weights, ks, ke, clean: bool, max_seqlen_k: int, logits_dtype,
              check_values: bool) -> torch.Tensor:
     bf16 = _logits_dtype(logits_dtype)
     if max_seqlen_k < 0:
         raise UserError(f"max_seqlen_k must be >= 0, got {max_seqlen_k}")
+    ins = (q, kv, kv_scales, weights, ks, ke)
+    sig = _prefill_signature(ins, clean, max_seqlen_k, bf16)
+    entry = fastpath.get(sig)
+    if entry is not None:  # this signature passed the checks below before: only the value checks remain
+        if _checking(check_values):
+            validate_values(Prefill(q, kv, scales_1d(kv_scales), weights, ks, ke))
+        return entry.launch(ins)
     t = Prefill(q, kv, scales_1d(kv_scales), weights, ks, ke)
     check_prefill(t)
     if _checking(check_values):
@@ -116,7 +140,9 @@ def _prefill(q, kv, kv_scales, weights, ks, ke, clean: bool, max_seqlen_k: int, 
     key = ("prefill", S, N, H, D, clean, q.dtype, compressed, bf16, q.device)
     cfg = _config(key, lambda: dispatch.Shape("prefill", S, N, H, D, clean, FP8_NAMES[q.dtype],
                                               compressed=compressed, bf16=bf16), q.device)
-    return launchers.run(t, cfg, max_seqlen_k=max_seqlen_k)
+    launched = launchers.launch_config(t, cfg, max_seqlen_k=max_seqlen_k)
+    fastpath.record(sig, launched, ins)
+    return launched.out
 
 
 # ------------------------------------------------------------------------------------------ paged decode
@@ -147,6 +173,14 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     if not isinstance(max_context_len, int) or isinstance(max_context_len, bool):
         raise UserError(f"max_context_len must be an int (reading it from context_lens would sync), got "
                         f"{type(max_context_len).__name__}")
+    clean = bool(clean_logits)
+    ins = (q, kv_cache, weights, context_lens, block_table, schedule_meta)
+    sig = _paged_signature(ins, max_context_len, clean, bf16)
+    entry = fastpath.get(sig)
+    if entry is not None:  # this signature passed the checks below before: only the value checks remain
+        if _checking(check_values):
+            validate_paged_values(Paged(q, kv_cache, weights, context_lens, block_table, max_context_len))
+        return entry.launch(ins)
     t = Paged(q, kv_cache, weights, context_lens, block_table, max_context_len)
     check_paged(t)
     if schedule_meta is not None:
@@ -161,11 +195,18 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
         validate_paged_values(t)
     B, T, H, D = q.shape
     bs = kv_cache.shape[1]
-    clean = bool(clean_logits)
     key = ("paged", B, T, H, D, bs, max_context_len, clean, q.dtype, bf16, q.device)
     cfg = _config(key, lambda: dispatch.Shape("paged", B * T, max_context_len, H, D, clean, FP8_NAMES[q.dtype],
                                               batch=B, next_n=T, block_size=bs, bf16=bf16), q.device)
-    return launchers.run(t, cfg, schedule_meta=schedule_meta)
+    launched = launchers.launch_config(t, cfg, schedule_meta=schedule_meta)
+    fastpath.record(sig, launched, ins)
+    return launched.out
+
+
+def _paged_signature(ins: tuple, max_context_len: int, clean: bool, bf16: bool) -> tuple | None:
+    """The fast path's key of a paged call; ins = (q, kv_cache, weights, context_lens, block_table,
+    schedule_meta) as passed (schedule_meta may be None)."""
+    return fastpath.signature(ins, ("paged", max_context_len, clean, bf16))
 
 
 def fp8_fp4_paged_mqa_logits(q, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,

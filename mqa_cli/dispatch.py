@@ -13,6 +13,8 @@ from mqa_kernels.config import KernelConfig
 from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
 from mqa_kernels.h64d128.config import h64d128_config
 from mqa_kernels.paged.config import paged_config
+from mqa_kernels.paged_ws_sm90.config import fits as paged_ws_fits
+from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
 from mqa_kernels.tiled.config import tiled_config
 
 from .errors import UserError
@@ -237,8 +239,33 @@ def _paged_config(shape, target):
                         backend=target.backend, units=target.units)
 
 
-# The paged decode form (fp8_paged_mqa_logits): one portable row.
+def _paged_ws_sm90_conditions(shape, target, caps):
+    return [
+        check_eq("problem", shape.kind, "paged"),
+        check_eq("target", target.name, "sm90"),
+        check_eq("block_size", shape.block_size, 64),
+        check_in("dim", shape.dim, (64, 128)),
+        check_pow2_range("heads", shape.heads, 8, 64),
+        Check("next_n x heads", "<= 256 (one wgmma)", f"{shape.next_n} x {shape.heads}",
+              1 <= shape.next_n and paged_ws_fits(shape.next_n, shape.heads)),
+        check_eq("fp8 flavour", shape.fp8, "e4m3fn"),
+        *check_gluon(caps),
+        check_offsets(shape),
+    ]
+
+
+def _paged_ws_sm90_config(shape, target):
+    return paged_ws_sm90_config(heads=shape.heads, dim=shape.dim, next_n=shape.next_n, block_size=shape.block_size,
+                                batch=shape.batch, max_context_len=shape.N, clean=shape.clean_logits, bf16=shape.bf16,
+                                units=target.units)
+
+
+# The paged decode form (fp8_paged_mqa_logits): the Hopper TMA kernel, then the portable row.
 PAGED_ROWS: list[Row] = [
+    Row("paged_ws_sm90", "warp-specialised Gluon decode on Hopper: a TMA producer warp streams whole cache blocks "
+        "(fp8 rows + fp32 scales, ids read 32 at a time from the block table) into a ring; one wgmma per block for "
+        "all next_n rows x heads; persistent length-balanced ranges, SUBS programs per SM. A cache whose block "
+        "stride TMA cannot describe runs the paged row", _paged_ws_sm90_conditions, _paged_ws_sm90_config),
     Row("paged", "paged decode: persistent grid, the cache blocks of all sequences split evenly over the SMs "
         "(schedule metadata, or computed by each program when none is given); each kv tile gathered once through "
         "the block table for all next_n draft rows x heads (= MMA N); -inf fused", _paged_conditions, _paged_config),

@@ -1,12 +1,16 @@
 """Launching a planned kernel: the output buffer, the argument list of the plain-Triton prefill family,
 and a launch path that skips the JIT's per-call argument binding after the first launch.
 
+Each family's argument builder also returns a `rebuild`: the same argument list for a later call whose
+signature (mqa_cli.fastpath) matches, taking only that call's tensors. The API's fast path uses it.
+
 The grid and runtime schedule come from the config (mqa_kernels.<variant>.config); nothing here
 recomputes them. Nothing here reads tensor data or syncs, so every launch can be captured in a CUDA graph.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -24,6 +28,11 @@ class LaunchArgs:
     args: list  # positional runtime arguments, in the kernel's order
     constexprs: dict
     options: dict  # num_warps, num_stages, target options
+    # (inputs, out) -> the same runtime arguments for a later call with the same signature. inputs: that call's
+    # tensors in the bundle's field order (Prefill: q, kv, kv_scales, weights, ks, ke; Paged: q, kv_cache,
+    # weights, context_lens, block_table, schedule_meta), each the bundle's tensor or a view at the same address
+    # (the compiled launcher reads pointers only). None: this launch cannot be replayed that way.
+    rebuild: Callable | None = None
 
 
 def padded_stride(cols: int, align: int = ROW_ALIGN) -> int:
@@ -50,7 +59,13 @@ def pointer_args(t, cfg, out, max_seqlen_k: int = 0) -> LaunchArgs:
             t.q.stride(0), t.q.stride(1), t.kv.stride(0), t.kv_scales.stride(0), t.weights.stride(0),
             t.weights.stride(1), t.ks.stride(0), t.ke.stride(0), out.stride(0),
             *cfg.schedule.get("args", {}).values()]
-    return LaunchArgs(tuple(cfg.grid), args, dict(c), dict(cfg.options))
+    tail = tuple(args[7:])  # sizes, strides and schedule scalars: fixed by the signature
+
+    def rebuild(ins, out):
+        q, kv, kv_scales, weights, ks, ke = ins
+        return (q, kv, kv_scales, weights, ks, ke, out, *tail)
+
+    return LaunchArgs(tuple(cfg.grid), args, dict(c), dict(cfg.options), rebuild)
 
 
 def kernel_for(cfg, device: torch.device):
@@ -92,11 +107,13 @@ def _specialization(args) -> tuple | None:
     return tuple(key)
 
 
-def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool) -> None:
-    """Launch `kernel` with LaunchArgs; after the first launch of a specialization, through its compiled object."""
+def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool):
+    """Launch `kernel` with LaunchArgs; after the first launch of a specialization, through its compiled object.
+    Returns the compiled kernel that ran, for a direct relaunch (mqa_cli.fastpath); None in the interpreter or
+    when the compiled runner does not take these arguments directly."""
     if interpret:
         kernel[a.grid](*a.args, **a.constexprs)
-        return
+        return None
     spec = _specialization(a.args)
     device = next((x.device for x in a.args if isinstance(x, torch.Tensor)), None)  # args[0] may be a descriptor
     options = cfg.options_key if a.options == cfg.options else tuple(sorted(a.options.items()))
@@ -108,17 +125,19 @@ def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool) -> None:
             names = kernel.arg_names[len(a.args):]
             if set(names) == set(a.constexprs):
                 _COMPILED[key] = (compiled, tuple(a.constexprs[n] for n in names))
-        return
+        return compiled
     compiled, constexpr_values = hit
     if hit[1] is _UNCACHEABLE:
         kernel[a.grid](*a.args, **a.constexprs, **a.options)
-        return
+        return None
     try:
         compiled[tuple(a.grid) + (1,) * (3 - len(a.grid))](*a.args, *constexpr_values)  # the runner reads 3 dims
     except (TypeError, AttributeError, ValueError):
         # an argument kind the compiled runner does not take directly: the JIT path for this key from now on
         _COMPILED[key] = (compiled, _UNCACHEABLE)
         kernel[a.grid](*a.args, **a.constexprs, **a.options)
+        return None
+    return compiled
 
 
 def launch_pointer(t, cfg, out, max_seqlen_k: int = 0, schedule_meta=None) -> torch.Tensor:

@@ -94,4 +94,33 @@ def tma_args(t, cfg, out: torch.Tensor, max_seqlen_k: int = 0) -> LaunchArgs:
     args = [q_desc, kv_desc, t.kv_scales, t.weights, t.ks, t.ke, out, S, N, int(max_seqlen_k),
             t.kv_scales.stride(0), t.weights.stride(0), t.ks.stride(0), t.ke.stride(0), out.stride(0),
             *cfg.schedule.get("args", {}).values()]
-    return LaunchArgs(tuple(cfg.grid), args, dict(c), dict(cfg.options))
+    # read in place, a later call's tensors go into the same descriptors; a copy (a new tensor per call) cannot
+    rebuild = _rebuilder(args, q_desc, kv_desc) if q is t.q and kv is t.kv else None
+    return LaunchArgs(tuple(cfg.grid), args, dict(c), dict(cfg.options), rebuild)
+
+
+def _rebuilder(args: list, q_desc, kv_desc):
+    """LaunchArgs.rebuild of tma_args: fresh descriptors over the call's q and kv, the rest as passed."""
+    tail, q_fields, kv_fields = tuple(args[7:]), _fields(q_desc), _fields(kv_desc)
+
+    def rebuild(ins, out):
+        q, kv, kv_scales, weights, ks, ke = ins
+        return (_rebased(q_fields, q), _rebased(kv_fields, kv), kv_scales, weights, ks, ke, out, *tail)
+
+    return rebuild
+
+
+def _fields(desc) -> tuple:
+    """A descriptor's class and fields without its base tensor (a recorded rebuild must not keep a call's tensors)."""
+    return type(desc), {k: v for k, v in vars(desc).items() if k != "base"}
+
+
+def _rebased(fields: tuple, base: torch.Tensor):
+    """The descriptor of `fields` over `base`, a tensor of the same shape, strides, dtype and alignment as the one
+    it was built on (a matching call signature guarantees it), without rerunning the constructor's checks
+    (several µs of host time)."""
+    cls, values = fields
+    d = object.__new__(cls)
+    d.__dict__.update(values)
+    d.base = base
+    return d

@@ -250,12 +250,21 @@ def test_dump_ignores_an_inherited_interpreter_switch(env, tmp_path):
     assert "tt.dot" in proc.stdout
 
 
-def test_paged_kernel_dumps_for_sm90(env, tmp_path):
-    """The paged decode row cross-compiles too (meta-device paged tensors), with its config name in the PTX."""
+@pytest.mark.parametrize("kernel, entry, marks", [
+    (None, "paged_mqa_logits_ws_sm90_NEXT_N_2_H_64_D_128_BS_64_NP_2", ("cp.async.bulk.tensor.2d", "wgmma.mma_async",
+                                                                       "setmaxnreg")),
+    ("paged", "paged_mqa_logits_NEXT_N_2_H_64_D_128_BS_64", ("cp.async",)),
+])
+def test_paged_kernels_dump_for_sm90(env, tmp_path, kernel, entry, marks):
+    """Both paged decode rows cross-compile (meta-device paged tensors), with the config name in the PTX: the
+    dispatched Gluon kernel streams cache blocks by TMA into wgmma; the portable one gathers by cp.async."""
+    forced = ("--kernel", kernel) if kernel else ()
     r = cli("dump", "--paged", "--batch", "8", "--context-len", "4096", "--next-n", "2", "--target", "sm90",
-            "--stage", "ptx", "--dump-dir", tmp_path, env_extra=env)
+            *forced, "--stage", "ptx", "--dump-dir", tmp_path, env_extra=env)
     assert r.returncode == 0, r.stderr
-    assert ".entry paged_mqa_logits_NEXT_N_2_H_64_D_128_BS_64" in r.stdout
+    assert f".entry {entry}" in r.stdout
+    for mark in marks:
+        assert mark in r.stdout, mark
 
 
 @pytest.mark.parametrize("kernel", ["tiled", "h64d128_sm90"])

@@ -187,11 +187,12 @@ def test_contexts_jitter_and_scattered_table():
 @pytest.mark.parametrize("batch,next_n,context_len,block_size", [
     (3, 1, 300, 16), (3, 2, 300, 64), (3, 3, 300, 32), (9, 1, 3000, 64), (2, 4, 200, 64)])
 def test_sm90_config_runs_correctly_in_the_interpreter(batch, next_n, context_len, block_size):
-    """The tuned Hopper configs (their tiles over 16/32/64-token pages, their schedule) compute the same
-    function: run them through the interpreter (launch options do not apply there)."""
+    """The portable row's tuned Hopper configs (their tiles over 16/32/64-token pages, their schedule) compute the
+    same function: run them through the interpreter (launch options do not apply there). The Gluon row that
+    Hopper dispatches at block size 64 has no interpreter path: the GPU script checks it."""
     spec = PagedSpec(batch=batch, next_n=next_n, context_len=context_len, context_jitter=0.3, block_size=block_size,
                      heads=8 if batch > 8 else 16, dim=64, seed=5)
     prob = source.from_spec(spec)
-    cfg = dispatch.plan(prob.shape, targets.TARGETS["sm90"]).config
+    cfg = dispatch.plan(prob.shape, targets.TARGETS["sm90"], kernel="paged").config
     r = verify(prob.materialise("cpu"), cfg, True, prob.label)
     assert r.ok, r.as_dict()

@@ -1,0 +1,6 @@
+"""Warp-specialised Gluon paged decode kernel for Hopper (sm90, triton 3.6): config.py its config, kernel.py the
+kernel."""
+
+# The constexpr names that make its compiled variants differ (and name them): written once, read by
+# config.py (the config) and kernel.py (the kernel's repr).
+KEYS = ("NEXT_N", "H", "D", "BS", "NP", "STAGES", "SUBS", "CLEAN", "SELF_SCHEDULE", "PIPE")

@@ -1,0 +1,404 @@
+"""Hopper (sm90) paged decode kernel in Gluon, warp-specialised: fp8 MQA logits of next_n draft rows against a
+paged fp8 kv cache, streaming whole cache blocks through TMA.
+
+Grid: P ranges x SUBS programs. Range p is (sequence, cache block) work from entry p of the schedule to entry
+p + 1 (get_paged_mqa_logits_metadata's split, read from it or computed by the program itself: SELF_SCHEDULE);
+sub-program j of a range takes blocks j, j + SUBS, ... of each of its sequence segments, so SUBS programs share
+an SM and each one's math overlaps the others' loads.
+
+Partitions (gl.warp_specialize):
+- producer (worker, 1 warp): per sequence, q [NP*H, D] by TMA into a double-buffered slot; per cache block, the
+  block id read from the block table (32 ids per vector load, the next 32 loaded while these are issued) and
+  two TMAs into a STAGES-deep ring: the block's fp8 rows [BS, D] and its fp32 scales [BS];
+- math (default partition, one warpgroup): per cache block one wgmma [BS, D] x [D, NP*H] (kv = M, A operand;
+  draft rows x heads = N, B operand, K-major from q's slot), so each kv byte is read once for all next_n rows;
+  then relu, x weight, head sum, x kv scale, the -inf mask past each row's end (CLEAN), and the [BS, NP] store.
+
+Cache layout (DeepGEMM's): block i starts at byte i * stride_kv_block and holds BS*D fp8 bytes (token-major)
+followed by BS fp32 scales. The launcher describes it twice: fp8 rows [blocks * RPB, D] (RPB = stride_kv_block /
+D rows per block; block i's tokens are rows i*RPB .. i*RPB + BS - 1) and fp32 scales [blocks, BS] at byte offset
+BS*D with row stride stride_kv_block / 4.
+Row (b, t) ends at ctx[b] - NEXT_N + t + 1 (1-D context lens, ctx_causal 1, stride_ctx_t 0) or ctx[b, t] (2-D).
+Tokens at or past the sequence's largest row end (clamped to max_context_len) are never read. With CLEAN, row
+entries in [end, largest end) are written -inf by the tile, and [largest end, max_context_len) by a fill spread
+over all programs after their blocks.
+
+mbarrier phases as in mqa_kernels.gluon_ws_sm90 (Ring): the n-th fill of a slot is waited with parity n & 1 by
+the math warpgroup, and its (n-1)-th release with parity (n & 1) ^ 1 by the producer before refilling it.
+"""
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from triton.language.core import _aggregate as aggregate
+
+from ..gluon_ws_sm90.kernel import Scalar, _ring, _scalar
+from ..naming import make_kernel_repr
+from . import KEYS
+
+IDS = gl.constexpr(32)  # block-table entries the producer reads per vector load (one per lane)
+FILL = gl.constexpr(1024)  # columns per -inf fill item (CLEAN)
+SPLIT_CHUNK = gl.constexpr(256)  # sequences per step of the in-kernel schedule's scans
+
+
+@aggregate
+class Decode:
+    """The runtime arguments both partitions read: pointers, sizes, strides (elements)."""
+
+    w_ptr: gl.tensor  # fp32 [B*NEXT_N, H], row stride stride_w, heads contiguous
+    ctx_ptr: gl.tensor  # int32 [B] or [B, NEXT_N]
+    table_ptr: gl.tensor  # int32 [B, max_blocks], row stride stride_table
+    out_ptr: gl.tensor  # fp32 / bf16 [B*NEXT_N, stride_out]
+    batch: Scalar
+    max_context_len: Scalar
+    rows_per_block: Scalar  # RPB: rows of the fp8 descriptor per cache block
+    stride_w: Scalar
+    stride_ctx_b: Scalar
+    stride_ctx_t: Scalar
+    ctx_causal: Scalar
+    stride_table: Scalar
+    stride_out: Scalar
+
+    @gluon.constexpr_function
+    def __init__(self, w_ptr, ctx_ptr, table_ptr, out_ptr, batch, max_context_len, rows_per_block, stride_w,
+                 stride_ctx_b, stride_ctx_t, ctx_causal, stride_table, stride_out):
+        self.w_ptr = w_ptr
+        self.ctx_ptr = ctx_ptr
+        self.table_ptr = table_ptr
+        self.out_ptr = out_ptr
+        self.batch = _scalar(batch)
+        self.max_context_len = _scalar(max_context_len)
+        self.rows_per_block = _scalar(rows_per_block)
+        self.stride_w = _scalar(stride_w)
+        self.stride_ctx_b = _scalar(stride_ctx_b)
+        self.stride_ctx_t = _scalar(stride_ctx_t)
+        self.ctx_causal = _scalar(ctx_causal)
+        self.stride_table = _scalar(stride_table)
+        self.stride_out = _scalar(stride_out)
+
+
+@aggregate
+class Shape:
+    """The compile-time shape of the work."""
+
+    NEXT_N: gl.constexpr
+    H: gl.constexpr
+    D: gl.constexpr
+    BS: gl.constexpr  # tokens per cache block = the wgmma's M (64)
+    NP: gl.constexpr  # draft rows per wgmma (next_n rounded up); NP * H = the wgmma's N
+    STAGES: gl.constexpr  # kv ring depth (cache blocks in flight per program)
+    SUBS: gl.constexpr  # programs sharing one schedule range
+    CLEAN: gl.constexpr
+    PIPE: gl.constexpr  # two accumulators: a block's epilogue overlaps the next block's wgmma
+
+    @gluon.constexpr_function
+    def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE):
+        self.NEXT_N = gl.constexpr(NEXT_N)
+        self.H = gl.constexpr(H)
+        self.D = gl.constexpr(D)
+        self.BS = gl.constexpr(BS)
+        self.NP = gl.constexpr(NP)
+        self.STAGES = gl.constexpr(STAGES)
+        self.SUBS = gl.constexpr(SUBS)
+        self.CLEAN = gl.constexpr(CLEAN)
+        self.PIPE = gl.constexpr(PIPE)
+
+
+@aggregate
+class Work:
+    """This program's range of (sequence, block) work: from (b_lo, u_lo) to (b_end, u_end), blocks j mod SUBS."""
+
+    b_lo: gl.tensor
+    u_lo: gl.tensor
+    b_end: gl.tensor
+    u_end: gl.tensor
+    j: gl.tensor
+
+    @gluon.constexpr_function
+    def __init__(self, b_lo, u_lo, b_end, u_end, j):
+        self.b_lo = b_lo
+        self.u_lo = u_lo
+        self.b_end = b_end
+        self.u_end = u_end
+        self.j = j
+
+
+@gluon.jit
+def _row_ends(p, b, t, NEXT_N: gl.constexpr):
+    """Row ends of draft rows t (a vector; rows >= NEXT_N get 0) of sequence b."""
+    ok = t < NEXT_N
+    e = gl.load(p.ctx_ptr + b.to(gl.int64) * p.stride_ctx_b + t * p.stride_ctx_t, mask=ok, other=0)
+    e = e + p.ctx_causal * (t - NEXT_N + 1)
+    return gl.where(ok, gl.maximum(e, 0), 0)
+
+
+@gluon.jit
+def _segment(p, s, w, b, layout: gl.constexpr):
+    """Blocks [u0, u1) of sequence b that this program takes (step SUBS from u0), and the range's token end."""
+    ends = _row_ends(p, b, gl.arange(0, s.NP, layout=layout), s.NEXT_N)
+    hi = gl.minimum(gl.max(ends, axis=0), p.max_context_len)
+    seg_lo = gl.where(b == w.b_lo, w.u_lo * s.BS, 0)
+    seg_hi = gl.where(b == w.b_end, gl.minimum(w.u_end * s.BS, hi), hi)
+    u0 = seg_lo // s.BS + w.j
+    u1 = gl.where(seg_lo < seg_hi, (seg_hi + s.BS - 1) // s.BS, 0)
+    return u0, u1, seg_hi
+
+
+@gluon.jit
+def _add(a, b):
+    return a + b
+
+
+@gluon.jit
+def _units(p, bidx, ok, NEXT_N: gl.constexpr, BS: gl.constexpr):
+    """Cache blocks of sequences bidx, in the metadata's rule: cdiv(max(largest context of the sequence, 0), BS)."""
+    e = gl.zeros_like(bidx)
+    for t in gl.static_range(NEXT_N):
+        e = gl.maximum(e, gl.load(p.ctx_ptr + bidx.to(gl.int64) * p.stride_ctx_b + t * p.stride_ctx_t,
+                                  mask=ok, other=0))
+    return (e.to(gl.int64) + (BS - 1)) // BS
+
+
+@gluon.jit
+def _split_point(p, target_p, P, NEXT_N: gl.constexpr, BS: gl.constexpr):
+    """Entry target_p of get_paged_mqa_logits_metadata, computed by the program itself: the sequence b with
+    cum_before(b) <= floor(target_p * total / P) < cum_before(b) + blocks(b), and the block offset into it;
+    (batch, 0) at or past the total. Two passes over the context lengths (a few KB, from L2)."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    offs = gl.arange(0, SPLIT_CHUNK, layout=layout)
+    total = gl.to_tensor(0).to(gl.int64)
+    for c0 in range(0, p.batch, SPLIT_CHUNK):
+        bidx = c0 + offs
+        total += gl.sum(_units(p, bidx, bidx < p.batch, NEXT_N, BS), axis=0)
+    target = target_p.to(gl.int64) * total // P
+    carry = gl.to_tensor(0).to(gl.int64)
+    seq = gl.to_tensor(p.batch)
+    off = gl.to_tensor(0).to(gl.int64)
+    for c0 in range(0, p.batch, SPLIT_CHUNK):
+        bidx = c0 + offs
+        ok = bidx < p.batch
+        u = _units(p, bidx, ok, NEXT_N, BS)
+        incl = gl.associative_scan(u, 0, _add) + carry
+        before = incl - u
+        hit = ok & (before <= target) & (target < incl)
+        seq = gl.minimum(seq, gl.min(gl.where(hit, bidx, p.batch), axis=0))
+        off += gl.sum(gl.where(hit, target - before, 0), axis=0)
+        carry += gl.sum(u, axis=0)
+    return seq, off.to(gl.int32)
+
+
+@gluon.jit
+def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc):
+    """TMA producer (1 warp): q of each sequence with work here, then its cache blocks through the ring."""
+    lay: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    offs = gl.arange(0, IDS, layout=lay)
+    c = 0  # blocks issued so far: slot c % STAGES, use c // STAGES
+    i = 0  # sequences issued: q slot i % 2, use i // 2
+    for b in range(w.b_lo, gl.minimum(w.b_end + 1, p.batch)):
+        u0, u1, seg_hi = _segment(p, s, w, b, lay)
+        if u0 < u1:
+            qs = i % 2
+            mbarrier.wait(q.empty.index(qs), ((i // 2) & 1) ^ 1)
+            mbarrier.expect(q.full.index(qs), q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(q_desc, [b * (s.NEXT_N * s.H), 0], q.full.index(qs), q.smem.index(qs))
+            i += 1
+            row = p.table_ptr + b.to(gl.int64) * p.stride_table + u0
+            n = (u1 - u0 + s.SUBS - 1) // s.SUBS  # this program's blocks of the segment
+            ids = gl.load(row + offs * s.SUBS, mask=offs < n, other=0)
+            for k0 in range(0, n, IDS):
+                nxt = gl.load(row + (k0 + IDS + offs) * s.SUBS, mask=k0 + IDS + offs < n, other=0)
+                for k in range(0, gl.minimum(IDS, n - k0)):
+                    blk = gl.sum(gl.where(offs == k, ids, 0), axis=0)
+                    st = c % s.STAGES
+                    mbarrier.wait(kv.empty.index(st), ((c // s.STAGES) & 1) ^ 1)
+                    mbarrier.expect(kv.full.index(st), kv_desc.block_type.nbytes + sc_desc.block_type.nbytes)
+                    tma.async_copy_global_to_shared(kv_desc, [blk * p.rows_per_block, 0], kv.full.index(st),
+                                                    kv.smem.index(st))
+                    tma.async_copy_global_to_shared(sc_desc, [blk, 0], kv.full.index(st), sc_smem.index(st))
+                    c += 1
+                ids = nxt
+
+
+@gluon.jit
+def _scales(sc_smem, st, BS: gl.constexpr, k_layout: gl.constexpr):
+    """The fp32 scales of the cache block in ring slot st, one per MMA row (read before the slot is released)."""
+    sc_layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, 4], [1, 0])
+    return gl.convert_layout(gl.reshape(sc_smem.index(st).load(sc_layout), [BS]), k_layout)
+
+
+@gluon.jit
+def _store_block(p, s, acc, w2, sc, u, offs_k, ends2, out_rows, t_ok, seg_hi):
+    """relu, x weight, head sum, x kv scale, -inf past each row's end (CLEAN), store [BS, NP] of block u."""
+    x = gl.maximum(acc, 0.0) * w2
+    lg = gl.sum(gl.reshape(x, [s.BS, s.NP, s.H]), axis=2) * gl.expand_dims(sc, 1)
+    k2 = gl.expand_dims(u * s.BS + offs_k, 1)
+    if s.CLEAN:
+        lg = gl.where(k2 < ends2, lg, float("-inf"))
+    gl.store(p.out_ptr + out_rows + k2, lg.to(p.out_ptr.dtype.element_ty), mask=t_ok & (k2 < seg_hi))
+
+
+@gluon.jit
+def _math_partition(p, s, w, q, kv, sc_smem):
+    """One warpgroup: per cache block one wgmma for all draft rows, the fp32 epilogue and the store."""
+    H: gl.constexpr = s.H
+    NP: gl.constexpr = s.NP
+    BS: gl.constexpr = s.BS
+    NPH: gl.constexpr = NP * H
+    mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, NPH, 32])
+    acc = gl.zeros([BS, NPH], gl.float32, layout=mma_layout)
+    red_layout: gl.constexpr = gl.sum(gl.reshape(acc, [BS, NP, H]), axis=2).type.layout
+    t_layout: gl.constexpr = gl.SliceLayout(0, red_layout)
+    k_layout: gl.constexpr = gl.SliceLayout(1, red_layout)
+    cols = gl.arange(0, NPH, layout=gl.SliceLayout(0, mma_layout))
+    offs_t = gl.arange(0, NP, layout=t_layout)
+    offs_k = gl.arange(0, BS, layout=k_layout)
+    out_ty: gl.constexpr = p.out_ptr.dtype.element_ty
+    c = 0  # blocks consumed so far: slot c % STAGES, use c // STAGES
+    i = 0  # sequences consumed: q slot i % 2, use i // 2
+    for b in range(w.b_lo, gl.minimum(w.b_end + 1, p.batch)):
+        u0, u1, seg_hi = _segment(p, s, w, b, t_layout)
+        if u0 < u1:
+            b64 = b.to(gl.int64)
+            tc = cols // H
+            wts = gl.load(p.w_ptr + (b64 * s.NEXT_N + tc) * p.stride_w + cols % H, mask=tc < s.NEXT_N, other=0.0)
+            w2 = gl.expand_dims(wts, 0)
+            ends2 = gl.expand_dims(_row_ends(p, b, offs_t, s.NEXT_N), 0)
+            out_rows = gl.expand_dims((b64 * s.NEXT_N + offs_t) * p.stride_out, 0)  # int64 [1, NP]
+            t_ok = gl.expand_dims(offs_t < s.NEXT_N, 0)
+            qs = i % 2
+            mbarrier.wait(q.full.index(qs), (i // 2) & 1)
+            q_t = q.smem.index(qs).permute((1, 0))  # [D, NPH], K-major B operand
+            if s.PIPE:
+                # Two accumulators in fixed roles (A: even blocks, B: odd), so no register copy of an in-flight
+                # wgmma: block n+1's wgmma runs on the tensor cores while block n's epilogue runs.
+                st_a = c % s.STAGES
+                mbarrier.wait(kv.full.index(st_a), (c // s.STAGES) & 1)
+                tok_a = warpgroup_mma(kv.smem.index(st_a), q_t, acc, use_acc=False, is_async=True)
+                sc_a = _scales(sc_smem, st_a, BS, k_layout)
+                c += 1
+                for u in range(u0, u1, 2 * s.SUBS):
+                    ub = u + s.SUBS
+                    if ub < u1:
+                        st_b = c % s.STAGES
+                        mbarrier.wait(kv.full.index(st_b), (c // s.STAGES) & 1)
+                        tok_b = warpgroup_mma(kv.smem.index(st_b), q_t, acc, use_acc=False, is_async=True)
+                        sc_b = _scales(sc_smem, st_b, BS, k_layout)
+                        c += 1
+                        done_a = warpgroup_mma_wait(num_outstanding=1, deps=(tok_a, ))
+                        mbarrier.arrive(kv.empty.index(st_a), count=1)
+                        _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
+                        ua = ub + s.SUBS
+                        if ua < u1:
+                            st_a = c % s.STAGES
+                            mbarrier.wait(kv.full.index(st_a), (c // s.STAGES) & 1)
+                            tok_a = warpgroup_mma(kv.smem.index(st_a), q_t, acc, use_acc=False, is_async=True)
+                            sc_a = _scales(sc_smem, st_a, BS, k_layout)
+                            c += 1
+                            done_b = warpgroup_mma_wait(num_outstanding=1, deps=(tok_b, ))
+                        else:
+                            done_b = warpgroup_mma_wait(num_outstanding=0, deps=(tok_b, ))
+                        mbarrier.arrive(kv.empty.index(st_b), count=1)
+                        _store_block(p, s, done_b, w2, sc_b, ub, offs_k, ends2, out_rows, t_ok, seg_hi)
+                    else:
+                        done_a = warpgroup_mma_wait(num_outstanding=0, deps=(tok_a, ))
+                        mbarrier.arrive(kv.empty.index(st_a), count=1)
+                        _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
+            else:
+                for u in range(u0, u1, s.SUBS):
+                    st = c % s.STAGES
+                    mbarrier.wait(kv.full.index(st), (c // s.STAGES) & 1)
+                    tok = warpgroup_mma(kv.smem.index(st), q_t, acc, use_acc=False, is_async=True)
+                    sc = _scales(sc_smem, st, BS, k_layout)
+                    done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
+                    mbarrier.arrive(kv.empty.index(st), count=1)  # slot st: the tile and its scales are read
+                    _store_block(p, s, done, w2, sc, u, offs_k, ends2, out_rows, t_ok, seg_hi)
+                    c += 1
+            mbarrier.arrive(q.empty.index(qs), count=1)
+            i += 1
+
+    if s.CLEAN:
+        # Dead tails [largest row end of the sequence, max_context_len), in FILL-column pieces over all programs.
+        fl: gl.constexpr = gl.BlockedLayout([4], [32], [4], [0])
+        cols_f = gl.arange(0, FILL, layout=fl)
+        neg = gl.full([FILL], float("-inf"), out_ty, layout=fl)
+        t_all = gl.arange(0, NP, layout=fl)
+        n_chunks = gl.cdiv(p.max_context_len, FILL)
+        pid = gl.program_id(0)
+        nprog = gl.num_programs(0)
+        for item in range(pid, p.batch * s.NEXT_N * n_chunks, nprog):
+            r = item // n_chunks
+            c0 = (item - r * n_chunks) * FILL
+            ends = _row_ends(p, r // s.NEXT_N, t_all, s.NEXT_N)
+            hi = gl.minimum(gl.max(ends, axis=0), p.max_context_len)
+            if hi < c0 + FILL:
+                col = c0 + cols_f
+                gl.store(p.out_ptr + r.to(gl.int64) * p.stride_out + col, neg,
+                         mask=(col >= hi) & (col < p.max_context_len))
+
+
+@gluon.jit(repr=make_kernel_repr("paged_mqa_logits_ws_sm90", KEYS))
+def paged_mqa_logits_ws_sm90(
+    q_desc,  # TMA descriptor: fp8 q viewed [B*NEXT_N*H, D], block [NP*H, D]
+    kv_desc,  # TMA descriptor: the cache's fp8 rows [blocks*RPB, D], block [BS, D]
+    sc_desc,  # TMA descriptor: the cache's fp32 scales [blocks, BS] (row stride stride_kv_block / 4), block [1, BS]
+    w_ptr,  # fp32 [B*NEXT_N, H], heads contiguous
+    ctx_ptr,  # int32 [B] or [B, NEXT_N]
+    table_ptr,  # int32 [B, max_blocks], blocks contiguous
+    meta_ptr,  # int32 [P + 1, 2] contiguous: (sequence, block) where each range starts (unused: SELF_SCHEDULE)
+    out_ptr,  # fp32 or bf16 [B*NEXT_N, >= max_context_len], row stride stride_out
+    batch,
+    max_context_len,
+    rows_per_block,  # RPB = stride_kv_block / D
+    stride_w,
+    stride_ctx_b, stride_ctx_t,  # stride_ctx_t = 0 for 1-D context lens
+    ctx_causal,  # 1: 1-D context lens (row t ends at ctx - NEXT_N + t + 1); 0: 2-D
+    stride_table,
+    stride_out,
+    NEXT_N: gl.constexpr,
+    H: gl.constexpr,
+    D: gl.constexpr,
+    BS: gl.constexpr,
+    NP: gl.constexpr,
+    STAGES: gl.constexpr,
+    SUBS: gl.constexpr,
+    CLEAN: gl.constexpr,
+    SELF_SCHEDULE: gl.constexpr,
+    PIPE: gl.constexpr,  # two accumulators per math warpgroup (epilogue of block n beside the wgmma of block n+1)
+    SMALL_REGS: gl.constexpr,  # registers per thread of the producer warp
+):
+    gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
+    gl.static_assert(BS == 64, "a cache block = one warpgroup's 64 MMA rows")
+    pid = gl.program_id(0)
+    n_ranges = gl.num_programs(0) // SUBS
+    r = pid % n_ranges
+    j = pid // n_ranges
+    p = Decode(w_ptr, ctx_ptr, table_ptr, out_ptr, batch, max_context_len, rows_per_block, stride_w, stride_ctx_b,
+               stride_ctx_t, ctx_causal, stride_table, stride_out)
+    s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE)
+    if SELF_SCHEDULE:
+        b_lo, u_lo = _split_point(p, r, n_ranges, NEXT_N, BS)
+        b_end, u_end = _split_point(p, r + 1, n_ranges, NEXT_N, BS)
+    else:
+        b_lo = gl.load(meta_ptr + 2 * r)
+        u_lo = gl.load(meta_ptr + 2 * r + 1)
+        b_end = gl.load(meta_ptr + 2 * r + 2)
+        u_end = gl.load(meta_ptr + 2 * r + 3)
+    w = Work(b_lo, u_lo, b_end, u_end, j)
+
+    # q slots: 2 x [NP*H, D], released by the math warpgroup (empty count 1).
+    q = _ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout), 1)
+    # kv ring: STAGES x [BS, D] fp8 rows and STAGES x [1, BS] fp32 scales, one barrier pair per slot.
+    kv = _ring(gl.allocate_shared_memory(kv_desc.dtype, [STAGES] + kv_desc.block_type.shape, kv_desc.layout), 1)
+    sc_smem = gl.allocate_shared_memory(sc_desc.dtype, [STAGES] + sc_desc.block_type.shape, sc_desc.layout)
+    fence_async_shared()
+
+    gl.warp_specialize([
+        (_math_partition, (p, s, w, q, kv, sc_smem)),
+        (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc)),
+    ], [1], [SMALL_REGS])

@@ -1,0 +1,152 @@
+"""Arguments of the warp-specialised Gluon paged decode kernel (mqa_kernels.paged_ws_sm90): TMA descriptors of q
+and of the cache (its fp8 rows and its fp32 scales, two views of the same bytes), pointers and strides for the rest.
+
+Nothing here reads tensor data or syncs (a launch can be captured in a CUDA graph). A cache whose blocks a TMA
+cannot describe (block stride not a multiple of 16 bytes or of D, or an unaligned base) is not refused: `describable`
+says so and the caller runs the portable paged kernel instead.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from .launch import LaunchArgs
+
+TMA_ALIGN = 16  # bytes: TMA bases and row strides
+_NO_META: dict = {}  # device -> placeholder int32 tensor for the unused metadata pointer (SELF_SCHEDULE)
+_CACHE_DESCS: dict = {}  # (cache pointer, shape, strides, block layout) -> (kv_desc, sc_desc); a few entries
+
+
+def describable(t) -> bool:
+    """Whether TMA can read the cache blocks in place: fp8 rows at stride D inside 16-byte aligned blocks."""
+    cache, D = t.kv_cache, t.dim
+    sb = cache.stride(0)
+    return sb % TMA_ALIGN == 0 and sb % D == 0 and cache.data_ptr() % TMA_ALIGN == 0 and t.q.dtype == torch.float8_e4m3fn
+
+
+@functools.lru_cache(maxsize=32)
+def _layouts(np_heads: int, block_size: int, D: int):
+    """Shared layouts of the q, kv and scale tiles (built once per shape: each costs µs of host time)."""
+    from triton.experimental.gluon import language as gl
+
+    return (gl.NVMMASharedLayout.get_default_for([np_heads, D], gl.float8e4nv),
+            gl.NVMMASharedLayout.get_default_for([block_size, D], gl.float8e4nv),
+            gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=2))
+
+
+def _q_rows(q: torch.Tensor) -> torch.Tensor:
+    """q [B, T, H, D] as [B*T*H, D] rows at stride D (a copy only when the layout is not already that)."""
+    B, T, H, D = q.shape
+    if (q.stride(3) == 1 and q.stride(2) == D and q.stride(1) == H * D and (q.stride(0) == T * H * D or B == 1)
+            and q.data_ptr() % TMA_ALIGN == 0):
+        return q
+    return q.contiguous() if not q.is_contiguous() else q.clone()
+
+
+def _cache_descs(cache: torch.Tensor, D: int, BS: int, kv_layout, sc_layout):
+    """(fp8 rows, fp32 scales) descriptors of the cache: rows [(blocks-1)*RPB + BS, D] at stride D (block i's
+    tokens from row i*RPB), and scales [blocks, BS] from byte BS*D of each block at row stride stride(0)/4."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    key = (cache.data_ptr(), tuple(cache.shape), tuple(cache.stride()), D, BS)
+    hit = _CACHE_DESCS.get(key)
+    if hit is not None:
+        return hit
+    nb, sb = cache.shape[0], cache.stride(0)
+    rpb = sb // D
+    blocks = cache.as_strided((nb, BS * (D + 4)), (sb, 1))
+    kv_desc = TensorDescriptor(blocks.view(torch.float8_e4m3fn), [(nb - 1) * rpb + BS, D], [D, 1], [BS, D], kv_layout)
+    scales = blocks[:, BS * D:].view(torch.float32)  # [nb, BS], strides (sb / 4, 1)
+    sc_desc = TensorDescriptor(scales, [nb, BS], [sb // 4, 1], [1, BS], sc_layout)
+    if len(_CACHE_DESCS) >= 4:  # engines keep one cache per layer group; do not pin old ones
+        _CACHE_DESCS.clear()
+    _CACHE_DESCS[key] = (kv_desc, sc_desc)
+    return kv_desc, sc_desc
+
+
+def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None) -> LaunchArgs:
+    """LaunchArgs of paged_mqa_logits_ws_sm90 for paged tensors `t` and the [B*next_n, max_context_len] view `out`.
+    The grid is (ranges) x SUBS: ranges = schedule_meta's entries - 1, or cfg.schedule["programs"] when the kernel
+    computes its own split (SELF_SCHEDULE)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    c = cfg.constexprs
+    B, T, H, D = t.q.shape
+    BS = t.block_size
+    q_layout, kv_layout, sc_layout = _layouts(c["NP"] * H, BS, D)
+    q_shape, q_block = [B * T * H, D], [c["NP"] * H, D]
+    q_desc = TensorDescriptor(_q_rows(t.q), q_shape, [D, 1], q_block, q_layout)  # validated once here
+    kv_desc, sc_desc = _cache_descs(t.kv_cache, D, BS, kv_layout, sc_layout)
+    given_meta = schedule_meta
+    if schedule_meta is None:
+        dev = t.q.device
+        schedule_meta = _NO_META.get(dev)
+        if schedule_meta is None:
+            schedule_meta = _NO_META[dev] = torch.zeros(2, 2, dtype=torch.int32, device=dev)
+        ranges = cfg.schedule["programs"]
+    else:
+        ranges = schedule_meta.shape[0] - 1
+    ctx = t.context_lens
+    two_d = ctx.dim() == 2
+    args = [q_desc, kv_desc, sc_desc, t.weights, ctx, t.block_table, schedule_meta, out,
+            B, int(t.max_context_len), t.kv_cache.stride(0) // D,
+            t.weights.stride(0),
+            ctx.stride(0), ctx.stride(1) if two_d else 0, 0 if two_d else 1,
+            t.block_table.stride(0),
+            out.stride(0)]
+    tail = tuple(args[8:])  # sizes and strides: fixed by the call's signature (mqa_cli.fastpath)
+    no_meta = schedule_meta if given_meta is None else None
+
+    def rebuild(ins, out):
+        q, kv_cache, weights, ctx, table, meta = ins
+        kv_d, sc_d = _cache_descs(kv_cache, D, BS, kv_layout, sc_layout)
+        return (_fast_desc(_q_rows(q), q_shape, q_block, q_layout), kv_d, sc_d, weights, ctx, table,
+                no_meta if meta is None else meta, out, *tail)
+
+    return LaunchArgs((ranges * c["SUBS"],), args, dict(c), dict(cfg.options), rebuild)
+
+
+def _fast_desc(base: torch.Tensor, shape: list, block: list, layout):
+    """A q descriptor for a later call of a signature already launched: same fields as TensorDescriptor(...), without
+    re-running its validation (shape, strides, block and alignment are fixed by the signature)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    d = object.__new__(TensorDescriptor)
+    d.base, d.shape, d.strides, d.block_shape, d.layout, d.padding = base, shape, [shape[1], 1], block, layout, "zero"
+    return d
+
+
+
+_TWINS: dict = {}  # (config name, self_schedule) -> the twin taking its split from there
+_PORTABLE: dict = {}  # config name -> the portable paged config of the same shape
+
+
+def runnable(cfg, t):
+    """The config itself, or, when TMA cannot describe the cache, the portable paged kernel's config of the shape."""
+    if describable(t):
+        return cfg
+    hit = _PORTABLE.get(cfg.name)
+    if hit is None:
+        from mqa_kernels.paged.config import paged_config
+
+        c = cfg.constexprs
+        hit = _PORTABLE[cfg.name] = paged_config(
+            heads=c["H"], dim=c["D"], next_n=c["NEXT_N"], block_size=c["BS"], batch=cfg.schedule["batch"],
+            max_context_len=t.max_context_len, clean=c["CLEAN"], bf16=cfg.schedule["bf16"], backend="cuda",
+            units=cfg.schedule["programs"])
+    return hit
+
+
+def config_for(cfg, schedule_meta):
+    """The config's twin that reads schedule_meta (given) or computes its split in the kernel (None)."""
+    self_schedule = schedule_meta is None
+    if cfg.constexprs.get("SELF_SCHEDULE") == self_schedule:
+        return cfg
+    key = (cfg.name, self_schedule)
+    twin = _TWINS.get(key)
+    if twin is None:
+        from mqa_kernels.paged.config import with_schedule_source
+
+        twin = _TWINS[key] = with_schedule_source(cfg, self_schedule)
+    return twin

@@ -1,0 +1,152 @@
+"""The Gluon paged decode kernel (mqa_kernels.paged_ws_sm90) on a machine without a GPU: what dispatch picks, when
+the launcher hands a cache TMA cannot describe to the portable kernel, that the fast relaunch rebuilds the very
+arguments of the first launch, and the kernel cross-compiled for sm90 (TMA loads into fp8 wgmma, no spills).
+Its numbers are checked on the H200 by scripts/paged_ws_experiment.py (Gluon has no interpreter path)."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import version
+
+import pytest
+import torch
+
+from mqa_cli import dispatch, fastpath, targets
+from mqa_cli.launch import alloc_logits
+from mqa_cli.launch_paged_ws import describable, paged_ws_args, runnable
+from mqa_cli.paged_tensors import Paged
+from mqa_kernels.paged_ws_sm90.config import SMEM_PER_SM, padded_rows, paged_ws_sm90_config, smem_bytes
+from mqa_kernels.paged_ws_sm90.tuned import CUDA_TUNED
+
+TRITON = version("triton")
+SM90 = targets.TARGETS["sm90"]
+
+
+def shape(B=8, T=2, H=64, D=128, bs=64, L=8192):
+    return dispatch.Shape("paged", B * T, L, H, D, False, batch=B, next_n=T, block_size=bs)
+
+
+@pytest.mark.skipif(not TRITON.startswith("3.6."), reason="the Gluon rows need triton 3.6")
+@pytest.mark.parametrize("kw, row", [
+    ({}, "paged_ws_sm90"),
+    ({"T": 4}, "paged_ws_sm90"),  # 4 x 64 = N 256
+    ({"T": 8, "H": 32}, "paged_ws_sm90"),  # 8 x 32 = N 256
+    ({"T": 5}, "paged"),  # 8 (padded) x 64 = 512: two dots, the portable kernel
+    ({"bs": 32}, "paged"),  # a cache block must be one wgmma's 64 rows
+])
+def test_dispatch_picks_the_gluon_row_where_one_wgmma_covers_the_rows(kw, row):
+    got = dispatch.plan(shape(**kw), SM90)
+    assert got.chosen.row.name == row, [c.sentence() for c in got.chosen.checks if not c.ok]
+
+
+def test_cpu_never_dispatches_the_gluon_row():
+    assert dispatch.plan(shape(), targets.TARGETS["cpu"]).chosen.row.name == "paged"
+
+
+def meta_paged(B=8, T=2, H=64, D=128, L=8192, extra=0):
+    """Paged tensors on the meta device (no memory): a cache whose block stride is D + 4 bytes per token plus extra."""
+    m = dict(device="meta")
+    nb = B * L // 64
+    blocks = torch.empty(nb, 64 * (D + 4) + extra, dtype=torch.uint8, **m)
+    cache = blocks[:, : 64 * (D + 4)].view(nb, 64, 1, D + 4)
+    return Paged(torch.empty(B, T, H, D, dtype=torch.float8_e4m3fn, **m), cache, torch.empty(B * T, H, **m),
+                 torch.empty(B, T, dtype=torch.int32, **m), torch.empty(B, L // 64, dtype=torch.int32, **m), L)
+
+
+@pytest.mark.parametrize("extra, ok", [(0, True), (128, True), (4, False), (16, False)])
+def test_cache_described_by_tma_or_run_by_the_portable_kernel(extra, ok):
+    """Block stride must be a multiple of 16 bytes and of D (rows of the fp8 view); otherwise the portable kernel."""
+    t = meta_paged(extra=extra)
+    cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=2, block_size=64, batch=8, max_context_len=8192, clean=False,
+                               units=132)
+    assert describable(t) is ok
+    assert runnable(cfg, t).launcher == ("paged_ws" if ok else "paged")
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_fast_relaunch_rebuilds_the_first_launchs_arguments(given):
+    """The fast path replays a signature through `rebuild`; it must give back exactly what the full path built
+    (descriptors field by field, tensors by address, every integer)."""
+    t = meta_paged(B=4, T=2)
+    cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=2, block_size=64, batch=4, max_context_len=8192, clean=True,
+                               units=132)
+    meta = torch.empty(133, 2, dtype=torch.int32, device="meta") if given else None
+    out = alloc_logits(t.S, t.max_context_len, "meta")
+    a = paged_ws_args(t, cfg, out, meta)
+    ins = (t.q, t.kv_cache, t.weights, t.context_lens, t.block_table, meta)
+    assert fastpath._same_args(a.rebuild(ins, out), a.args)
+    assert a.grid == (132 * cfg.constexprs["SUBS"],)
+    other = alloc_logits(t.S, t.max_context_len, "meta")  # another output: the rebuilt list points at it
+    assert a.rebuild(ins, other)[7] is other
+
+
+@pytest.mark.parametrize("N, choice", sorted(CUDA_TUNED.items()))
+def test_every_tuned_choice_fits_an_sm(N, choice):
+    H = 64
+    T = N // H
+    cfg = paged_ws_sm90_config(heads=H, dim=128, next_n=T, block_size=64, batch=8, max_context_len=8192, clean=False,
+                               units=132)
+    c = cfg.constexprs
+    assert (c["STAGES"], c["SUBS"], c["PIPE"]) == (choice["STAGES"], choice["SUBS"], choice["PIPE"])
+    assert smem_bytes(N, 128, 64, c["STAGES"]) * c["SUBS"] <= SMEM_PER_SM
+    assert cfg.options["maxnreg"] * 256 * c["SUBS"] <= 65536
+
+
+COMPILE = textwrap.dedent(r'''
+    import json, os, subprocess, sys
+    os.environ.pop("TRITON_INTERPRET", None)
+    import torch
+    from mqa_cli import compile as comp
+    comp.prepare()
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from mqa_cli.launch import alloc_logits
+    from mqa_cli.launch_paged_ws import paged_ws_args
+    from mqa_kernels.paged.config import with_schedule_source
+    from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
+    sys.path.insert(0, sys.argv[1])
+    from test_paged_ws import meta_paged
+
+    T, H, D, clean, bf16, given, pipe = (int(a) for a in sys.argv[2:9])
+    t = meta_paged(B=4, T=T, H=H, D=D)
+    cfg = paged_ws_sm90_config(heads=H, dim=D, next_n=T, block_size=64, batch=4, max_context_len=8192,
+                               clean=bool(clean), bf16=bool(bf16), units=132, override={"PIPE": bool(pipe)})
+    cfg = with_schedule_source(cfg, not given)
+    meta = torch.empty(133, 2, dtype=torch.int32, device="meta") if given else None
+    out = alloc_logits(t.S, 8192, "meta", torch.bfloat16 if bf16 else torch.float32)
+    la = paged_ws_args(t, cfg, out, meta)
+    gpu = GPUTarget("cuda", 90, 128)
+    fn = cfg.jitted()
+    sig = comp.build_signature(fn, la, make_backend(gpu))
+    k = triton.compile(GluonASTSource(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
+                       options=dict(cfg.options))
+    folder = sys.argv[9]
+    cubin = os.path.join(folder, "k.cubin")
+    open(cubin, "wb").write(k.asm["cubin"])
+    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    sass = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "-sass", cubin], capture_output=True, text=True).stdout
+    usage = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "--dump-resource-usage", cubin], capture_output=True,
+                           text=True).stdout
+    json.dump({"name": k.metadata.name, "expected": cfg.name, "sass": sass, "usage": usage},
+              open(os.path.join(folder, "result.json"), "w"))
+''')
+
+
+@pytest.mark.skipif(not TRITON.startswith("3.6."), reason="the kernel is written against triton 3.6's Gluon API")
+@pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe", [
+    (1, 64, 128, 0, 0, 0, 0), (2, 64, 128, 1, 1, 1, 1), (4, 64, 128, 1, 0, 0, 0), (2, 32, 64, 0, 1, 1, 0)])
+def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, clean, bf16, given, pipe):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
+    r = subprocess.run([sys.executable, "-c", COMPILE, os.path.dirname(__file__), str(T), str(H), str(D), str(clean),
+                        str(bf16), str(given), str(pipe), str(tmp_path)], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.load(open(tmp_path / "result.json"))
+    assert res["name"] == res["expected"]
+    assert "UTMALDG.2D" in res["sass"]  # cache blocks, scales and q by TMA
+    assert f"QGMMA.64x{padded_rows(T, H) * H}x32.F32.E4M3.E4M3" in res["sass"]  # one wgmma: all rows x heads
+    assert "LOCAL:0" in res["usage"]  # no register spills
