@@ -165,31 +165,45 @@ def _units(p, bidx, ok, NEXT_N: gl.constexpr, BS: gl.constexpr):
 
 
 @gluon.jit
-def _split_point(p, target_p, P, NEXT_N: gl.constexpr, BS: gl.constexpr):
-    """Entry target_p of get_paged_mqa_logits_metadata, computed by the program itself: the sequence b with
-    cum_before(b) <= floor(target_p * total / P) < cum_before(b) + blocks(b), and the block offset into it;
-    (batch, 0) at or past the total. Two passes over the context lengths (a few KB, from L2)."""
+def _locate(u, bidx, ok, carry, target, seq, off, batch):
+    """Fold one chunk of per-sequence block counts into the search for `target`: the sequence b with
+    cum_before(b) <= target < cum_before(b) + blocks(b) (seq, the least such b) and target - cum_before(b) (off)."""
+    incl = gl.associative_scan(u, 0, _add) + carry
+    before = incl - u
+    hit = ok & (before <= target) & (target < incl)
+    seq = gl.minimum(seq, gl.min(gl.where(hit, bidx, batch), axis=0))
+    off += gl.sum(gl.where(hit, target - before, 0), axis=0)
+    return seq, off
+
+
+@gluon.jit
+def _split_points(p, r, P, NEXT_N: gl.constexpr, BS: gl.constexpr):
+    """Entries r and r + 1 of get_paged_mqa_logits_metadata, computed by the program itself: entry e is the
+    sequence b with cum_before(b) <= floor(e * total / P) < cum_before(b) + blocks(b) and the block offset into
+    it; (batch, 0) at or past the total. The first chunk of context lengths stays in registers, so up to
+    SPLIT_CHUNK sequences cost one memory round trip; more add two passes over the rest (a few KB, from L2)."""
     layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
     offs = gl.arange(0, SPLIT_CHUNK, layout=layout)
-    total = gl.to_tensor(0).to(gl.int64)
-    for c0 in range(0, p.batch, SPLIT_CHUNK):
+    ok0 = offs < p.batch
+    u0 = _units(p, offs, ok0, NEXT_N, BS)
+    total = gl.sum(u0, axis=0)
+    for c0 in range(SPLIT_CHUNK, p.batch, SPLIT_CHUNK):
         bidx = c0 + offs
         total += gl.sum(_units(p, bidx, bidx < p.batch, NEXT_N, BS), axis=0)
-    target = target_p.to(gl.int64) * total // P
-    carry = gl.to_tensor(0).to(gl.int64)
-    seq = gl.to_tensor(p.batch)
-    off = gl.to_tensor(0).to(gl.int64)
-    for c0 in range(0, p.batch, SPLIT_CHUNK):
+    t_lo = r.to(gl.int64) * total // P
+    t_hi = (r + 1).to(gl.int64) * total // P
+    zero = gl.to_tensor(0).to(gl.int64)
+    b_lo, off_lo = _locate(u0, offs, ok0, zero, t_lo, gl.to_tensor(p.batch), zero, p.batch)
+    b_hi, off_hi = _locate(u0, offs, ok0, zero, t_hi, gl.to_tensor(p.batch), zero, p.batch)
+    carry = gl.sum(u0, axis=0)
+    for c0 in range(SPLIT_CHUNK, p.batch, SPLIT_CHUNK):
         bidx = c0 + offs
         ok = bidx < p.batch
         u = _units(p, bidx, ok, NEXT_N, BS)
-        incl = gl.associative_scan(u, 0, _add) + carry
-        before = incl - u
-        hit = ok & (before <= target) & (target < incl)
-        seq = gl.minimum(seq, gl.min(gl.where(hit, bidx, p.batch), axis=0))
-        off += gl.sum(gl.where(hit, target - before, 0), axis=0)
+        b_lo, off_lo = _locate(u, bidx, ok, carry, t_lo, b_lo, off_lo, p.batch)
+        b_hi, off_hi = _locate(u, bidx, ok, carry, t_hi, b_hi, off_hi, p.batch)
         carry += gl.sum(u, axis=0)
-    return seq, off.to(gl.int32)
+    return b_lo, off_lo.to(gl.int32), b_hi, off_hi.to(gl.int32)
 
 
 @gluon.jit
@@ -382,8 +396,7 @@ def paged_mqa_logits_ws_sm90(
                stride_ctx_t, ctx_causal, stride_table, stride_out)
     s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE)
     if SELF_SCHEDULE:
-        b_lo, u_lo = _split_point(p, r, n_ranges, NEXT_N, BS)
-        b_end, u_end = _split_point(p, r + 1, n_ranges, NEXT_N, BS)
+        b_lo, u_lo, b_end, u_end = _split_points(p, r, n_ranges, NEXT_N, BS)
     else:
         b_lo = gl.load(meta_ptr + 2 * r)
         u_lo = gl.load(meta_ptr + 2 * r + 1)
