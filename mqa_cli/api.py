@@ -124,7 +124,7 @@ def _prefill(q, kv, kv_scales, weights, ks, ke, clean: bool, max_seqlen_k: int, 
     if max_seqlen_k < 0:
         raise UserError(f"max_seqlen_k must be >= 0, got {max_seqlen_k}")
     ins = (q, kv, kv_scales, weights, ks, ke)
-    sig = _prefill_signature(ins, clean, max_seqlen_k, bf16)
+    sig = fastpath.signature(ins, ("prefill", clean, max_seqlen_k, bf16))  # == _prefill_signature, inlined
     entry = fastpath.get(sig)
     if entry is not None:  # this signature passed the checks below before: only the value checks remain
         if _checking(check_values):
@@ -175,7 +175,7 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
                         f"{type(max_context_len).__name__}")
     clean = bool(clean_logits)
     ins = (q, kv_cache, weights, context_lens, block_table, schedule_meta)
-    sig = _paged_signature(ins, max_context_len, clean, bf16)
+    sig = fastpath.signature(ins, ("paged", max_context_len, clean, bf16))  # == _paged_signature, inlined
     entry = fastpath.get(sig)
     if entry is not None:  # this signature passed the checks below before: only the value checks remain
         if _checking(check_values):

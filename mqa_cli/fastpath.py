@@ -21,6 +21,7 @@ _ENTRIES: dict = {}  # signature -> Entry, or _NORMAL for a signature whose laun
 _NORMAL = object()
 _cuda = None  # _Cuda: the runtime hooks, resolved on the first CUDA call (importing this module imports no triton)
 _Tensor = torch.Tensor
+_empty = torch.empty
 
 
 class _Cuda:
@@ -88,12 +89,12 @@ class Entry:
     """A recorded launch: the compiled kernel's launcher and what it takes besides the call's tensors."""
 
     __slots__ = ("run", "function", "packed", "grid", "rebuild", "tail", "rows", "padded", "cols", "view",
-                 "view_strides", "dtype", "device", "index")
+                 "view_strides", "dtype", "device", "index", "sliced")
 
     def launch(self, ins: tuple) -> torch.Tensor:
         """Allocate the output (the row-padded buffer the full path allocates) and launch on the current stream."""
-        out = torch.empty(self.rows, self.padded, dtype=self.dtype, device=self.device)
-        if self.cols != self.padded:
+        out = _empty(self.rows, self.padded, dtype=self.dtype, device=self.device)
+        if self.sliced:
             out = out.as_strided(self.view, self.view_strides)  # == out[:, :cols], at half the host cost
         gx, gy, gz = self.grid
         self.run(gx, gy, gz, _cuda.stream(self.index), self.function, self.packed, None, None, None,
@@ -138,7 +139,7 @@ def _entry(launched, ins: tuple, device_index: int) -> Entry | None:
     e.grid = tuple(int(g) for g in a.grid) + (1,) * (3 - len(a.grid))
     e.rebuild, e.tail = a.rebuild, tuple(a.constexprs[n] for n in names)
     e.rows, e.padded, e.cols, e.dtype, e.device, e.index = rows, padded, cols, out.dtype, out.device, device_index
-    e.view, e.view_strides = (rows, cols), (padded, 1)
+    e.view, e.view_strides, e.sliced = (rows, cols), (padded, 1), cols != padded
     return e
 
 

@@ -8,6 +8,7 @@ says so and the caller runs the portable paged kernel instead.
 from __future__ import annotations
 
 import functools
+import itertools
 
 import torch
 
@@ -15,7 +16,9 @@ from .launch import LaunchArgs
 
 TMA_ALIGN = 16  # bytes: TMA bases and row strides
 _NO_META: dict = {}  # device -> placeholder int32 tensor for the unused metadata pointer (SELF_SCHEDULE)
-_CACHE_DESCS: dict = {}  # (cache pointer, shape, strides, block layout) -> (kv_desc, sc_desc); a few entries
+_CACHE_DESCS: dict = {}  # (cache pointer, _layout_id) -> (kv_desc, sc_desc); a few entries
+_LAYOUT_IDS: dict = {}  # (cache shape, strides, D, BS) -> id
+_NEXT_ID = itertools.count()
 
 
 def describable(t) -> bool:
@@ -44,15 +47,19 @@ def _q_rows(q: torch.Tensor) -> torch.Tensor:
     return q.contiguous() if not q.is_contiguous() else q.clone()
 
 
-def _cache_descs(cache: torch.Tensor, D: int, BS: int, kv_layout, sc_layout):
+def _cache_descs(cache: torch.Tensor, D: int, BS: int, kv_layout, sc_layout, layout_id: int | None = None):
     """(fp8 rows, fp32 scales) descriptors of the cache: rows [(blocks-1)*RPB + BS, D] at stride D (block i's
-    tokens from row i*RPB), and scales [blocks, BS] from byte BS*D of each block at row stride stride(0)/4."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    key = (cache.data_ptr(), tuple(cache.shape), tuple(cache.stride()), D, BS)
+    tokens from row i*RPB), and scales [blocks, BS] from byte BS*D of each block at row stride stride(0)/4.
+    layout_id: _layout_id of the cache's (shape, strides, D, BS) when the caller already knows it (a rebuild, whose
+    signature fixes them), so that only the address is read per call."""
+    if layout_id is None:
+        layout_id = _layout_id(cache, D, BS)
+    key = (cache.data_ptr(), layout_id)
     hit = _CACHE_DESCS.get(key)
     if hit is not None:
         return hit
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
     nb, sb = cache.shape[0], cache.stride(0)
     rpb = sb // D
     blocks = cache.as_strided((nb, BS * (D + 4)), (sb, 1))
@@ -63,6 +70,19 @@ def _cache_descs(cache: torch.Tensor, D: int, BS: int, kv_layout, sc_layout):
         _CACHE_DESCS.clear()
     _CACHE_DESCS[key] = (kv_desc, sc_desc)
     return kv_desc, sc_desc
+
+
+def _layout_id(cache: torch.Tensor, D: int, BS: int) -> int:
+    """A small int naming the cache's (shape, strides, D, BS): _CACHE_DESCS keys on (address, it), which hashes and
+    compares cheaper than the tuples. Ids are never reused (the table starts over past a bound, the counter does not),
+    so an id a rebuild holds always names the same layout."""
+    layout = (tuple(cache.shape), tuple(cache.stride()), D, BS)
+    lid = _LAYOUT_IDS.get(layout)
+    if lid is None:
+        if len(_LAYOUT_IDS) >= 1024:
+            _LAYOUT_IDS.clear()
+        lid = _LAYOUT_IDS[layout] = next(_NEXT_ID)
+    return lid
 
 
 def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None) -> LaunchArgs:
@@ -76,7 +96,8 @@ def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None)
     BS = t.block_size
     q_layout, kv_layout, sc_layout = _layouts(c["NP"] * H, BS, D)
     q_shape, q_block = [B * T * H, D], [c["NP"] * H, D]
-    q_desc = TensorDescriptor(_q_rows(t.q), q_shape, [D, 1], q_block, q_layout)  # validated once here
+    q_rows = _q_rows(t.q)
+    q_desc = TensorDescriptor(q_rows, q_shape, [D, 1], q_block, q_layout)  # validated once here
     kv_desc, sc_desc = _cache_descs(t.kv_cache, D, BS, kv_layout, sc_layout)
     given_meta = schedule_meta
     if schedule_meta is None:
@@ -97,25 +118,28 @@ def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None)
             out.stride(0)]
     tail = tuple(args[8:])  # sizes and strides: fixed by the call's signature (mqa_cli.fastpath)
     no_meta = schedule_meta if given_meta is None else None
+    # Fixed by the signature of a later call (q's shape, strides and address mod 16; the cache's shape and strides):
+    # whether q is read in place, the cache's layout id, the q descriptor's fields.
+    q_in_place = q_rows is t.q
+    cache_id = _layout_id(t.kv_cache, D, BS)
+    q_fields = _desc_fields(q_desc)
+    new, desc_cls = object.__new__, type(q_desc)
 
     def rebuild(ins, out):
         q, kv_cache, weights, ctx, table, meta = ins
-        kv_d, sc_d = _cache_descs(kv_cache, D, BS, kv_layout, sc_layout)
-        return (_fast_desc(_q_rows(q), q_shape, q_block, q_layout), kv_d, sc_d, weights, ctx, table,
-                no_meta if meta is None else meta, out, *tail)
+        kv_d, sc_d = _CACHE_DESCS.get((kv_cache.data_ptr(), cache_id)) or _cache_descs(
+            kv_cache, D, BS, kv_layout, sc_layout, cache_id)
+        q_d = new(desc_cls)
+        q_d.__dict__.update(q_fields)
+        q_d.base = q if q_in_place else _q_rows(q)
+        return (q_d, kv_d, sc_d, weights, ctx, table, no_meta if meta is None else meta, out, *tail)
 
     return LaunchArgs((ranges * c["SUBS"],), args, dict(c), dict(cfg.options), rebuild)
 
 
-def _fast_desc(base: torch.Tensor, shape: list, block: list, layout):
-    """A q descriptor for a later call of a signature already launched: same fields as TensorDescriptor(...), without
-    re-running its validation (shape, strides, block and alignment are fixed by the signature)."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    d = object.__new__(TensorDescriptor)
-    d.base, d.shape, d.strides, d.block_shape, d.layout, d.padding = base, shape, [shape[1], 1], block, layout, "zero"
-    return d
-
+def _desc_fields(desc) -> dict:
+    """A descriptor's fields with its base left out (None): a recorded rebuild must keep no tensor of a call."""
+    return {**vars(desc), "base": None}
 
 
 _TWINS: dict = {}  # (config name, self_schedule) -> the twin taking its split from there
