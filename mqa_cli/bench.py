@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from . import calls, dispatch, report, timing
+from . import calls, dispatch, timing
 
 
 @dataclass
@@ -25,11 +25,12 @@ class BenchRow:
     gbs: float  # min bytes / time
     pct_floor: float | None  # floor / time, with the target's measured ceilings where known
     floor_us: float | None
-    bound: str | None
+    bound: str | None  # which floor binds: "compute" (FLOP / fp8 ceiling) or "memory" (min bytes / copy rate)
     reference_us: float | None = None
     goal_us: float | None = None
     timing: str = ""
     graph_us: float | None = None  # CUDA-graph replay of the same call (launch cost removed)
+    write_bytes: int = 0  # of min_bytes, the logits the call must write
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -37,6 +38,22 @@ class BenchRow:
     @property
     def ratio(self) -> float | None:
         return None if self.reference_us is None else self.median_us / self.reference_us
+
+    @property
+    def binds(self) -> str:
+        """What the binding floor is, in a word: fp8 (compute), write (memory, mostly the logits written) or
+        read (memory, mostly inputs read); '-' without ceilings."""
+        if self.bound is None:
+            return "-"
+        if self.bound == "compute":
+            return "fp8"
+        return "write" if 2 * self.write_bytes >= self.min_bytes else "read"
+
+
+def logits_written(counts, paged: bool) -> int:
+    """Bytes of logits a call must write: every [S, N] entry when clean (and always for paged decode, whose rows
+    span max_context_len), else the live ones; as mqa_cli.problem.Counts counts them."""
+    return 4 * (counts.S * counts.N if (paged or counts.clean_logits) else counts.live)
 
 
 def bench_one(name: str, prob, tgt, row: str | None, t, kernel_only: bool = False, reference_us=None,
@@ -49,13 +66,13 @@ def bench_one(name: str, prob, tgt, row: str | None, t, kernel_only: bool = Fals
         fn, how = calls.kernel_only(t, p.config, prob.max_seqlen_k), "kernel"
     tm = timing.time_fn(fn, tgt.is_gpu)
     graph_us = timing.time_graph(fn) if (graph and tgt.is_gpu) else None
-    fl = report.floor(prob.counts, tgt)
-    floor_us = fl and fl.get("measured_floor_us", fl["floor_us"])
-    return BenchRow(name, p.chosen.row.name, p.config.name, how, prob.shape.clean_logits, prob.counts.live,
-                    prob.counts.flop, prob.counts.bytes, tm.median_us, tm.p20_us, tm.p80_us,
-                    timing.tflops(prob.counts.flop, tm.median_us), prob.counts.bytes / (tm.median_us * 1e3),
-                    None if not fl else 100 * floor_us / tm.median_us, floor_us, fl and fl["bound"], reference_us,
-                    goal_us, tm.method, graph_us)
+    c = prob.counts
+    fl = timing.binding_floor(c.flop, c.bytes, tgt)
+    return BenchRow(name, p.chosen.row.name, p.config.name, how, prob.shape.clean_logits, c.live, c.flop, c.bytes,
+                    tm.median_us, tm.p20_us, tm.p80_us, timing.tflops(c.flop, tm.median_us),
+                    c.bytes / (tm.median_us * 1e3), fl and 100 * fl.fraction(tm.median_us), fl and fl.us,
+                    fl and fl.bound, reference_us, goal_us, tm.method, graph_us,
+                    logits_written(c, prob.shape.kind == "paged"))
 
 
 def runnable_rows(names, shape, tgt) -> tuple[list, list]:
@@ -96,16 +113,28 @@ def table(rows: list[BenchRow]) -> str:
     for r in rows:
         line = [r.shape, r.kernel, r.how, f"{r.median_us:.1f}", "-" if r.graph_us is None else f"{r.graph_us:.1f}",
                 f"±{100 * (r.p80_us - r.p20_us) / 2 / r.median_us:.1f}%", f"{r.tflops:.0f}", f"{r.gbs:.0f}",
-                "-" if r.pct_floor is None else f"{r.pct_floor:.0f}% {r.bound[0]}",
+                "-" if r.floor_us is None else f"{r.floor_us:.1f}", r.binds,
+                "-" if r.pct_floor is None else f"{r.pct_floor:.0f}%",
                 "-" if r.reference_us is None else f"{r.reference_us:.1f}",
                 "-" if r.ratio is None else f"{r.ratio:.2f}"]
         if goals:
             line += ["-" if r.goal_us is None else f"{r.goal_us:.0f}",
                      "-" if r.goal_us is None else ("✓" if r.median_us <= r.goal_us else "✗")]
         body.append(line)
-    headers = ["shape", "kernel", "calls", "µs", "graph µs", "p20-p80", "TF/s", "GB/s", "floor/time", "ref µs",
-               "ours/ref"] + (["goal µs", "≤ goal"] if goals else [])
+    headers = ["shape", "kernel", "calls", "µs", "graph µs", "p20-p80", "TF/s", "GB/s", "floor µs", "binds",
+               "% of floor", "ref µs", "ours/ref"] + (["goal µs", "≤ goal"] if goals else [])
     return tabulate(body, headers=headers, disable_numparse=True)
+
+
+def floor_note(tgt) -> str:
+    """One line under the table: what the floor is, with the ceilings it used."""
+    c = timing.ceilings(tgt)
+    if c is None:
+        return f"floor: none on {tgt.name} (no ceilings; the interpreter's times say nothing about GPU speed)"
+    fp8, copy, measured = c
+    where = "measured on this card (docs/PERFORMANCE.md, METHOD)" if measured else "datasheet peaks"
+    return (f"floor = max(FLOP / {fp8:g} TF/s fp8, min bytes / {copy:g} TB/s copy rate), {where}; binds: fp8 = "
+            f"compute-bound, write = the logits written (clean: all S x N), read = inputs read")
 
 
 def compare_table(rows: list[BenchRow], base: str, variant: str) -> str:
@@ -122,44 +151,3 @@ def compare_table(rows: list[BenchRow], base: str, variant: str) -> str:
                      f"{b.median_us:.1f} us / {b.tflops:.0f} TF/s", f"{v.median_us:.1f} us / {v.tflops:.0f} TF/s",
                      f"{100 * (v.tflops / b.tflops - 1):+.1f}%"])
     return tabulate(body, headers=["config", "live", "FLOP", base, variant, "Δ TFLOP/s"], disable_numparse=True)
-
-
-def plot(rows: list[BenchRow], path: str, tgt, title: str) -> None:
-    """Per shape: our rate beside the reference's, against the measured ceilings drawn as lines (fp8 TF/s on the
-    left axis for compute-bound shapes; the copy rate as GB/s on the right for memory-bound ones)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    shapes = list(dict.fromkeys(r.shape for r in rows))
-    kernels = list(dict.fromkeys(r.kernel for r in rows))
-    series = kernels + (["reference"] if any(r.reference_us for r in rows) else [])
-    width = 0.8 / max(1, len(series))
-    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(shapes)), 4.5))
-    mem = ax.twinx()
-    for i, k in enumerate(series):
-        for j, s in enumerate(shapes):
-            r = next((r for r in rows if r.shape == s and (r.kernel == k or k == "reference")), None)
-            if r is None or (k == "reference" and not r.reference_us):
-                continue
-            us = r.reference_us if k == "reference" else r.median_us
-            axis, val = (mem, r.min_bytes / (us * 1e3)) if r.bound == "memory" else (ax, r.flop / (us * 1e6))
-            axis.bar(j + i * width, val, width, color=f"C{i}", label=k if j == 0 else None,
-                     hatch="//" if r.bound == "memory" else None)
-    fp8 = tgt.measured_fp8_tflops or tgt.peak_fp8_tflops
-    bw = tgt.measured_bandwidth_tbs or tgt.bandwidth_tbs
-    if fp8:
-        ax.axhline(fp8, color="k", linestyle="--", label=f"fp8 ceiling {fp8:g} TF/s")
-    if bw and any(r.bound == "memory" for r in rows):
-        mem.axhline(bw * 1e3, color="gray", linestyle=":", label=f"copy rate {bw:g} TB/s")
-    ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(shapes))])
-    ax.set_xticklabels(shapes, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("TFLOP/s (live FLOP), compute-bound shapes")
-    mem.set_ylabel("GB/s (min bytes), hatched memory-bound shapes")
-    ax.set_title(title)
-    h1, l1 = ax.get_legend_handles_labels()
-    h2, l2 = mem.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)

@@ -110,8 +110,8 @@ def record(name, **kw):
         f"paths {kw.get('paths', '-')}")
 
 
-VARIANTS = [dict(), dict(num_warps=8), dict(tile=2048), dict(programs_per_unit=2), dict(programs_per_unit=8),
-            dict(num_warps=8, tile=2048)]
+VARIANTS = [dict(), dict(num_warps=8), dict(tile=1024), dict(programs_per_unit=4), dict(programs_per_unit=16),
+            dict(vec=16)]  # scripts/sweep_topk.py sweeps these properly and writes the table
 
 
 def select_variants(logits, k, ks, ke, dev):
@@ -123,17 +123,24 @@ def select_variants(logits, k, ks, ke, dev):
         T.TUNING.update(v)
         label = ",".join(f"{a}={b}" for a, b in v.items()) or "default"
         try:
-            idx, _ = T.topk_select(logits, k, ks, ke)
+            idx, _ = T.topk_select(logits, k, ks, ke, values=False)
             same = True
             if base is None:
                 base = torch.sort(idx, 1).values
             else:
                 same = bool(torch.equal(torch.sort(idx, 1).values, base))
-            out[label] = (bench_us(lambda: T.topk_select(logits, k, ks, ke), dev), same)
+            out[label] = (bench_us(lambda: T.topk_select(logits, k, ks, ke, values=False), dev), same)
         except Exception as e:  # noqa: BLE001
             out[label] = (float("nan"), f"{type(e).__name__}: {str(e)[:80]}")
     T.TUNING.clear()
     return out
+
+
+def paths(logits, k, ks, ke) -> str:
+    """Rows per selection path: registers / sampled candidates / exact passes / split over programs / torch."""
+    stats = torch.empty(logits.shape[0], dtype=torch.int32, device=logits.device)
+    T.topk_select(logits, k, ks, ke, stats=stats, values=False)
+    return "/".join(str(int(c)) for c in torch.bincount(stats.long(), minlength=5).tolist())
 
 
 def run_prefill(name, S, N, H, D, kind, k, dev, dg, sample_rows, variants):
@@ -148,14 +155,12 @@ def run_prefill(name, S, N, H, D, kind, k, dev, dg, sample_rows, variants):
     logits = mqa_logits(q, kv, sc, w, ks, ke, clean_logits=True)
     r["ours_logits_us"] = bench_us(lambda: mqa_logits(q, kv, sc, w, ks, ke, clean_logits=True), dev)
     r["torch_topk_us"] = bench_us(lambda: torch.topk(logits, kk, dim=1), dev)
-    r["select_us"] = bench_us(lambda: T.topk_select(logits, k, ks, ke), dev)
-    stats = torch.empty(S, dtype=torch.int32, device=dev)
-    T.topk_select(logits, k, ks, ke, stats=stats)
-    r["paths"] = "/".join(str(int(c)) for c in torch.bincount(stats.long(), minlength=3).tolist())
+    r["select_us"] = bench_us(lambda: T.topk_select(logits, k, ks, ke, values=False), dev)
+    r["paths"] = paths(logits, k, ks, ke)
     if variants:
         for label, (us, same) in select_variants(logits, k, ks, ke, dev).items():
             say(f"    select variant {label:<28} {fmt(us):>9} us  {'same set' if same is True else same}")
-    del logits
+    logits = None  # frees the matrix (every timing that reads it is done)
     if dg is not None:
         try:
             dgf = lambda: torch.topk(dg.fp8_mqa_logits(q, (kv, sc), w, ks, ke, clean_logits=True), kk, dim=1)  # noqa
@@ -187,11 +192,9 @@ def run_paged(name, B, C, H, D, k, dev, dg, sample_seqs):
     ends = T.paged_row_ends(ctx, 1, maxlen)
     starts = torch.zeros_like(ends)
     r["torch_topk_us"] = bench_us(lambda: torch.topk(logits, kk, dim=1), dev)
-    r["select_us"] = bench_us(lambda: T.topk_select(logits, k, starts, ends), dev)
-    stats = torch.empty(B, dtype=torch.int32, device=dev)
-    T.topk_select(logits, k, starts, ends, stats=stats)
-    r["paths"] = "/".join(str(int(c)) for c in torch.bincount(stats.long(), minlength=3).tolist())
-    del logits
+    r["select_us"] = bench_us(lambda: T.topk_select(logits, k, starts, ends, values=False), dev)
+    r["paths"] = paths(logits, k, starts, ends)
+    logits = None  # frees the matrix (every timing that reads it is done)
     if dg is not None:
         try:
             meta = dg.get_paged_mqa_logits_metadata(ctx2d, 64, dg.get_num_sms())
@@ -294,7 +297,8 @@ def main(argv: list | None = None) -> None:
             say(f"{mem[0]}: FAILED {type(e).__name__}: {str(e)[:300]}")
     say("\nµs, do_bench medians. fused = fp8_mqa_topk (logits in bounded blocks + selection kernel), set order; "
         "fused+sort = sorted by logit; ours/dg+topk = logits then torch.topk; select = the selection kernel alone "
-        "on the full logits; paths = rows in registers / sampled candidates / exact passes.")
+        "on the full logits; paths = rows in registers / sampled candidates / exact passes / split over programs / "
+        "torch.topk.")
     path = args.csv or (os.path.join(os.environ["OUT"], "indexer.csv") if os.environ.get("OUT") else None)
     if path and ROWS:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

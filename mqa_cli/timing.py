@@ -1,5 +1,6 @@
 """Timing: triton.testing.do_bench (CUDA events, L2 flushed between runs) median and spread on a GPU;
-one wall-clock run on the interpreter, flagged as meaningless for speed."""
+one wall-clock run on the interpreter, flagged as meaningless for speed. And what a time is measured
+against: the binding floor, from the target's ceilings (mqa_cli.targets holds the numbers, once)."""
 from __future__ import annotations
 
 import time
@@ -51,3 +52,46 @@ def time_graph(fn, rep_ms: int = 100) -> float:
     import triton
 
     return triton.testing.do_bench_cudagraph(fn, rep=rep_ms, return_mode="median") * 1e3
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The least time a problem can take on a target: its FLOP at the fp8 ceiling or its minimum bytes at the
+    copy rate, whichever is longer; that one binds."""
+
+    compute_us: float
+    memory_us: float
+    fp8_tflops: float
+    copy_tbs: float
+    measured: bool  # the project's measured ceilings (else the datasheet's peaks)
+
+    @property
+    def us(self) -> float:
+        return max(self.compute_us, self.memory_us)
+
+    @property
+    def bound(self) -> str:
+        return "compute" if self.compute_us >= self.memory_us else "memory"
+
+    def fraction(self, us: float) -> float:
+        """Floor / measured time (1.0 = at the ceiling)."""
+        return self.us / us if us > 0 else 0.0
+
+
+def ceilings(tgt) -> tuple[float, float, bool] | None:
+    """(fp8 TF/s, copy TB/s, measured?) of a target: the ceilings measured on it where targets.py has them (sm90:
+    1270 TF/s, 4.3 TB/s), else its datasheet peaks; None where it has neither (the interpreter)."""
+    if tgt.measured_fp8_tflops and tgt.measured_bandwidth_tbs:
+        return tgt.measured_fp8_tflops, tgt.measured_bandwidth_tbs, True
+    if tgt.peak_fp8_tflops and tgt.bandwidth_tbs:
+        return tgt.peak_fp8_tflops, tgt.bandwidth_tbs, False
+    return None
+
+
+def binding_floor(flop: int, nbytes: int, tgt) -> Floor | None:
+    """The floor of `flop` FLOP and `nbytes` minimum bytes on `tgt` (None without ceilings)."""
+    c = ceilings(tgt)
+    if c is None:
+        return None
+    fp8, copy, measured = c
+    return Floor(flop / (fp8 * 1e12) * 1e6, nbytes / (copy * 1e12) * 1e6, fp8, copy, measured)

@@ -3,8 +3,9 @@ per-row selection kernel (mqa_kernels.topk), so no [S, N] matrix is ever held.
 
 Indices follow the engines' convention: absolute kv positions (paged: token positions in the sequence),
 -1 where a row has fewer than topk live positions. Entries that are -inf or NaN, or outside the row's
-window, are never selected. Ties at the k-th value are broken deterministically (the kernel's block
-order); sorted=True orders by descending value, ties by that order.
+window, are never selected. The set comes in ascending position order; ties at the k-th value go to the
+lowest positions (every kernel path; the opt-in 'torch' kind breaks ties as torch.topk does).
+sorted=True orders by descending value, equal values by position.
 
 Hot path: shape/dtype/stride checks only, no host sync, no tensor data read on the host.
 """
@@ -12,30 +13,52 @@ from __future__ import annotations
 
 import torch
 
-from mqa_kernels.topk.config import topk_cap, topk_config
+from mqa_kernels.topk.config import VEC, topk_config
+from mqa_kernels.topk.config import workspace_bytes as tuned_workspace
 
 from . import interpreter, launch
 from .api import LOGITS_DTYPES, fp8_paged_mqa_logits, mqa_logits, target_for
 from .errors import UserError
 
-DEFAULT_WORKSPACE = 256 << 20  # bytes of logits held at once (one block of query rows)
+DEFAULT_WORKSPACE = 256 << 20  # bytes of logits held at once (one block of query rows) when tuned.py says nothing
 
 _CONFIGS: dict = {}
-TUNING: dict = {}  # num_warps / tile / programs_per_unit overrides for every launch (GPU sweeps)
+_DUMMIES: dict = {}
+_ESIZE = {torch.float32: 4, torch.bfloat16: 2}
+TUNING: dict = {}  # kind / num_warps / tile / programs_per_unit / sample / parts overrides for every launch (sweeps)
 
 
-def _config(rows: int, cols: int, topk: int, device, window: bool, compressed: bool, stats: bool, cap):
+def _config(rows: int, cols: int, topk: int, device, *, window: bool, compressed: bool, paged: bool, values: bool,
+            stats: bool, cap, vec_ok: bool, tuning: dict | None):
     tgt = target_for(device)
-    key = (rows, cols, topk, tgt.name, tgt.units, window, compressed, stats, cap, tuple(sorted(TUNING.items())))
+    tun = {**TUNING, **(tuning or {})}
+    key = (rows, cols, topk, tgt.name, tgt.units, window, compressed, paged, values, stats, cap, vec_ok,
+           tuple(sorted(tun.items())))
     cfg = _CONFIGS.get(key)
     if cfg is None:
         try:
             cfg = _CONFIGS[key] = topk_config(rows=rows, cols=cols, topk=topk, backend=tgt.backend, units=tgt.units,
-                                              window=window, compressed=compressed, values=True, stats=stats, cap=cap,
-                                              **TUNING)
+                                              window=window, compressed=compressed, paged=paged, values=values,
+                                              stats=stats, cap=cap, vec_ok=vec_ok, **tun)
         except ValueError as e:
             raise UserError(str(e)) from None
     return cfg
+
+
+def _dummy(device) -> torch.Tensor:
+    """A 1-element int32 tensor for pointer arguments a variant never touches (never written)."""
+    d = _DUMMIES.get(device)
+    if d is None:
+        d = _DUMMIES[device] = torch.zeros(1, dtype=torch.int32, device=device)
+    return d
+
+
+def _vec_ok(logits: torch.Tensor) -> bool:
+    """Whether every row may be read up to its end rounded up to VEC columns without leaving the buffer (the
+    kernels may then load aligned VEC-wide vectors)."""
+    R, cols = logits.shape
+    end = logits.storage_offset() + (R - 1) * logits.stride(0) + -(-cols // VEC) * VEC
+    return end * logits.element_size() <= logits.untyped_storage().nbytes()
 
 
 def _check_topk(topk) -> int:
@@ -51,14 +74,9 @@ def _check_window(x, name: str, rows: int, device) -> None:
         raise UserError(f"{name} is on {x.device}, the logits on {device}")
 
 
-# Few long rows (decode: one row per sequence, tens of thousands of columns) leave most SMs idle in the
-# selection kernel (one program per row): on the H200, B 64 x 64K columns took 2680 µs there against 167 µs
-# for torch.topk, while 64 x 8K took 32 µs against 100 (scripts/bench_indexer.py, 2026-11-30).
-FEW_ROWS_PER_SM, LONG_ROW = 2, 32768
-
-
 def _torch_select_into(logits, topk: int, ks, ke, idx_out, val_out, compressed: bool) -> None:
-    """torch.topk over the window-masked rows, in the kernel's conventions (-1 / -inf past the live entries)."""
+    """torch.topk over the window-masked rows, in the kernels' conventions (position order, -1 / -inf past the
+    live entries); ties at the k-th value as torch.topk breaks them. The 'torch' kind (opt-in, tuned.py)."""
     R, cols = logits.shape
     x = logits
     if ks is not None:
@@ -68,56 +86,89 @@ def _torch_select_into(logits, topk: int, ks, ke, idx_out, val_out, compressed: 
         x = logits.masked_fill(~live, float("-inf"))
     k = min(topk, cols)
     v, i = torch.topk(x, k, dim=1)
-    i = i.to(torch.int32)
+    dead = torch.isnan(v) | (v == float("-inf"))
+    i = torch.where(dead, cols, i)  # dead picks sort last
+    i, order = torch.sort(i, dim=1)
+    v = v.gather(1, order)
+    dead = i == cols
     if compressed:
-        i = i + ks.to(torch.int32)[:, None]
-    dead = ~torch.isfinite(v) | (v == float("-inf"))
-    idx_out[:, :k] = torch.where(dead, -1, i)
-    val_out[:, :k] = v.masked_fill(dead, float("-inf")).to(val_out.dtype)
+        i = i + ks.long()[:, None]
+    idx_out[:, :k] = torch.where(dead, -1, i).to(torch.int32)
     if k < topk:
         idx_out[:, k:] = -1
-        val_out[:, k:] = float("-inf")
+    if val_out is not None:
+        val_out[:, :k] = v.masked_fill(dead, float("-inf")).to(val_out.dtype)
+        if k < topk:
+            val_out[:, k:] = float("-inf")
 
 
-def _select_into(logits, topk: int, ks, ke, idx_out, val_out, *, compressed: bool = False, cap=None,
-                 stats=None) -> None:
-    """Select into idx_out / val_out ([R, topk] views) from an [R, cols] logits view: the selection kernel,
-    or torch.topk for a few very long rows (see FEW_ROWS_PER_SM)."""
+def _paged_args(paged, device):
+    """(ctx, stride b, stride t, next_n, max_context_len, shift) for a decode block, or inert values."""
+    if paged is None:
+        return _dummy(device), 0, 0, 1, 0, 0
+    ctx, next_n, max_ctx = paged
+    if ctx.dim() == 1:
+        return ctx, ctx.stride(0), 0, next_n, max_ctx, 1
+    return ctx, ctx.stride(0), ctx.stride(1), next_n, max_ctx, 0
+
+
+def select_args(cfg, logits, ks, ke, idx_out, val_out, *, paged=None, stats=None, scratch=None,
+                arrive=None) -> launch.LaunchArgs:
+    """The selection kernels' arguments (one order for both kernels): what _select_into launches, and what a
+    cross-compile signs (meta tensors)."""
+    dummy = _dummy(logits.device)
+    ks_t, ke_t = (ks, ke) if cfg.constexprs["WINDOW"] else (dummy, dummy)
+    val_t = val_out if val_out is not None else idx_out
+    ctx, sb, st, next_n, max_ctx, shift = _paged_args(paged, logits.device)
+    R, cols = logits.shape
+    args = [logits, ks_t, ke_t, ctx, idx_out, val_t, dummy if scratch is None else scratch,
+            dummy if arrive is None else arrive, dummy if stats is None else stats, R, cols, idx_out.shape[1],
+            cfg.schedule["parts"], logits.stride(0), ks_t.stride(0), ke_t.stride(0), sb, st, next_n, max_ctx, shift,
+            idx_out.stride(0), val_t.stride(0)]
+    return launch.LaunchArgs(tuple(cfg.grid), args, dict(cfg.constexprs), dict(cfg.options))
+
+
+def _select_into(logits, topk: int, ks, ke, idx_out, val_out, *, compressed: bool = False, paged=None, cap=None,
+                 stats=None, tuning: dict | None = None) -> None:
+    """Select into idx_out (and val_out, when not None) [R, topk] views from an [R, cols] logits view.
+    paged = (context_lens, next_n, max_context_len): each decode row's window [0, end) is read from the
+    context lengths inside the kernel (ks / ke unused)."""
     R, cols = logits.shape
     if R == 0:
         return
-    if (stats is None and cap is None and logits.is_cuda and cols >= LONG_ROW
-            and R < FEW_ROWS_PER_SM * torch.cuda.get_device_properties(logits.device).multi_processor_count):
-        _torch_select_into(logits, topk, ks, ke, idx_out, val_out, compressed)
-        return
     if logits.stride(1) != 1:
         logits = logits.contiguous()
-    window = ks is not None
-    cfg = _config(R, cols, topk, logits.device, window, compressed, stats is not None, cap)
     dev = logits.device
-    dummy = torch.empty(1, dtype=torch.int32, device=dev)
-    scratch = torch.empty(max(1, cfg.schedule["scratch_elems"]) if cols > cfg.constexprs["CAP"] else 1,
-                          dtype=torch.int32, device=dev)
-    ks_t, ke_t = (ks, ke) if window else (dummy, dummy)
-    st = stats if stats is not None else dummy
-    args = [logits, ks_t, ke_t, idx_out, val_out, scratch, st, R, cols, topk, logits.stride(0),
-            ks_t.stride(0), ke_t.stride(0), idx_out.stride(0), val_out.stride(0)]
-    a = launch.LaunchArgs(tuple(cfg.grid), args, dict(cfg.constexprs), dict(cfg.options))
+    cfg = _config(R, cols, topk, dev, window=ks is not None and paged is None, compressed=compressed,
+                  paged=paged is not None, values=val_out is not None, stats=stats is not None, cap=cap,
+                  vec_ok=_vec_ok(logits), tuning=tuning)
+    sched = cfg.schedule
+    if sched["kind"] == "torch":
+        if paged is not None:
+            ks, ke = torch.zeros(R, dtype=torch.int32, device=dev), paged_row_ends(*paged)
+        _torch_select_into(logits, topk, ks, ke, idx_out, val_out, compressed)
+        if stats is not None:
+            stats.fill_(4)
+        return
+    scratch = torch.empty(sched["scratch_elems"], dtype=torch.int32, device=dev) if sched["scratch_elems"] else None
+    arrive = torch.zeros(R, dtype=torch.int32, device=dev) if sched["arrive"] else None
+    a = select_args(cfg, logits, ks, ke, idx_out, val_out, paged=paged, stats=stats, scratch=scratch, arrive=arrive)
     launch.run_kernel(launch.kernel_for(cfg, dev), cfg, a, interpreter.active())
 
 
 def topk_select(logits: torch.Tensor, topk: int, ks: torch.Tensor | None = None, ke: torch.Tensor | None = None,
-                *, compressed: bool = False, cap: int | None = None,
-                stats: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                *, compressed: bool = False, cap: int | None = None, stats: torch.Tensor | None = None,
+                values: bool = True, tuning: dict | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-row top-k of an [R, N] fp32 or bf16 matrix, restricted to columns [ks, ke) when given.
 
-    Returns (indices int32 [R, topk], values [R, topk] in the logits' dtype): the set in a deterministic
-    order (position order except for rows of more than cap live entries), -1 / -inf past each row's live
-    entries. compressed: column c of row i is position
-    ks[i] + c and the row has ke[i] - ks[i] columns (fp8_mqa_logits' max_seqlen_k form); indices are
-    positions. cap: candidate capacity per row (a power of two >= 2 * topk; smaller values send short
-    rows through the long-row path, for tests). stats: an int32 [R] tensor to receive each row's path
-    (0 in registers, 1 sampled candidates, 2 exact passes).
+    Returns (indices int32 [R, topk], values [R, topk] in the logits' dtype, or None when values=False): the
+    set in ascending position order, ties at the k-th value to the lowest positions, -1 / -inf past each
+    row's live entries. compressed: column c of row i is position ks[i] + c and the row has ke[i] - ks[i]
+    columns (fp8_mqa_logits' max_seqlen_k form); indices are positions. cap: candidate capacity per row (a
+    power of two >= 2 * topk; smaller values send short rows through the long-row paths, for tests). stats:
+    an int32 [R] tensor to receive each row's path (0 in registers, 1 sampled candidates, 2 exact passes,
+    3 split over programs, 4 torch.topk). tuning: config overrides (kind, num_warps, tile, programs_per_unit,
+    sample, parts), for tests and sweeps.
     """
     topk = _check_topk(topk)
     if logits.dim() != 2 or logits.dtype not in LOGITS_DTYPES:
@@ -133,8 +184,8 @@ def topk_select(logits: torch.Tensor, topk: int, ks: torch.Tensor | None = None,
     if stats is not None and (stats.dtype != torch.int32 or stats.numel() != R or not stats.is_contiguous()):
         raise UserError(f"stats must be a contiguous int32 tensor of {R} elements")
     idx = torch.empty(R, topk, dtype=torch.int32, device=logits.device)
-    val = torch.empty(R, topk, dtype=logits.dtype, device=logits.device)
-    _select_into(logits, topk, ks, ke, idx, val, compressed=compressed, cap=cap, stats=stats)
+    val = torch.empty(R, topk, dtype=logits.dtype, device=logits.device) if values else None
+    _select_into(logits, topk, ks, ke, idx, val, compressed=compressed, cap=cap, stats=stats, tuning=tuning)
     return idx, val
 
 
@@ -144,49 +195,57 @@ def _sort_desc(idx: torch.Tensor, val: torch.Tensor) -> tuple[torch.Tensor, torc
     return idx.gather(1, order), v
 
 
-def _rows_per_block(rows: int, cols: int, dtype: torch.dtype, workspace_bytes: int, chunk_rows) -> int:
+def _workspace(cols: int, backend: str, given: int | None) -> int:
+    """Bytes of logits held at once: the caller's figure, else the tuned one for this row length."""
+    return int(given) if given is not None else tuned_workspace(cols, backend, DEFAULT_WORKSPACE)
+
+
+def _rows_per_block(rows: int, cols: int, dtype: torch.dtype, workspace: int, chunk_rows) -> int:
     if chunk_rows is not None:
         if chunk_rows < 1:
             raise UserError(f"chunk_rows must be >= 1, got {chunk_rows}")
         return min(rows, int(chunk_rows))
-    row_bytes = launch.padded_stride(cols) * torch.tensor([], dtype=dtype).element_size()
-    return max(1, min(rows, workspace_bytes // row_bytes))
+    row_bytes = launch.padded_stride(cols) * _ESIZE[dtype]
+    return max(1, min(rows, workspace // row_bytes))
 
 
 def topk_memory(S: int, N: int, topk: int, *, logits_dtype=torch.float32, max_seqlen_k: int = 0,
                 return_logits: bool = False, sorted: bool = True, chunk_rows: int | None = None,
-                workspace_bytes: int = DEFAULT_WORKSPACE, units: int = 132) -> dict:
+                workspace_bytes: int | None = None, units: int = 132, backend: str = "cuda") -> dict:
     """Device bytes fp8_mqa_topk holds beyond its inputs (for `explain`): logits block, selection scratch,
     outputs and the per-block sort. Independent of S x N: O(S * topk) + a fixed workspace."""
     cols = max_seqlen_k if max_seqlen_k > 0 else N
-    esz = torch.tensor([], dtype=logits_dtype).element_size()
-    rows = _rows_per_block(S, cols, logits_dtype, workspace_bytes, chunk_rows)
+    esz = _ESIZE[logits_dtype]
+    rows = _rows_per_block(S, cols, logits_dtype, _workspace(cols, backend, workspace_bytes), chunk_rows)
     block = rows * launch.padded_stride(cols) * esz
-    scratch = (min(rows, 4 * units) * 2 * topk_cap(topk) * 4) if cols > topk_cap(topk) else 0
+    cfg = topk_config(rows=rows, cols=cols, topk=topk, backend=backend, units=units, values=sorted or return_logits)
+    scratch = cfg.schedule["scratch_bytes"] + 4 * rows * (cfg.schedule["kind"] == "split")
     out = S * topk * 4 + (S * topk * esz if return_logits else 0)
-    per_block = rows * topk * (esz + (esz + 8 + 4 if sorted else 0))  # values (+ sort values, order, gathered)
+    per_block = rows * topk * (esz + esz + 8 + 4) if sorted else 0  # values, sort values, order, gathered
     return {"rows_per_block": rows, "blocks": -(-S // rows), "logits_block_bytes": block, "scratch_bytes": scratch,
-            "output_bytes": out, "per_block_bytes": per_block, "total_bytes": block + scratch + out + per_block}
+            "output_bytes": out, "per_block_bytes": per_block, "total_bytes": block + scratch + out + per_block,
+            "select_kernel": cfg.kernel}
 
 
 def fp8_mqa_topk(q: torch.Tensor, kv: torch.Tensor, kv_scales: torch.Tensor, weights: torch.Tensor,
                  ks: torch.Tensor, ke: torch.Tensor, topk: int, *, return_logits: bool = False,
                  logits_dtype: torch.dtype = torch.float32, chunk_rows: int | None = None, max_seqlen_k: int = 0,
-                 sorted: bool = True, workspace_bytes: int = DEFAULT_WORKSPACE, cap: int | None = None):
+                 sorted: bool = True, workspace_bytes: int | None = None, cap: int | None = None):
     """The top-k kv positions of each query row of fp8_mqa_logits, without the [S, N] logits.
 
     Same inputs as `mqa_logits(q, kv, kv_scales, weights, ks, ke)` plus topk. Returns int32 indices
     [S, topk] (absolute kv positions, -1 where a row has fewer than topk live positions) and, with
     return_logits, the selected logits [S, topk] in logits_dtype (-inf where the index is -1).
-    sorted: by descending logit; sorted=False returns the set in the kernel's order and skips the sort
-    (engines take the set). max_seqlen_k > 0 (an upper bound of ke - ks, known to the caller) computes
-    compressed logits: blocks of [rows, max_seqlen_k] instead of [rows, N].
+    sorted: by descending logit; sorted=False returns the set in ascending position order and skips the
+    sort (engines take the set; no values are written unless return_logits). max_seqlen_k > 0 (an upper
+    bound of ke - ks, known to the caller) computes compressed logits: blocks of [rows, max_seqlen_k]
+    instead of [rows, N].
 
     Memory beyond the inputs, independent of S x N: the outputs (S * topk * 4 bytes, + S * topk * 2 or 4
     with return_logits), one logits block of chunk_rows rows (default: as many rows as fit in
-    workspace_bytes = 256 MiB, at least one row), the selection scratch (at most 4 programs per SM x
-    2 x cap x 4 bytes, cap = max(1024, pow2(2 topk)): 17 MiB at topk 2048 on 132 SMs) and the per-block
-    values and sort buffers (rows_per_block * topk * ~16 bytes). `topk_memory` computes it.
+    workspace_bytes, default the tuned table's figure for this row length or 256 MiB, at least one row),
+    the selection scratch (at most programs x 2 x cap x 4 bytes, cap = max(1024, pow2(2 topk))) and, when
+    sorted, the per-block sort buffers (rows_per_block * topk * ~16 bytes). `topk_memory` computes it.
     """
     topk = _check_topk(topk)
     if logits_dtype not in LOGITS_DTYPES:
@@ -200,27 +259,36 @@ def fp8_mqa_topk(q: torch.Tensor, kv: torch.Tensor, kv_scales: torch.Tensor, wei
         _check_window(x, name, S, q.device)
     N = kv.shape[0]
     cols = int(max_seqlen_k) if max_seqlen_k > 0 else N
-    rows = _rows_per_block(S, cols, logits_dtype, workspace_bytes, chunk_rows)
+    ws = _workspace(cols, target_for(q.device).backend, workspace_bytes)
+    rows = _rows_per_block(S, cols, logits_dtype, ws, chunk_rows)
     idx = torch.empty(S, topk, dtype=torch.int32, device=q.device)
     val = torch.empty(S, topk, dtype=logits_dtype, device=q.device) if return_logits else None
     for r0 in range(0, S, rows):
         r1 = min(S, r0 + rows)
         logits = mqa_logits(q[r0:r1], kv, kv_scales, weights[r0:r1], ks[r0:r1], ke[r0:r1], clean_logits=False,
                             max_seqlen_k=int(max_seqlen_k), logits_dtype=logits_dtype)
-        v = val[r0:r1] if (val is not None and not sorted) else torch.empty(r1 - r0, topk, dtype=logits_dtype,
-                                                                             device=q.device)
-        _select_into(logits, topk, ks[r0:r1], ke[r0:r1], idx[r0:r1], v, compressed=max_seqlen_k > 0, cap=cap)
+        _select_block_rows(logits, topk, ks[r0:r1], ke[r0:r1], idx[r0:r1], None if val is None else val[r0:r1],
+                           sorted, dict(compressed=max_seqlen_k > 0, cap=cap))
         del logits  # the next block reuses its memory
-        if sorted:
-            i_sorted, v_sorted = _sort_desc(idx[r0:r1], v)
-            idx[r0:r1] = i_sorted
-            if val is not None:
-                val[r0:r1] = v_sorted
     return (idx, val) if return_logits else idx
 
 
+def _select_block_rows(logits, topk: int, ks, ke, idx, val, sorted: bool, kw: dict) -> None:
+    """One block of rows: select (values only when sorting or returning them), then sort when asked."""
+    if not sorted:
+        _select_into(logits, topk, ks, ke, idx, val, **kw)
+        return
+    v = torch.empty(idx.shape[0], topk, dtype=logits.dtype, device=logits.device)
+    _select_into(logits, topk, ks, ke, idx, v, **kw)
+    i_sorted, v_sorted = _sort_desc(idx, v)
+    idx.copy_(i_sorted)
+    if val is not None:
+        val.copy_(v_sorted)
+
+
 def paged_row_ends(context_lens: torch.Tensor, next_n: int, max_context_len: int) -> torch.Tensor:
-    """int32 [B * next_n]: one past the last token each decode row sees (on the device, no sync)."""
+    """int32 [B * next_n]: one past the last token each decode row sees (on the device, no sync). The
+    selection kernels compute the same from the context lengths themselves; this is the reference form."""
     if context_lens.dim() == 1:
         t = torch.arange(next_n, device=context_lens.device, dtype=torch.int64)
         ends = context_lens.long()[:, None] - next_n + 1 + t[None, :]
@@ -234,14 +302,15 @@ def paged_row_ends(context_lens: torch.Tensor, next_n: int, max_context_len: int
 def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,
                        block_table: torch.Tensor, max_context_len: int, topk: int, *, schedule_meta=None,
                        return_logits: bool = False, logits_dtype: torch.dtype = torch.float32, sorted: bool = True,
-                       workspace_bytes: int = DEFAULT_WORKSPACE, chunk_batch: int | None = None,
+                       workspace_bytes: int | None = None, chunk_batch: int | None = None,
                        cap: int | None = None):
     """The top-k token positions of each decode row of fp8_paged_mqa_logits, in bounded memory.
 
     Same inputs as fp8_paged_mqa_logits (schedule_meta by keyword; it is passed on only when the whole
     batch is one block). Returns int32 indices [B * next_n, topk] (token positions, -1 past a row's live
     tokens) and, with return_logits, the selected logits. Rows are computed in blocks of sequences
-    (chunk_batch, default: as many as fit in workspace_bytes). Memory as fp8_mqa_topk's.
+    (chunk_batch, default: as many as fit in workspace_bytes, default 256 MiB or the tuned figure). The
+    selection reads each row's end from context_lens itself (no extra launches). Memory as fp8_mqa_topk's.
     """
     topk = _check_topk(topk)
     if logits_dtype not in LOGITS_DTYPES:
@@ -254,11 +323,13 @@ def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.T
     S = B * T
     if weights.dim() != 2 or weights.shape[0] != S:
         raise UserError(f"weights must be [{S}, H], got shape {list(weights.shape)}")
-    ends = paged_row_ends(context_lens, T, max_context_len)
-    starts = torch.zeros(1, dtype=torch.int32, device=q.device).expand(S)  # stride 0: every row starts at 0
+    if context_lens.dtype != torch.int32 or tuple(context_lens.shape) not in ((B,), (B, T)):
+        raise UserError(f"context_lens must be int32 [{B}] or [{B}, {T}], got {context_lens.dtype} "
+                        f"{list(context_lens.shape)}")
     if chunk_batch is None:
-        per_seq = T * launch.padded_stride(max(1, max_context_len)) * torch.tensor([], dtype=logits_dtype).element_size()
-        chunk_batch = max(1, workspace_bytes // per_seq)
+        cols = max(1, max_context_len)
+        per_seq = T * launch.padded_stride(cols) * _ESIZE[logits_dtype]
+        chunk_batch = max(1, _workspace(cols, target_for(q.device).backend, workspace_bytes) // per_seq)
     nb = max(1, min(B, int(chunk_batch)))
     idx = torch.empty(S, topk, dtype=torch.int32, device=q.device)
     val = torch.empty(S, topk, dtype=logits_dtype, device=q.device) if return_logits else None
@@ -266,17 +337,12 @@ def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.T
         b1 = min(B, b0 + nb)
         r0, r1 = b0 * T, b1 * T
         meta = schedule_meta if (b0 == 0 and b1 == B) else None
-        logits = fp8_paged_mqa_logits(q[b0:b1], kv_cache, weights[r0:r1], context_lens[b0:b1], block_table[b0:b1],
+        ctx = context_lens if (b0 == 0 and b1 == B) else context_lens[b0:b1]
+        logits = fp8_paged_mqa_logits(q[b0:b1], kv_cache, weights[r0:r1], ctx, block_table[b0:b1],
                                       meta, max_context_len, clean_logits=False, logits_dtype=logits_dtype)
-        v = val[r0:r1] if (val is not None and not sorted) else torch.empty(r1 - r0, topk, dtype=logits_dtype,
-                                                                             device=q.device)
-        _select_into(logits, topk, starts[r0:r1], ends[r0:r1], idx[r0:r1], v, cap=cap)
+        _select_block_rows(logits, topk, None, None, idx[r0:r1], None if val is None else val[r0:r1], sorted,
+                           dict(paged=(ctx, T, max_context_len), cap=cap))
         del logits
-        if sorted:
-            i_sorted, v_sorted = _sort_desc(idx[r0:r1], v)
-            idx[r0:r1] = i_sorted
-            if val is not None:
-                val[r0:r1] = v_sorted
     return (idx, val) if return_logits else idx
 
 

@@ -1,9 +1,18 @@
-"""Top-k selection (mqa_cli.topk, mqa_kernels.topk) on the interpreter: index semantics (ties, -inf/NaN,
-short and empty rows, -1 padding, windows, compressed rows), the three selection paths, row blocks that
-straddle rows, and recall of fp8_mqa_topk against the float64 reference."""
+"""Top-k selection (mqa_cli.topk, mqa_kernels.topk) on the interpreter: index semantics (ties to the lowest
+positions, -inf/NaN, short and empty rows, -1 padding, windows, compressed rows, decode ends read from the
+context lengths), every selection path and variant (rows kernel, split kernel with its merge, aligned reads,
+the 8-way reduction, the torch kind), row blocks and part borders that straddle rows, the config's regimes,
+the memory bound, recall, and a cross-compile of both kernels for sm90."""
+import os
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import version
+
 import pytest
 import torch
 
+from mqa_cli import topk as T
 from mqa_cli.paged_problem import PagedSpec
 from mqa_cli.paged_reference import reference_paged
 from mqa_cli.paged_tensors import random_paged
@@ -11,14 +20,25 @@ from mqa_cli.problem import ProblemSpec
 from mqa_cli.reference import reference_logits
 from mqa_cli.tensors import random_prefill
 from mqa_cli.topk import fp8_mqa_topk, fp8_paged_mqa_topk, topk_recall, topk_select
+from mqa_kernels.topk import config as C
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+SPLIT = {"parts": 3}  # three programs per long row, the last merging: part borders inside every window
+VEC16 = {"vec": 16}  # aligned 16-column reads (the buffers below are padded views)
 
 
-def check_topk(x, k, idx, val, ks=None, ke=None):
-    """A valid top-k of each row of x within [ks, ke): min(k, live) distinct live picks, every pick >= the
-    k-th live value and every value above it picked, values equal to x at the picks, -1 / -inf padding."""
-    x, idx, val = x.cpu().double(), idx.cpu().long(), val.cpu().double()
+def padded(x: torch.Tensor) -> torch.Tensor:
+    """x as a view of a buffer with 24 spare columns a row (what the logits kernels return)."""
+    buf = torch.full((x.shape[0], x.shape[1] + 24), float("nan"), dtype=x.dtype)
+    buf[:, : x.shape[1]] = x
+    return buf[:, : x.shape[1]]
+
+
+def check_topk(x, k, idx, val, ks=None, ke=None, ties_lowest=True):
+    """A valid top-k of each row of x within [ks, ke): min(k, live) distinct live picks in ascending position
+    order, every pick >= the k-th live value and every value above it picked, the tied picks the lowest
+    positions holding the k-th value, values equal to x at the picks, -1 / -inf padding."""
+    x, idx = x.cpu().double(), idx.cpu().long()
     R, N = x.shape
     for r in range(R):
         s, e = (0, N) if ks is None else (int(ks[r]), int(ke[r]))
@@ -27,13 +47,19 @@ def check_topk(x, k, idx, val, ks=None, ke=None):
         n = min(k, live.numel())
         picks = idx[r, :n]
         assert (idx[r, n:] == -1).all(), (r, idx[r].tolist())
-        assert torch.isneginf(val[r, n:]).all(), r
-        assert len(set(picks.tolist())) == n and ((picks >= s) & (picks < e)).all(), (r, picks.tolist())
-        assert torch.equal(val[r, :n], x[r, picks]), r
+        assert (picks[1:] > picks[:-1]).all() and ((picks >= s) & (picks < e)).all(), (r, picks.tolist())
+        if val is not None:
+            v = val.cpu().double()
+            assert torch.isneginf(v[r, n:]).all(), r
+            assert torch.equal(v[r, :n], x[r, picks]), r
         if n:
             kth = torch.topk(x[r, live], n).values[-1]
             assert (x[r, picks] >= kth).all(), r
             assert set(live[x[r, live] > kth].tolist()) <= set(picks.tolist()), r
+            if ties_lowest:
+                tied = live[x[r, live] == kth]
+                got = picks[x[r, picks] == kth]
+                assert torch.equal(got, tied[: got.numel()]), (r, got.tolist(), tied.tolist())
 
 
 def windows(R, N, gen):
@@ -45,20 +71,22 @@ def windows(R, N, gen):
     return ks.int(), ke.int()
 
 
-@pytest.mark.parametrize("k,cap", [(1, None), (7, None), (7, 32), (64, 128), (64, 256)])
-def test_select_windows(k, cap):
+@pytest.mark.parametrize("k,cap,tuning", [(1, None, None), (7, None, None), (7, 32, None), (64, 128, None),
+                                          (64, 256, None), (7, 32, SPLIT), (64, 128, SPLIT), (7, 32, VEC16),
+                                          (64, 256, VEC16)])
+def test_select_windows(k, cap, tuning):
     gen = torch.Generator().manual_seed(k)
     R, N = 10, 520
     x = torch.randn(R, N, generator=gen)
     ks, ke = windows(R, N, gen)
-    stats = torch.empty(R, dtype=torch.int32)
-    idx, val = topk_select(x.to(DEVICE), k, ks.to(DEVICE), ke.to(DEVICE), cap=cap, stats=stats.to(DEVICE))
+    idx, val = topk_select(padded(x).to(DEVICE), k, ks.to(DEVICE), ke.to(DEVICE), cap=cap, tuning=tuning)
     assert idx.dtype == torch.int32 and idx.shape == (R, k) and val.dtype == torch.float32
     check_topk(x, k, idx, val, ks, ke)
 
 
 def test_ties_and_dead_entries_every_path():
-    """Integer logits (ties everywhere), -inf and NaN entries; rows sized for each of the three paths."""
+    """Integer logits (ties everywhere: the lowest positions win), -inf and NaN entries; rows sized for every
+    path of both kernels."""
     gen = torch.Generator().manual_seed(1)
     R, N, k = 8, 300, 7
     x = torch.randint(0, 6, (R, N), generator=gen).float()
@@ -70,20 +98,38 @@ def test_ties_and_dead_entries_every_path():
     ks = torch.tensor([0, 0, 250, 0, 0, 0, 0, 0], dtype=torch.int32)
     ke = torch.tensor([300, 20, 300, 300, 300, 300, 300, 300], dtype=torch.int32)
     seen = set()
-    for cap in (None, 16, 64):
+    for cap, tuning in ((None, None), (16, None), (64, None), (16, SPLIT), (64, SPLIT)):
         stats = torch.full((R,), -1, dtype=torch.int32, device=DEVICE)
-        idx, val = topk_select(x.to(DEVICE), k, ks.to(DEVICE), ke.to(DEVICE), cap=cap, stats=stats)
+        idx, val = topk_select(x.to(DEVICE), k, ks.to(DEVICE), ke.to(DEVICE), cap=cap, stats=stats, tuning=tuning)
         check_topk(x, k, idx, val, ks, ke)
         seen |= set(stats.tolist())
-    assert seen == {0, 1, 2}  # registers, sampled candidates, exact passes all ran
+    assert seen == {0, 1, 2, 3}  # registers, sampled candidates, exact passes, split + merge all ran
+
+
+def test_eight_way_reduction_matches():
+    """The GPU's search round (one 8-way reduction of scalar thresholds) selects what the interpreter's vector
+    round does, on every path (tiny blocks: the interpreter runs that reduction per element)."""
+    gen = torch.Generator().manual_seed(5)
+    R, N, k = 4, 150, 20
+    x = torch.randn(R, N, generator=gen)
+    x[1, 10:80] = 0.5  # ties at the k-th value
+    ks, ke = torch.tensor([0, 0, 30, 3], dtype=torch.int32), torch.tensor([150, 150, 31, 60], dtype=torch.int32)
+    for cap, tuning in ((64, {}), (64, SPLIT)):
+        stats = torch.full((R,), -1, dtype=torch.int32)
+        a, _ = topk_select(x, k, ks, ke, cap=cap, tuning={**tuning, "reduce8": True}, stats=stats)
+        b, _ = topk_select(x, k, ks, ke, cap=cap, tuning=tuning)
+        assert torch.equal(a, b), (a, b)
+        check_topk(x, k, a, None, ks, ke)
+        assert {1, 3} & set(stats.tolist())  # a candidate search ran through the reduction
 
 
 def test_no_window_and_bf16():
     gen = torch.Generator().manual_seed(2)
     x = torch.randn(5, 200, generator=gen).to(torch.bfloat16)  # bf16: many ties
-    idx, val = topk_select(x.to(DEVICE), 64, cap=128)
-    assert val.dtype == torch.bfloat16
-    check_topk(x.float(), 64, idx, val.float())
+    for tuning in (None, SPLIT):
+        idx, val = topk_select(x.to(DEVICE), 64, cap=128, tuning=tuning)
+        assert val.dtype == torch.bfloat16
+        check_topk(x.float(), 64, idx, val.float())
 
 
 def test_compressed_rows_give_positions():
@@ -95,9 +141,77 @@ def test_compressed_rows_give_positions():
     comp = torch.full((R, width), float("nan"))  # past each row's length: never read
     for r in range(R):
         comp[r, : int(ke[r] - ks[r])] = x[r, int(ks[r]):int(ke[r])]
-    for cap in (None, 32):
-        idx, val = topk_select(comp.to(DEVICE), k, ks.to(DEVICE), ke.to(DEVICE), compressed=True, cap=cap)
+    for cap, tuning in ((None, None), (32, None), (32, SPLIT)):
+        idx, val = topk_select(comp.to(DEVICE), k, ks.to(DEVICE), ke.to(DEVICE), compressed=True, cap=cap,
+                               tuning=tuning)
         check_topk(x, k, idx, val, ks, ke)
+
+
+def test_decode_ends_read_in_the_kernel():
+    """Paged rows: each row's end comes from the context lengths (1-D with next_n 2: ctx - next_n + 1 + t;
+    2-D: ctx[b, t]; clamped to [0, max_context_len]) and matches windows [0, paged_row_ends)."""
+    gen = torch.Generator().manual_seed(4)
+    B, nn, width, k = 3, 2, 300, 9
+    x = padded(torch.randn(B * nn, width, generator=gen))
+    for ctx in (torch.tensor([300, 1, 120], dtype=torch.int32),
+                torch.tensor([[5, 300], [0, 0], [70, 71]], dtype=torch.int32)[:, :],
+                torch.tensor([[9, 1, 250, 1, 4, 1]], dtype=torch.int32).reshape(3, 2)):
+        ends = T.paged_row_ends(ctx, nn, width)
+        starts = torch.zeros_like(ends)
+        for cap, tuning in ((None, None), (32, None), (32, SPLIT)):
+            idx = torch.empty(B * nn, k, dtype=torch.int32)
+            T._select_into(x, k, None, None, idx, None, paged=(ctx, nn, width), cap=cap, tuning=tuning)
+            ref, _ = topk_select(x, k, starts, ends, cap=cap, tuning=tuning)
+            assert torch.equal(idx, ref), (ctx.tolist(), tuning)
+            check_topk(x, k, idx, None, starts, ends)
+
+
+def test_values_off_and_the_torch_kind():
+    """values=False writes no values and the same indices; the opt-in torch kind selects the same set (distinct
+    values) in the same position order with the same padding."""
+    gen = torch.Generator().manual_seed(6)
+    R, N, k = 5, 300, 16
+    x = torch.randperm(R * N, generator=gen).float().reshape(R, N) / 7.0  # distinct values: no ties
+    ks = torch.tensor([0, 10, 50, 7, 20], dtype=torch.int32)
+    ke = torch.tensor([300, 200, 60, 7, 290], dtype=torch.int32)  # row 2: 10 live (< k), row 3: empty
+    idx, val = topk_select(x, k, ks, ke)
+    idx2, none = topk_select(x, k, ks, ke, values=False)
+    assert none is None and torch.equal(idx, idx2)
+    idx_t, val_t = topk_select(x, k, ks, ke, tuning={"kind": "torch"})
+    assert torch.equal(idx, idx_t) and torch.equal(val, val_t)
+    assert (idx_t[3] == -1).all() and (idx_t[2] == -1).sum() == k - 10
+
+
+def test_config_regimes_and_table():
+    """Few rows longer than cap split over programs (parts from programs per SM, at most PMAX) on a GPU, never
+    on the interpreter; many rows run the persistent kernel; bad tuning is refused; the table's nearest
+    power-of-two bucket applies."""
+    cuda = dict(backend="cuda", units=132)
+    few = C.topk_config(rows=64, cols=70000, topk=2048, **cuda)
+    assert few.kernel == "topk_split" and few.schedule["parts"] == 9 and few.grid == (64 * 9,)
+    tile = C.DEFAULTS["split"]["tile"]
+    assert C.topk_config(rows=1, cols=40 * tile - 5, topk=2048, **cuda).schedule["parts"] == 40  # >= a tile a part
+    assert C.topk_config(rows=1, cols=1 << 20, topk=2048, **cuda).schedule["parts"] == C.PMAX
+    assert C.topk_config(rows=64, cols=4000, topk=2048, **cuda).kernel == "topk_rows"  # fits registers
+    many = C.topk_config(rows=8192, cols=8192, topk=2048, **cuda)
+    assert many.kernel == "topk_rows" and many.grid == (C.DEFAULTS["rows"]["programs_per_unit"] * 132,)
+    assert many.schedule["scratch_elems"] > 0
+    assert C.topk_config(rows=64, cols=70000, topk=2048, backend="interpreter", units=None).kernel == "topk_rows"
+    with pytest.raises(ValueError, match="unknown top-k tuning"):
+        C.topk_config(rows=8, cols=8, topk=2, nope=1, **cuda)
+    with pytest.raises(ValueError, match="parts"):
+        C.topk_config(rows=8, cols=9000, topk=2048, parts=C.PMAX + 1, **cuda)
+    table = {4096: {"tile": 1}, 32768: {"tile": 2}}
+    assert [C._bucket_entry(table, c)["tile"] for c in (100, 4096, 6000, 9000, 1 << 20)] == [1, 1, 1, 2, 2]
+    assert C.workspace_bytes(8192, "interpreter", 123) == 123
+
+
+def test_memory_stays_bounded():
+    """1x131072 causal at k 2048 through fp8_mqa_topk: O(S k) + a fixed workspace, far below 8 GiB."""
+    m = T.topk_memory(131072, 131072, 2048, sorted=False)
+    assert m["total_bytes"] < 4 << 30 and m["output_bytes"] == 131072 * 2048 * 4
+    assert m["scratch_bytes"] <= 64 << 20 and m["select_kernel"] == "topk_rows"
+    assert T.topk_memory(64, 70000, 2048)["select_kernel"] == "topk_split"
 
 
 def test_recall_semantics():
@@ -112,7 +226,8 @@ def test_recall_semantics():
 
 def test_fp8_mqa_topk_blocks_and_recall(capsys):
     """Blocks of 7 rows (rows straddle block borders), causal windows not starting at 0 in the second
-    sequence, sorted output, recall against the float64 reference; bf16 logits' recall is reported."""
+    sequence, sorted output, the set in position order when unsorted, recall against the float64 reference;
+    bf16 logits' recall is reported."""
     t = random_prefill(ProblemSpec(batch=2, seq=20, seq_kv=300, heads=16, dim=32, layout="causal"), device=DEVICE)
     ref = reference_logits(t, dtype=torch.float64)
     k = 64
@@ -124,6 +239,7 @@ def test_fp8_mqa_topk_blocks_and_recall(capsys):
     assert ((idx >= t.ks[:, None]) & (idx < t.ke[:, None])).all()
     whole = fp8_mqa_topk(t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, k, sorted=False)
     assert torch.equal(torch.sort(whole, dim=1).values, torch.sort(idx, dim=1).values)
+    assert (whole[:, 1:] > whole[:, :-1]).all()  # every row has >= k live: ascending positions throughout
     b_idx = fp8_mqa_topk(t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, k, logits_dtype=torch.bfloat16,
                          chunk_rows=16)
     b_lo, b_mean = topk_recall(b_idx, ref, k, t.ks, t.ke)
@@ -142,40 +258,84 @@ def test_short_rows_pad_with_minus_one():
         assert (idx[r, n:] == -1).all() and (idx[r, :n] >= 0).all()
 
 
-def test_paged_topk_recall():
+@pytest.mark.parametrize("ctx_2d", [False, True])
+def test_paged_topk_recall(ctx_2d):
+    """Blocks of 2 sequences over 3 (a block border inside the batch), next_n 2, 1-D or 2-D context lengths;
+    the split kernel on the last call."""
     t = random_paged(PagedSpec(batch=3, next_n=2, context_len=200, heads=16, dim=64, block_size=16),
                      device=DEVICE)
+    ctx = T.paged_row_ends(t.context_lens, 2, t.max_context_len).reshape(3, 2) if ctx_2d else t.context_lens
     k = 64
-    idx, val = fp8_paged_mqa_topk(t.q, t.kv_cache, t.weights, t.context_lens, t.block_table, t.max_context_len, k,
-                                  return_logits=True, chunk_batch=2, cap=128)
     ref = reference_paged(t, dtype=torch.float64, clean_logits=True)
+    idx, val = fp8_paged_mqa_topk(t.q, t.kv_cache, t.weights, ctx, t.block_table, t.max_context_len, k,
+                                  return_logits=True, chunk_batch=2, cap=128)
     lo, mean = topk_recall(idx, ref, k)
     assert mean >= 0.999 and lo >= 0.99, (lo, mean)
     assert (val[:, 1:] <= val[:, :-1]).all()
+    T.TUNING.update(SPLIT)
+    try:
+        unsorted = fp8_paged_mqa_topk(t.q, t.kv_cache, t.weights, ctx, t.block_table, t.max_context_len, k,
+                                      sorted=False, cap=128)
+    finally:
+        T.TUNING.clear()
+    assert torch.equal(torch.sort(unsorted, dim=1).values, torch.sort(idx, dim=1).values)
 
 
-def test_few_long_rows_path_matches_the_kernel():
-    """The torch.topk path taken on a GPU for a few very long rows picks the same set, with the same -1 / -inf
-    padding, as the selection kernel (distinct values, windows, compressed rows, a short and an empty row)."""
+COMPILE = textwrap.dedent(r'''
+    import os, re, sys
+    os.environ.pop("TRITON_INTERPRET", None)
     import torch
+    from mqa_cli import compile as comp
+    comp.prepare()
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+    from mqa_cli.topk import select_args
+    from mqa_kernels.topk.config import topk_config
 
-    from mqa_cli import topk as T
+    meta = dict(device="meta")
+    for rows, cols, tuning in ((4096, 8192, {}), (64, 70000, {}), (64, 70000, {"vec": 16, "num_warps": 4})):
+        paged = rows == 64
+        cfg = topk_config(rows=rows, cols=cols, topk=2048, backend="cuda", units=132, paged=paged, values=False,
+                          vec_ok=True, **tuning)
+        logits = torch.empty(rows, cols + 128, **meta)[:, :cols]
+        i32 = lambda *s: torch.empty(*s, dtype=torch.int32, **meta)
+        ctx = (i32(rows), 1, cols) if paged else None
+        la = select_args(cfg, logits, i32(rows), i32(rows), i32(rows, 2048), None, paged=ctx,
+                         scratch=i32(max(1, cfg.schedule["scratch_elems"])), arrive=i32(rows))
+        fn = cfg.jitted()
+        gpu = GPUTarget("cuda", 90, 32)
+        sig = comp.build_signature(fn, la, make_backend(gpu))
+        c = triton.compile(triton.compiler.ASTSource(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
+                           options=dict(cfg.options))
+        print(cfg.kernel, c.metadata.name, "atom" in c.asm["ptx"], "ld.global.cg" in c.asm["ptx"])
+''')
 
-    g = torch.Generator().manual_seed(3)
-    R, N, k = 5, 300, 16
-    logits = torch.randperm(R * N, generator=g).float().reshape(R, N) / 7.0  # distinct values: no ties
-    ks = torch.tensor([0, 10, 50, 7, 20], dtype=torch.int32)
-    ke = torch.tensor([300, 200, 60, 7, 290], dtype=torch.int32)  # row 2: 10 live (< k), row 3: empty
-    for compressed in (False, True):
-        x = logits
-        if compressed:
-            c = torch.arange(N)
-            x = torch.where(c[None, :] < (ke - ks)[:, None], logits, torch.tensor(float("-inf")))
-        idx_k, val_k = T.topk_select(x, k, ks, ke, compressed=compressed)
-        idx_t = torch.empty(R, k, dtype=torch.int32)
-        val_t = torch.empty(R, k)
-        T._torch_select_into(x, k, ks, ke, idx_t, val_t, compressed)
-        for r in range(R):
-            assert set(idx_k[r].tolist()) == set(idx_t[r].tolist()), (compressed, r)
-            assert sorted(val_k[r].tolist()) == sorted(val_t[r].tolist())
-        assert (idx_t[3] == -1).all() and (idx_t[2] == -1).sum() == k - 10
+
+@pytest.mark.skipif(not version("triton").startswith("3.6."), reason="signed for triton 3.6")
+def test_kernels_compile_for_sm90():
+    """Both kernels (persistent rows; split with its atomic count-in and L2-only merge reads; aligned reads)
+    compile for sm90 on the CPU, named after their config keys (a subprocess: the suite runs the interpreter)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    p = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = [line.split() for line in p.stdout.strip().splitlines()]
+    assert [x[0] for x in lines] == ["topk_rows", "topk_split", "topk_split"], p.stdout
+    assert lines[0][1].startswith("topk_rows_CAP_4096_SAMPLE_2048") and "_PAGED_1" in lines[1][1]
+    assert lines[1][2:] == ["True", "True"] and "_VEC_16" in lines[2][1]
+
+
+def test_table_routes_and_tunes(monkeypatch):
+    """tuned.py entries apply by regime and row length: a decode bucket routed to torch.topk, a prefill bucket's
+    warps; an explicit kind override takes that kind's own defaults."""
+    from mqa_kernels.topk import tuned
+
+    monkeypatch.setattr(tuned, "CUDA_TUNED", {"rows": {8192: {"num_warps": 8, "programs_per_unit": 2}},
+                                              "split": {131072: {"kind": "torch"}}})
+    cuda = dict(backend="cuda", units=132)
+    assert C.topk_config(rows=64, cols=90000, topk=2048, **cuda).schedule["kind"] == "torch"
+    rows = C.topk_config(rows=8192, cols=8192, topk=2048, **cuda)
+    assert rows.options["num_warps"] == 8 and rows.grid == (264,)
+    forced = C.topk_config(rows=8192, cols=8192, topk=2048, kind="split", **cuda)
+    assert forced.kernel == "topk_split" and forced.options["num_warps"] == C.DEFAULTS["split"]["num_warps"]
+    assert C.topk_config(rows=64, cols=90000, topk=2048, kind="split", **cuda).kernel == "topk_split"

@@ -1,5 +1,6 @@
-"""Per-row top-k selection over a logits matrix (config.py: its config; kernel.py: the kernel)."""
+"""Per-row top-k selection over a logits matrix (config.py: its config and cost model; kernel.py: the kernels;
+tuned.py: the H200 table scripts/sweep_topk.py writes)."""
 
 # The constexpr names that make its compiled variants differ (and name them): written once, read by
-# config.py (the config) and kernel.py (the kernel's repr).
-KEYS = ("CAP", "SAMPLE", "TILE", "NW", "MARGIN", "WINDOW", "COMPRESSED", "VALUES", "STATS")
+# config.py (the config) and kernel.py (the kernels' repr).
+KEYS = ("CAP", "SAMPLE", "TILE", "VEC", "NW", "MARGIN", "WINDOW", "COMPRESSED", "PAGED", "VALUES", "STATS", "R8")

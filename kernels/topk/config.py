@@ -1,28 +1,62 @@
-"""Config of the top-k selection kernel (no triton or torch import: `explain` stays cheap).
+"""Config of the top-k selection kernels (no triton or torch import: `explain` stays cheap).
 
-One program walks rows (persistent grid, rows pid, pid + grid, ...). A row whose live window fits in
-CAP entries is selected in registers. A longer row is sampled (SAMPLE evenly spread entries) to pick a
-threshold that keeps about 1.3-1.5 x topk entries, streamed once in [NW, TILE/NW] tiles, each warp
-compacting its segments' candidates into its own region (CAP/NW keys + columns) of the program's scratch,
-and selected there. A row whose
-candidates miss topk or overflow a region (rare: adversarial values, heavy ties) takes an exact path: 16 thresholds
-counted per pass over the row until the k-th key is known, then one emitting pass.
+What bounds the time (METHOD, H200: 132 SMs, 64K registers and 228 KiB shared memory per SM, ~4 TB/s):
+
+  The first kernel (until 2026-12) ran 16 warps per program at 128 registers: the whole register file, so ONE
+  program (one row) per SM. Each count probe of its key search was a 512-thread reduction (shared memory and two
+  barriers, ~0.3-0.5 µs) and a row took 20-40 probes (interpolating in key space: near 0 the int keys of the
+  floats are far from linear) plus a 512-thread cumsum to emit. 1x4096 causal: 4096 rows / 132 SMs = 31 rows
+  per SM x ~11 µs = 340 µs measured, against a bandwidth floor of 8 µs for reading its rows (4096 x 2048 avg
+  x 4 B = 34 MB). Latency of dependent reductions with one row in flight per SM, not bandwidth: ~40x the floor.
+
+  Bytes per row of L live columns (k = 2048, CAP = 4096): read 4 L once; for L > CAP also the sample (2048
+  gathers: whole 32-byte sectors, ~min(L, 16K) x 4 B, L2 hits for the pass after it) and the candidates
+  (~1.4 k keys + columns, 8 B each, written and read back through L2); write 4 k indices (+ 4 k values only
+  when the caller needs them: sorted output or return_logits). Passes: one (plus the sample) in every path but
+  the rare exact fallback. Floors at 4 TB/s: 1x4096 ~17 µs, 1x8192 ~50 µs, 1x32768 causal ~0.6 ms (2.1 GB of
+  logits), decode 64 x 64K ~5 µs (then the chain sample -> pass -> merge is ~3 dependent memory latencies).
+
+  This version: programs of 4 (rows) or 8 (split) warps; the [CAP] block costs 32 registers a thread per
+  tensor at 4 warps, so ~128 registers and 4 programs (4 rows) in flight per SM; reductions over 128 threads;
+  ~5 probes a row (interpolation in value space, and the sampled threshold as the bracket's low end). Rows of
+  at most k live columns skip the search (streamed, every live entry). Decode (fewer than 2 rows per SM and
+  rows longer than CAP) spreads each row over `parts` programs and merges in the last one (topk_split), so
+  64 rows still fill the GPU. The sweep (scripts/sweep_topk.py) measures num_warps, tile, programs per SM,
+  sample and parts per shape and writes tuned.py.
 """
 from __future__ import annotations
 
 from ..config import KernelConfig, cdiv, pow2_ceil
 from . import KEYS
 
-
 MIN_CAP = 1024  # rows up to this many live entries are selected in registers
-MARGIN = 2.5  # standard deviations of the sample's rank error kept above topk (fewer rows miss topk)
-PROGRAMS_PER_UNIT = 4
+MARGIN = 4.0  # sample-rank standard deviations kept above topk (simulated: a 32K row misses k in ~3e-4)
+PMAX = 64  # most programs per row in topk_split (kernel.py holds the same bound)
+FEW_ROWS_PER_UNIT = 2  # fewer rows than this per SM, rows longer than cap: split each row over programs
+VEC = 16  # columns per aligned read when the buffer holds the rounded-up row end (the launcher checks)
+# Vectorised reads are opt-in ("vec": 16): their 4-wide layout differs from the scattered stores' 1-wide one, and
+# the layout conversions cost registers (sm90 ptxas, 4 warps, tile 2048: 255 registers against 168 at vec 1).
+
+# Defaults until a sweep writes tuned.py (reasoned, not measured). sm90 ptxas (cross-compiled, k 2048): rows
+# kernel 168 registers at 4 warps / tile 1024 (3 programs per SM; tile 2048 spills), split kernel 128 at 8 warps
+# (its merge holds 2 CAP keys: 32 a thread), so 4 rows programs per SM is a slight oversubscription.
+DEFAULTS = {
+    "rows": {"num_warps": 4, "tile": 1024, "programs_per_unit": 4, "sample": 2048},
+    "split": {"num_warps": 8, "tile": 1024, "programs_per_unit": 4, "sample": 2048},
+}  # (+ "reduce8": False for eight separate sums per search round instead of one 8-way reduction)
+TUNABLE = ("kind", "num_warps", "tile", "programs_per_unit", "sample", "parts", "maxnreg", "reduce8", "vec")
 
 
-def _load():
+def _load_rows():
     from .kernel import topk_rows
 
     return topk_rows
+
+
+def _load_split():
+    from .kernel import topk_split
+
+    return topk_split
 
 
 def topk_cap(topk: int, cap: int | None = None) -> int:
@@ -35,34 +69,93 @@ def topk_cap(topk: int, cap: int | None = None) -> int:
     return cap
 
 
+def _bucket_entry(table: dict, cols: int):
+    """The entry of the nearest power-of-two column bucket (ties: the smaller)."""
+    if not table:
+        return None
+    b = pow2_ceil(max(1, cols)).bit_length()
+    return table[min(table, key=lambda x: (abs(int(x).bit_length() - b), x))]
+
+
+def tuned(kind: str, cols: int, backend: str) -> dict:
+    """The measured config for this regime and row length (tuned.py), over DEFAULTS; CUDA only."""
+    out = dict(DEFAULTS[kind])
+    if backend == "cuda":
+        from .tuned import CUDA_TUNED
+
+        out.update(_bucket_entry(CUDA_TUNED.get(kind, {}), cols) or {})
+    return out
+
+
+def workspace_bytes(cols: int, backend: str, default: int) -> int:
+    """Bytes of logits fp8_mqa_topk holds at once for rows of `cols` columns (tuned.py; else `default`)."""
+    if backend != "cuda":
+        return default
+    from .tuned import WORKSPACE
+
+    return _bucket_entry(WORKSPACE, cols) or default
+
+
+def topk_kind(rows: int, cols: int, cap: int, units: int, backend: str) -> str:
+    """'split' for a few rows longer than cap (decode), else 'rows'."""
+    few = rows < FEW_ROWS_PER_UNIT * max(1, units) and backend != "interpreter"
+    return "split" if few and cols > cap else "rows"
+
+
 def topk_config(*, rows: int, cols: int, topk: int, backend: str, units: int | None, window: bool = True,
-                compressed: bool = False, values: bool = True, stats: bool = False, cap: int | None = None,
-                num_warps: int | None = None, tile: int | None = None,
-                programs_per_unit: int | None = None) -> KernelConfig:
-    """Grid (persistent: a few programs per SM, each walking rows) and tile sizes for an [rows, cols] matrix.
-    num_warps / tile / programs_per_unit override the defaults (for sweeps on the GPU)."""
+                compressed: bool = False, paged: bool = False, values: bool = True, stats: bool = False,
+                cap: int | None = None, vec_ok: bool = False, **tuning) -> KernelConfig:
+    """Grid and sizes for an [rows, cols] matrix. vec_ok: the buffer may be read to each row's end rounded up
+    to VEC columns. tuning (sweeps, tests): kind ('rows', 'split', 'torch'), num_warps, tile,
+    programs_per_unit, sample, parts, maxnreg, reduce8, vec override the table and the defaults."""
+    bad = set(tuning) - set(TUNABLE)
+    if bad:
+        raise ValueError(f"unknown top-k tuning keys {sorted(bad)}; known: {', '.join(TUNABLE)}")
+    tuning = {a: b for a, b in tuning.items() if b is not None}
     cap = topk_cap(topk, cap)
-    sample = min(2048, cap // 2)
-    tile_override = tile
+    units = max(1, units or 1)
+    regime = "split" if tuning.get("parts") else topk_kind(rows, cols, cap, units, backend)
+    entry = tuned(regime, cols, backend)  # the table may route a regime to another kind (e.g. 'torch')
+    kind = tuning.get("kind") or entry.get("kind") or regime
+    if kind not in ("rows", "split", "torch"):
+        raise ValueError(f"kind must be rows, split or torch, got {kind!r}")
+    if tuning.get("kind") and kind != regime:  # an override: that kind's own defaults and table
+        entry = tuned("split" if kind == "split" else "rows", cols, backend)
+    p = {**entry, **tuning}
+    p.pop("kind", None)
     if backend == "interpreter":
-        tile = 128  # several tiles per row on small test matrices
-        programs = min(rows, 3)  # > 1 row per program, so the persistent loop runs on the CPU too
-        options = {"num_warps": 4, "num_stages": 1}
+        p.update(tile=tuning.get("tile", 128), num_warps=4)  # several tiles per row on small test matrices
+    nw, tile = int(p["num_warps"]), int(p["tile"])
+    sample = min(int(p["sample"]), cap // 2)
+    if tile < 64 or tile & (tile - 1) or sample < 2 or nw & (nw - 1):
+        raise ValueError(f"tile {tile} must be a power of two >= 64, sample {sample} >= 2, num_warps {nw} a power "
+                         "of two")
+    options = {"num_warps": nw, "num_stages": 1}
+    if p.get("maxnreg") and backend == "cuda":
+        options["maxnreg"] = int(p["maxnreg"])
+    vec = VEC if vec_ok and int(p.get("vec", 1)) == VEC else 1
+    constexprs = {"CAP": cap, "SAMPLE": sample, "TILE": tile, "VEC": vec, "NW": nw, "MARGIN": MARGIN,
+                  "WINDOW": bool(window), "COMPRESSED": bool(compressed), "PAGED": bool(paged),
+                  "VALUES": bool(values), "STATS": bool(stats),
+                  # one 8-way reduction per search round; the interpreter runs a custom combine per element
+                  "R8": bool(p.get("reduce8", backend != "interpreter"))}
+    rows1 = max(rows, 1)
+    if kind == "split":
+        parts = int(p.get("parts") or min(PMAX, max(1, cdiv(int(p["programs_per_unit"]) * units, rows1)),
+                                          max(1, cdiv(cols, tile))))
+        if not 1 <= parts <= min(PMAX, 2 * cap):
+            raise ValueError(f"parts must be in [1, {min(PMAX, 2 * cap)}], got {parts}")
+        grid = (rows1 * parts,)
+        schedule = {"kind": kind, "parts": parts, "scratch_elems": rows1 * (4 * cap + PMAX), "arrive": True,
+                    "slots_per_part": (2 * cap) // parts}
+        load, name = _load_split, "topk_split"
     else:
-        tile = 1024
-        programs = min(rows, (programs_per_unit or PROGRAMS_PER_UNIT) * (units or 1))
-        # sm90 cross-compile (ptxas): at cap 4096, 8 warps need 255 registers, 16 warps 128 (no real spill)
-        options = {"num_warps": 16 if cap >= 4096 else (8 if cap >= 2048 else 4), "num_stages": 1}
-    if num_warps:
-        options["num_warps"] = num_warps
-    if tile_override:
-        tile = tile_override
-    if tile < options["num_warps"] or cap < options["num_warps"] or sample < options["num_warps"]:
-        raise ValueError(f"tile {tile}, cap {cap} and sample {sample} must each be >= num_warps {options['num_warps']}")
-    constexprs = {"CAP": cap, "SAMPLE": sample, "TILE": tile, "NW": options["num_warps"], "MARGIN": MARGIN,
-                  "WINDOW": bool(window), "COMPRESSED": bool(compressed), "VALUES": bool(values), "STATS": bool(stats)}
-    programs = max(1, programs)
-    return KernelConfig("topk", "topk_rows", KEYS, constexprs, options, (programs,),
-                        {"scratch_elems": programs * 2 * cap, "rows_per_program": cdiv(max(rows, 1), programs),
-                         "register_rows_up_to": cap, "cols": cols},
-                        launcher="topk", load=_load)
+        programs = min(rows1, 3) if backend == "interpreter" else min(rows1, int(p["programs_per_unit"]) * units)
+        parts = 1
+        grid = (max(1, programs),)
+        long_rows = cols + vec > cap  # some window may not fit one [cap] block
+        schedule = {"kind": kind, "parts": 1, "scratch_elems": grid[0] * (2 * cap + PMAX) if long_rows else 0,
+                    "arrive": False, "rows_per_program": cdiv(rows1, grid[0])}
+        load, name = _load_rows, "topk_rows"
+    schedule.update({"register_rows_up_to": cap, "cols": cols, "scratch_bytes": 4 * schedule["scratch_elems"]})
+    return KernelConfig("topk", name, KEYS, constexprs, options, grid, schedule, launcher="topk", load=load)

@@ -21,8 +21,9 @@ Graph = Annotated[bool, typer.Option("--graph", help="also time CUDA-graph repla
                                      "removed) [on for decode]")]
 Goals = Annotated[Optional[str], typer.Option("--goals", help="a JSON file {shape name: µs} of goals to mark")]
 Csv = Annotated[Optional[str], typer.Option("--csv", help="write every row as CSV")]
-Plot = Annotated[Optional[str], typer.Option("--plot", help="write a PNG: our rate beside the reference's, "
-                                             "against the measured ceilings")]
+Plot = Annotated[Optional[str], typer.Option("--plot", help="write a PNG: a roofline of each row's TF/s under the "
+                                             "fp8 and copy-rate ceilings, and its % of the binding floor, beside "
+                                             "the reference's where known (needs matplotlib)")]
 
 
 @app.command()
@@ -91,7 +92,10 @@ def bench(suite: Suite = None, kernels: Kernels = None, kernel_only: KernelOnly 
             for r in rows:
                 w.writerow(r.as_dict())
     if plot_path:
-        B.plot(rows, plot_path, tgt, f"fp8 MQA logits on {tgt.device_name or tgt.name}")
+        from .. import plot
+
+        plot.render(rows, plot_path, tgt, f"fp8 MQA logits on {tgt.device_name or tgt.name}",
+                    reference_label=matrix.REFERENCE_SOURCE)
     if json_:
         print(json.dumps({"target": tgt.name, "device": tgt.device_name, "reference": matrix.REFERENCE_SOURCE,
                           "rows": [r.as_dict() for r in rows]}, indent=2))
@@ -100,6 +104,7 @@ def bench(suite: Suite = None, kernels: Kernels = None, kernel_only: KernelOnly 
           f"; clean_logits={problem.clean}; calls: api = the public entry point, kernel = the kernel alone; "
           f"ref µs = {matrix.REFERENCE_SOURCE}")
     print(B.table(rows))
+    print(B.floor_note(tgt))
     if kernels and len(names) == 2:
         print()
         print(B.compare_table(rows, names[0], names[1]))

@@ -1,0 +1,19 @@
+"""The H200 (sm90) configs of the top-k selection, by regime ('rows': many rows, one program each at a
+time; 'split': few long rows, several programs each) and power-of-two row length: written by
+`python3 scripts/sweep_topk.py --write-table` on NVIDIA H200 (132 SMs), 2026-11-30, triton 3.6.0.
+Every config was checked (exact top-k of the same fp32 logits) before it was timed; the one with the
+least total time over the bucket's shapes is kept. WORKSPACE: bytes of logits fp8_mqa_topk holds at
+once, by row length, where more than 256 MiB measured > 3 % faster."""
+
+CUDA_TUNED = {
+    'rows': {
+        4096: {'num_warps': 4, 'tile': 1024, 'sample': 1024, 'programs_per_unit': 8},  # num_warps=4,tile=1024,sample=1024,programs_per_unit=8: 162.1 us over 1 shapes (1x4096 causal)
+        8192: {'num_warps': 4, 'tile': 1024, 'maxnreg': 128, 'programs_per_unit': 4},  # num_warps=4,tile=1024,maxnreg=128,programs_per_unit=4: 910.0 us over 2 shapes (1x8192 causal, 4x8192 ratio 4)
+        32768: {'num_warps': 4, 'tile': 1024, 'sample': 1024, 'programs_per_unit': 8},  # num_warps=4,tile=1024,sample=1024,programs_per_unit=8: 4141.6 us over 1 shapes (1x32768 causal)
+    },
+    'split': {
+        16384: {'kind': 'rows', 'num_warps': 4, 'tile': 1024, 'programs_per_unit': 4},  # kind=rows,num_warps=4,tile=1024,programs_per_unit=4: 99.0 us over 2 shapes (paged B64 C8K n1, paged B128 C8K n1)
+        131072: {'num_warps': 8, 'tile': 2048, 'programs_per_unit': 2},  # kind=split,num_warps=8,tile=2048,programs_per_unit=2: 241.4 us over 2 shapes (paged B64 C64K n1, paged B128 C64K n1)
+    },
+}
+WORKSPACE = {32768: 1073741824}
