@@ -41,10 +41,12 @@ from mqa_cli.paged_problem import PagedSpec  # noqa: E402
 from mqa_cli.paged_reference import reference_paged  # noqa: E402
 from mqa_cli.paged_tensors import Paged, random_paged  # noqa: E402
 from mqa_kernels.paged.config import paged_config  # noqa: E402
-from mqa_kernels.paged_ws_sm90.config import padded_rows, paged_ws_sm90_config  # noqa: E402
+from mqa_kernels.paged_ws_sm90.config import padded_rows, paged_ws_sm90_config, regime  # noqa: E402
 
 COPY_TBS, FP8_TFS = 4.3, 1270.0
-NUM_SMS = torch.cuda.get_device_properties(0).multi_processor_count
+GPU = torch.cuda.is_available()
+NUM_SMS = torch.cuda.get_device_properties(0).multi_processor_count if GPU else 132
+DEVICE_NAME = os.environ.get("PAGED_WS_DEVICE") or (torch.cuda.get_device_name(0) if GPU else "NVIDIA H200")
 
 
 def say(*a):
@@ -172,11 +174,23 @@ def portable_runner(t, out):
     return lambda: kern[a.grid](*a.args, **a.constexprs, **a.options)
 
 
-SWEEPS = {  # (STAGES, SUBS, PIPE) by the wgmma's N; PIPE: two accumulators, epilogue beside the next wgmma
-    64: [(4, 3, False), (6, 2, False), (4, 3, True), (6, 2, True), (10, 1, True)],
-    128: [(5, 2, False), (7, 2, False), (5, 2, True), (7, 2, True), (10, 1, True)],
-    256: [(8, 1, False), (12, 1, False), (8, 1, True)],
+SWEEPS = {  # candidate choices by the wgmma's N: STAGES (ring slots per math warpgroup), SUBS (programs per SM),
+    # PIPE (two accumulators), MATH_WG (math warpgroups per program, taking its blocks in turn)
+    64: [dict(STAGES=4, SUBS=3), dict(STAGES=6, SUBS=1, MATH_WG=3), dict(STAGES=8, SUBS=1, MATH_WG=2),
+         dict(STAGES=4, SUBS=2, MATH_WG=2)],
+    128: [dict(STAGES=5, SUBS=2, PIPE=True), dict(STAGES=5, SUBS=1, MATH_WG=3), dict(STAGES=6, SUBS=1, MATH_WG=3),
+          dict(STAGES=8, SUBS=1, MATH_WG=2)],
+    256: [dict(STAGES=8, SUBS=1), dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MATH_WG=2)],
 }
+if os.environ.get("PAGED_WS_NO_WG") == "1":  # one math warpgroup per program only
+    SWEEPS = {n: [c for c in cands if c.get("MATH_WG", 1) == 1] for n, cands in SWEEPS.items()}
+
+
+def label_of(ch: dict) -> str:
+    return (f"st{ch['STAGES']}-sub{ch['SUBS']}" + ("-pipe" if ch.get("PIPE") else "")
+            + (f"-wg{ch['MATH_WG']}" if ch.get("MATH_WG", 1) > 1 else ""))
+
+
 SHAPES = [(B, C) for C in (65536, 8192) for B in (128, 64, 8, 1)] + [(4096, 8192)]
 
 
@@ -202,12 +216,12 @@ def sweep(write: bool):
             say(f"  portable ERROR {type(e).__name__}: {str(e)[:200]}")
         N = padded_rows(n, 64) * 64
         res = []
-        for stages, subs, pipe in SWEEPS[N]:
-            label = f"st{stages}-sub{subs}" + ("-pipe" if pipe else "")
+        for ch in SWEEPS[N]:
+            label = label_of(ch)
             try:
                 cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=n, block_size=64, batch=B,
                                            max_context_len=t.max_context_len, clean=False, units=NUM_SMS,
-                                           override={"STAGES": stages, "SUBS": subs, "PIPE": pipe})
+                                           override=dict(ch))
                 out.fill_(float("nan"))
                 ws_runner(t, cfg, out)()
                 torch.cuda.synchronize()
@@ -224,7 +238,8 @@ def sweep(write: bool):
             wr.writerow([B, C, n, label, f"{us:.2f}", f"{pct:.1f}", f"{floor_us / us * 100:.1f}", f"{err:.1e}",
                          f"{port:.2f}"])
             f.flush()
-            agg = totals.setdefault(N, {}).setdefault((stages, subs, pipe), [0.0, 0])
+            agg = totals.setdefault((N, regime(B, t.max_context_len)), {}).setdefault(tuple(sorted(ch.items())),
+                                                                                     [0.0, 0])
             agg[0] += us / port if port == port else 1.0  # relative to the portable kernel: every shape weighs alike
             agg[1] += 1
         if res:
@@ -243,26 +258,56 @@ def sweep(write: bool):
 
 
 def write_table(totals: dict) -> None:
-    """kernels/paged_ws_sm90/tuned.py: per wgmma N, the checked (STAGES, SUBS) with the least summed time relative to
-    the portable kernel over the shapes where every candidate ran. The config reads it; nothing is copied by hand."""
-    lines = ['"""The H200 (sm90) choices of the Gluon paged decode kernel, by the wgmma\'s N = NP x H: written by',
-             f"`python3 scripts/paged_ws_experiment.py --write-table` on {torch.cuda.get_device_name(0)}, "
+    """kernels/paged_ws_sm90/tuned.py: per wgmma N and size class (config.regime), the checked choice with the least
+    summed time relative to the portable kernel over the shapes where every candidate ran. The config reads it;
+    nothing is copied by hand."""
+    lines = ['"""The H200 (sm90) choices of the Gluon paged decode kernel, by the wgmma\'s N = NP x H and the size class',
+             f"(config.regime): written by `python3 scripts/paged_ws_experiment.py` on {DEVICE_NAME}, "
              f"{time.strftime('%Y-%m-%d')}, triton {triton.__version__}: every candidate checked against the reference,",
-             "then timed by CUDA-graph replay; kept: the least time summed over the swept shapes (each relative to the",
-             'portable kernel on that shape)."""', "", "CUDA_TUNED = {"]
-    for N, per in sorted(totals.items()):
-        most = max(c for _, c in per.values())
-        full = {k: v for k, v in per.items() if v[1] == most}
-        (stages, subs, pipe), (tot, cnt) = min(full.items(), key=lambda kv: kv[1][0])
-        lines.append(f"    {N}: {{'STAGES': {stages}, 'SUBS': {subs}, 'PIPE': {pipe}}},  # mean {tot / cnt:.3f} of the portable "
-                     f"kernel's time over {cnt} shapes")
+             "then timed by CUDA-graph replay; kept: the least time summed over the swept shapes of the class (each",
+             'relative to the portable kernel on that shape)."""', "", "CUDA_TUNED = {"]
+    for N in sorted({n for n, _ in totals}):
+        lines.append(f"    {N}: {{")
+        for reg in ("small", "large"):
+            per = totals.get((N, reg))
+            if not per:
+                continue
+            most = max(c for _, c in per.values())
+            full = {k: v for k, v in per.items() if v[1] == most}
+            items, (tot, cnt) = min(full.items(), key=lambda kv: kv[1][0])
+            lines.append(f"        {reg!r}: {dict(items)!r},  # {label_of(dict(items))}: mean {tot / cnt:.3f} of the "
+                         f"portable kernel's time over {cnt} shapes")
+        lines.append("    },")
     lines.append("}")
     path = ROOT / "kernels" / "paged_ws_sm90" / "tuned.py"
     path.write_text("\n".join(lines) + "\n")
     say(f"wrote {path}")
 
 
+def table_from_csv(path: str) -> None:
+    """Rewrite the table from a sweep's CSV (paged_ws_sweep.csv): the same rule as --write-table, for a sweep whose
+    CSV came back but whose table did not. The size class is recomputed from the sweep's seeded contexts."""
+    totals: dict = {}
+    choices = {label_of(ch): ch for cands in SWEEPS.values() for ch in cands}
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            B, C, n = int(row["B"]), int(row["C"]), int(row["next_n"])
+            ch = choices.get(row["config"])
+            if ch is None or not row["us"] or not row["portable_us"]:
+                continue
+            spec = PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, block_size=64, seed=B + C + n)
+            N = padded_rows(n, 64) * 64
+            agg = totals.setdefault((N, regime(B, max(spec.context_lengths()))), {}).setdefault(
+                tuple(sorted(ch.items())), [0.0, 0])
+            agg[0] += float(row["us"]) / float(row["portable_us"])
+            agg[1] += 1
+    write_table(totals)
+
+
 def main():
+    if "--table-from" in sys.argv:
+        table_from_csv(sys.argv[sys.argv.index("--table-from") + 1])
+        return
     say(f"device {torch.cuda.get_device_name(0)}, {NUM_SMS} SMs, torch {torch.__version__}, triton {triton.__version__}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     if "--sweep-only" not in sys.argv:

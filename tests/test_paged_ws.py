@@ -16,7 +16,7 @@ from mqa_cli import dispatch, fastpath, targets
 from mqa_cli.launch import alloc_logits
 from mqa_cli.launch_paged_ws import describable, paged_ws_args, runnable
 from mqa_cli.paged_tensors import Paged
-from mqa_kernels.paged_ws_sm90.config import SMEM_PER_SM, padded_rows, paged_ws_sm90_config, smem_bytes
+from mqa_kernels.paged_ws_sm90.config import SMEM_PER_SM, padded_rows, paged_ws_sm90_config, regime, smem_bytes
 from mqa_kernels.paged_ws_sm90.tuned import CUDA_TUNED
 
 TRITON = version("triton")
@@ -81,16 +81,23 @@ def test_fast_relaunch_rebuilds_the_first_launchs_arguments(given):
     assert a.rebuild(ins, other)[7] is other
 
 
-@pytest.mark.parametrize("N, choice", sorted(CUDA_TUNED.items()))
-def test_every_tuned_choice_fits_an_sm(N, choice):
+@pytest.mark.parametrize("N, reg, choice", [(N, reg, ch) for N, per in sorted(CUDA_TUNED.items())
+                                             for reg, ch in sorted(per.items())])
+def test_every_tuned_choice_fits_an_sm(N, reg, choice):
+    """Each entry of the sweep-written table is what the config picks for a shape of its size class, and fits
+    one SM's shared memory and registers."""
     H = 64
     T = N // H
-    cfg = paged_ws_sm90_config(heads=H, dim=128, next_n=T, block_size=64, batch=8, max_context_len=8192, clean=False,
-                               units=132)
+    batch = 4096 if reg == "large" else 8
+    assert regime(batch, 8192) == reg
+    cfg = paged_ws_sm90_config(heads=H, dim=128, next_n=T, block_size=64, batch=batch, max_context_len=8192,
+                               clean=False, units=132)
     c = cfg.constexprs
-    assert (c["STAGES"], c["SUBS"], c["PIPE"]) == (choice["STAGES"], choice["SUBS"], choice["PIPE"])
-    assert smem_bytes(N, 128, 64, c["STAGES"]) * c["SUBS"] <= SMEM_PER_SM
-    assert cfg.options["maxnreg"] * 256 * c["SUBS"] <= 65536
+    assert all(c[k] == v for k, v in choice.items() if k in c)
+    assert smem_bytes(N, 128, 64, c["STAGES"] * c["MATH_WG"]) * c["SUBS"] <= SMEM_PER_SM
+    threads = (c["MATH_WG"] + 1) * 128  # math warpgroups + the producer's (padded) warpgroup
+    assert cfg.options["maxnreg"] * threads * c["SUBS"] <= 65536
+    assert c["MATH_REGS"] * 128 * (c["MATH_WG"] - 1) <= cfg.options["maxnreg"] * threads  # setmaxnreg stays in budget
 
 
 COMPILE = textwrap.dedent(r'''
@@ -110,10 +117,11 @@ COMPILE = textwrap.dedent(r'''
     sys.path.insert(0, sys.argv[1])
     from test_paged_ws import meta_paged
 
-    T, H, D, clean, bf16, given, pipe = (int(a) for a in sys.argv[2:9])
+    T, H, D, clean, bf16, given, pipe, wg = (int(a) for a in sys.argv[2:10])
     t = meta_paged(B=4, T=T, H=H, D=D)
+    ov = {"PIPE": bool(pipe)} if wg == 1 else {"MATH_WG": wg, "SUBS": 1, "STAGES": 6}
     cfg = paged_ws_sm90_config(heads=H, dim=D, next_n=T, block_size=64, batch=4, max_context_len=8192,
-                               clean=bool(clean), bf16=bool(bf16), units=132, override={"PIPE": bool(pipe)})
+                               clean=bool(clean), bf16=bool(bf16), units=132, override=ov)
     cfg = with_schedule_source(cfg, not given)
     meta = torch.empty(133, 2, dtype=torch.int32, device="meta") if given else None
     out = alloc_logits(t.S, 8192, "meta", torch.bfloat16 if bf16 else torch.float32)
@@ -123,7 +131,7 @@ COMPILE = textwrap.dedent(r'''
     sig = comp.build_signature(fn, la, make_backend(gpu))
     k = triton.compile(GluonASTSource(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
                        options=dict(cfg.options))
-    folder = sys.argv[9]
+    folder = sys.argv[10]
     cubin = os.path.join(folder, "k.cubin")
     open(cubin, "wb").write(k.asm["cubin"])
     bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
@@ -136,13 +144,14 @@ COMPILE = textwrap.dedent(r'''
 
 
 @pytest.mark.skipif(not TRITON.startswith("3.6."), reason="the kernel is written against triton 3.6's Gluon API")
-@pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe", [
-    (1, 64, 128, 0, 0, 0, 0), (2, 64, 128, 1, 1, 1, 1), (4, 64, 128, 1, 0, 0, 0), (2, 32, 64, 0, 1, 1, 0)])
-def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, clean, bf16, given, pipe):
+@pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe, wg", [
+    (1, 64, 128, 0, 0, 0, 0, 1), (2, 64, 128, 1, 1, 1, 1, 1), (4, 64, 128, 1, 0, 0, 0, 2), (2, 32, 64, 0, 1, 1, 0, 1),
+    (2, 64, 128, 1, 0, 0, 0, 3)])
+def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, clean, bf16, given, pipe, wg):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
     r = subprocess.run([sys.executable, "-c", COMPILE, os.path.dirname(__file__), str(T), str(H), str(D), str(clean),
-                        str(bf16), str(given), str(pipe), str(tmp_path)], capture_output=True, text=True, env=env,
+                        str(bf16), str(given), str(pipe), str(wg), str(tmp_path)], capture_output=True, text=True, env=env,
                        timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.load(open(tmp_path / "result.json"))

@@ -34,7 +34,17 @@ def fits(next_n: int, heads: int) -> bool:
 
 
 def smem_bytes(np_heads: int, dim: int, block_size: int, stages: int) -> int:
+    """Shared memory of one program: 2 q slots and the ring (its depth is shared by the math warpgroups)."""
     return 2 * np_heads * dim + stages * (block_size * dim + 4 * block_size) + 1024  # + barriers, alignment
+
+
+LARGE_BLOCKS = 16384  # cache blocks (batch x max_context_len / 64) from which a shape counts as "large" (~124 per SM)
+
+
+def regime(batch: int, max_context_len: int, block_size: int = 64) -> str:
+    """The size class the tuned table is kept by: "large" shapes are throughput-bound (many blocks per SM), "small"
+    ones latency-bound, and the sweep found different choices best for each."""
+    return "large" if batch * cdiv(max(1, max_context_len), block_size) >= LARGE_BLOCKS else "small"
 
 
 def default_choice(np_heads: int) -> dict:
@@ -49,24 +59,34 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
                          clean: bool, bf16: bool = False, units: int | None, override: dict | None = None
                          ) -> KernelConfig:
     """Config for one paged decode shape on Hopper. `units` = SM count (the schedule's range count P);
-    `override` (sweeps) may set STAGES, SUBS."""
+    `override` (sweeps) may set STAGES, SUBS, PIPE, MATH_WG (math warpgroups per program), maxnreg."""
     if not fits(next_n, heads):
         raise ValueError(f"next_n {next_n} x heads {heads} does not fit one wgmma of N <= {MAX_DOT_N}")
     if block_size != 64 or dim not in (64, 128):
         raise ValueError(f"needs block_size 64 and dim 64 or 128, got block_size={block_size}, dim={dim}")
     np_ = padded_rows(next_n, heads)
-    choice = {**default_choice(np_ * heads), **CUDA_TUNED.get(np_ * heads, {}), **(override or {})}
+    override = dict(override or {})
+    if override.get("MATH_WG", 1) > 1:
+        override.setdefault("PIPE", False)  # an override's warpgroups replace the table's PIPE, not add to it
+    tuned = CUDA_TUNED.get(np_ * heads, {}).get(regime(batch, max_context_len, block_size), {})
+    choice = {**default_choice(np_ * heads), **tuned, **override}
     stages, subs = int(choice["STAGES"]), int(choice["SUBS"])
-    need = smem_bytes(np_ * heads, dim, block_size, stages)
+    programs = units or 132
+    # Registers: SUBS programs of (G math warpgroups + the producer's warpgroup) share the SM's 64K, so each thread
+    # starts at 64K / (SUBS * (G + 1) * 128); setmaxnreg moves the producer's share (SMALL_REGS) to the math ones.
+    g = int(choice.get("MATH_WG", 1))
+    if g > 1 and choice.get("PIPE"):
+        raise ValueError("PIPE (two accumulators) runs with one math warpgroup per program")
+    need = smem_bytes(np_ * heads, dim, block_size, stages * g)
     if need * subs > SMEM_PER_SM:
         raise ValueError(f"{subs} programs of {need} bytes of shared memory do not fit one SM")
-    programs = units or 132
-    # Registers: SUBS programs of 8 warps (math warpgroup + producer warpgroup) share the SM's 64K, so each starts
-    # at 64K / (SUBS * 256) per thread; setmaxnreg moves the producer's share (SMALL_REGS) to the math warpgroup.
-    maxnreg = int(choice.get("maxnreg", min(256, (65536 // (subs * 256)) // 8 * 8)))
+    threads = subs * (g + 1) * 128
+    maxnreg = int(choice.get("maxnreg", min(256, (65536 // threads) // 8 * 8)))
+    math_regs = min(256, ((maxnreg * (g + 1) * 128 - 128 * SMALL_REGS) // (g * 128)) // 8 * 8)
     constexprs = {"NEXT_N": next_n, "H": heads, "D": dim, "BS": block_size, "NP": np_, "STAGES": stages,
                   "SUBS": subs, "CLEAN": bool(clean), "SELF_SCHEDULE": True,
-                  "PIPE": bool(choice.get("PIPE", False)), "SMALL_REGS": SMALL_REGS}
+                  "PIPE": bool(choice.get("PIPE", False)), "MATH_WG": g, "MATH_REGS": math_regs,
+                  "SMALL_REGS": SMALL_REGS}
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "blocks_max": cdiv(max(1, max_context_len), block_size), "batch": batch, "bf16": bool(bf16),
                 "smem_per_program": need,

@@ -10,7 +10,8 @@ Partitions (gl.warp_specialize):
 - producer (worker, 1 warp): per sequence, q [NP*H, D] by TMA into a double-buffered slot; per cache block, the
   block id read from the block table (32 ids per vector load, the next 32 loaded while these are issued) and
   two TMAs into a STAGES-deep ring: the block's fp8 rows [BS, D] and its fp32 scales [BS];
-- math (default partition, one warpgroup): per cache block one wgmma [BS, D] x [D, NP*H] (kv = M, A operand;
+- math (the default partition and MATH_WG - 1 workers, one warpgroup each, taking the program's blocks in turn):
+  per cache block one wgmma [BS, D] x [D, NP*H] (kv = M, A operand;
   draft rows x heads = N, B operand, K-major from q's slot), so each kv byte is read once for all next_n rows;
   then relu, x weight, head sum, x kv scale, the -inf mask past each row's end (CLEAN), and the [BS, NP] store.
 
@@ -91,13 +92,14 @@ class Shape:
     D: gl.constexpr
     BS: gl.constexpr  # tokens per cache block = the wgmma's M (64)
     NP: gl.constexpr  # draft rows per wgmma (next_n rounded up); NP * H = the wgmma's N
-    STAGES: gl.constexpr  # kv ring depth (cache blocks in flight per program)
+    STAGES: gl.constexpr  # kv ring depth per math warpgroup (its cache blocks in flight)
     SUBS: gl.constexpr  # programs sharing one schedule range
     CLEAN: gl.constexpr
     PIPE: gl.constexpr  # two accumulators: a block's epilogue overlaps the next block's wgmma
+    G: gl.constexpr  # math warpgroups per program; block c of the program goes to warpgroup c % G
 
     @gluon.constexpr_function
-    def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE):
+    def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, G):
         self.NEXT_N = gl.constexpr(NEXT_N)
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
@@ -107,6 +109,7 @@ class Shape:
         self.SUBS = gl.constexpr(SUBS)
         self.CLEAN = gl.constexpr(CLEAN)
         self.PIPE = gl.constexpr(PIPE)
+        self.G = gl.constexpr(G)
 
 
 @aggregate
@@ -126,6 +129,14 @@ class Work:
         self.b_end = b_end
         self.u_end = u_end
         self.j = j
+
+
+@gluon.jit
+def _slot(c, s):
+    """Ring slot and fill parity of the program's block c: block c goes to math warpgroup c % G, which has its own
+    STAGES slots and takes its blocks in order (so a slot's fills are waited for in order, by one warpgroup)."""
+    n = c // s.G
+    return (c % s.G) * s.STAGES + n % s.STAGES, (n // s.STAGES) & 1
 
 
 @gluon.jit
@@ -228,8 +239,8 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc):
                 nxt = gl.load(row + (k0 + IDS + offs) * s.SUBS, mask=k0 + IDS + offs < n, other=0)
                 for k in range(0, gl.minimum(IDS, n - k0)):
                     blk = gl.sum(gl.where(offs == k, ids, 0), axis=0)
-                    st = c % s.STAGES
-                    mbarrier.wait(kv.empty.index(st), ((c // s.STAGES) & 1) ^ 1)
+                    st, ph = _slot(c, s)
+                    mbarrier.wait(kv.empty.index(st), ph ^ 1)
                     mbarrier.expect(kv.full.index(st), kv_desc.block_type.nbytes + sc_desc.block_type.nbytes)
                     tma.async_copy_global_to_shared(kv_desc, [blk * p.rows_per_block, 0], kv.full.index(st),
                                                     kv.smem.index(st))
@@ -257,8 +268,9 @@ def _store_block(p, s, acc, w2, sc, u, offs_k, ends2, out_rows, t_ok, seg_hi):
 
 
 @gluon.jit
-def _math_partition(p, s, w, q, kv, sc_smem):
-    """One warpgroup: per cache block one wgmma for all draft rows, the fp32 epilogue and the store."""
+def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
+    """Math warpgroup WG of G: for each of its cache blocks (block c of the program when c % G == WG) one wgmma for
+    all draft rows, the fp32 epilogue and the store. Every warpgroup waits for and releases each q slot."""
     H: gl.constexpr = s.H
     NP: gl.constexpr = s.NP
     BS: gl.constexpr = s.BS
@@ -324,15 +336,20 @@ def _math_partition(p, s, w, q, kv, sc_smem):
                         mbarrier.arrive(kv.empty.index(st_a), count=1)
                         _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
             else:
-                for u in range(u0, u1, s.SUBS):
-                    st = c % s.STAGES
-                    mbarrier.wait(kv.full.index(st), (c // s.STAGES) & 1)
+                # The program's blocks of this segment are c_seg .. c_seg + n_seg - 1 (block k at token u0 + k*SUBS);
+                # this warpgroup takes those with (c_seg + k) % G == WG.
+                n_seg = (u1 - u0 + s.SUBS - 1) // s.SUBS
+                c_seg = c
+                for k in range((WG - c_seg % s.G + s.G) % s.G, n_seg, s.G):
+                    cc = c_seg + k
+                    st, ph = _slot(cc, s)
+                    mbarrier.wait(kv.full.index(st), ph)
                     tok = warpgroup_mma(kv.smem.index(st), q_t, acc, use_acc=False, is_async=True)
                     sc = _scales(sc_smem, st, BS, k_layout)
                     done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
                     mbarrier.arrive(kv.empty.index(st), count=1)  # slot st: the tile and its scales are read
-                    _store_block(p, s, done, w2, sc, u, offs_k, ends2, out_rows, t_ok, seg_hi)
-                    c += 1
+                    _store_block(p, s, done, w2, sc, u0 + k * s.SUBS, offs_k, ends2, out_rows, t_ok, seg_hi)
+                c = c_seg + n_seg
             mbarrier.arrive(q.empty.index(qs), count=1)
             i += 1
 
@@ -343,8 +360,8 @@ def _math_partition(p, s, w, q, kv, sc_smem):
         neg = gl.full([FILL], float("-inf"), out_ty, layout=fl)
         t_all = gl.arange(0, NP, layout=fl)
         n_chunks = gl.cdiv(p.max_context_len, FILL)
-        pid = gl.program_id(0)
-        nprog = gl.num_programs(0)
+        pid = gl.program_id(0) * s.G + WG
+        nprog = gl.num_programs(0) * s.G
         for item in range(pid, p.batch * s.NEXT_N * n_chunks, nprog):
             r = item // n_chunks
             c0 = (item - r * n_chunks) * FILL
@@ -384,6 +401,8 @@ def paged_mqa_logits_ws_sm90(
     CLEAN: gl.constexpr,
     SELF_SCHEDULE: gl.constexpr,
     PIPE: gl.constexpr,  # two accumulators per math warpgroup (epilogue of block n beside the wgmma of block n+1)
+    MATH_WG: gl.constexpr,  # math warpgroups per program (1-3), taking the program's blocks in turn
+    MATH_REGS: gl.constexpr,  # registers per thread of math warpgroups 1.. (setmaxnreg; warpgroup 0 gets the rest)
     SMALL_REGS: gl.constexpr,  # registers per thread of the producer warp
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
@@ -394,7 +413,8 @@ def paged_mqa_logits_ws_sm90(
     j = pid // n_ranges
     p = Decode(w_ptr, ctx_ptr, table_ptr, out_ptr, batch, max_context_len, rows_per_block, stride_w, stride_ctx_b,
                stride_ctx_t, ctx_causal, stride_table, stride_out)
-    s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE)
+    gl.static_assert((MATH_WG == 1) | (not PIPE), "two accumulators (PIPE) with one math warpgroup per program")
+    s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG)
     if SELF_SCHEDULE:
         b_lo, u_lo, b_end, u_end = _split_points(p, r, n_ranges, NEXT_N, BS)
     else:
@@ -404,14 +424,27 @@ def paged_mqa_logits_ws_sm90(
         u_end = gl.load(meta_ptr + 2 * r + 3)
     w = Work(b_lo, u_lo, b_end, u_end, j)
 
-    # q slots: 2 x [NP*H, D], released by the math warpgroup (empty count 1).
-    q = _ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout), 1)
-    # kv ring: STAGES x [BS, D] fp8 rows and STAGES x [1, BS] fp32 scales, one barrier pair per slot.
-    kv = _ring(gl.allocate_shared_memory(kv_desc.dtype, [STAGES] + kv_desc.block_type.shape, kv_desc.layout), 1)
-    sc_smem = gl.allocate_shared_memory(sc_desc.dtype, [STAGES] + sc_desc.block_type.shape, sc_desc.layout)
+    # q slots: 2 x [NP*H, D], released by every math warpgroup (empty count MATH_WG).
+    q = _ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout), MATH_WG)
+    # kv ring: STAGES slots per math warpgroup, each [BS, D] fp8 rows + [1, BS] fp32 scales, one barrier pair per slot.
+    SLOTS: gl.constexpr = STAGES * MATH_WG
+    kv = _ring(gl.allocate_shared_memory(kv_desc.dtype, [SLOTS] + kv_desc.block_type.shape, kv_desc.layout), 1)
+    sc_smem = gl.allocate_shared_memory(sc_desc.dtype, [SLOTS] + sc_desc.block_type.shape, sc_desc.layout)
     fence_async_shared()
 
-    gl.warp_specialize([
-        (_math_partition, (p, s, w, q, kv, sc_smem)),
-        (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc)),
-    ], [1], [SMALL_REGS])
+    if MATH_WG == 1:
+        gl.warp_specialize([(_math_partition, (p, s, w, q, kv, sc_smem, 0)),
+                            (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc))],
+                           [1], [SMALL_REGS])
+    elif MATH_WG == 2:
+        gl.warp_specialize([(_math_partition, (p, s, w, q, kv, sc_smem, 0)),
+                            (_math_partition, (p, s, w, q, kv, sc_smem, 1)),
+                            (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc))],
+                           [4, 1], [MATH_REGS, SMALL_REGS])
+    else:
+        gl.static_assert(MATH_WG == 3, "1 to 3 math warpgroups")
+        gl.warp_specialize([(_math_partition, (p, s, w, q, kv, sc_smem, 0)),
+                            (_math_partition, (p, s, w, q, kv, sc_smem, 1)),
+                            (_math_partition, (p, s, w, q, kv, sc_smem, 2)),
+                            (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc))],
+                           [4, 4, 1], [MATH_REGS, MATH_REGS, SMALL_REGS])
