@@ -182,10 +182,14 @@ def test_values_off_and_the_torch_kind():
     assert (idx_t[3] == -1).all() and (idx_t[2] == -1).sum() == k - 10
 
 
-def test_config_regimes_and_table():
+def test_config_regimes_and_table(monkeypatch):
     """Few rows longer than cap split over programs (parts from programs per SM, at most PMAX) on a GPU, never
     on the interpreter; many rows run the persistent kernel; bad tuning is refused; the table's nearest
-    power-of-two bucket applies."""
+    power-of-two bucket applies. The rules are checked with the sweep-written table emptied (its entries are
+    whatever the last H200 sweep measured)."""
+    from mqa_kernels.topk import tuned
+
+    monkeypatch.setattr(tuned, "CUDA_TUNED", {})
     cuda = dict(backend="cuda", units=132)
     few = C.topk_config(rows=64, cols=70000, topk=2048, **cuda)
     assert few.kernel == "topk_split" and few.schedule["parts"] == 9 and few.grid == (64 * 9,)
@@ -291,7 +295,10 @@ COMPILE = textwrap.dedent(r'''
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import make_backend
     from mqa_cli.topk import select_args
+    from mqa_kernels.topk import tuned
     from mqa_kernels.topk.config import topk_config
+
+    tuned.CUDA_TUNED = {}  # the rules' configs, not the last sweep's table
 
     meta = dict(device="meta")
     for rows, cols, tuning in ((4096, 8192, {}), (64, 70000, {}), (64, 70000, {"vec": 16, "num_warps": 4})):
