@@ -14,6 +14,14 @@ _TWINS: dict = {}  # (config name, self_schedule) -> the twin that takes its spl
 _NO_META: dict = {}  # device -> a placeholder int32 tensor for the unused metadata pointer
 
 
+def no_meta(device) -> torch.Tensor:
+    """The placeholder passed for the metadata pointer a SELF_SCHEDULE kernel never reads (one per device)."""
+    meta = _NO_META.get(device)
+    if meta is None:
+        meta = _NO_META[device] = torch.zeros(2, 2, dtype=torch.int32, device=device)
+    return meta
+
+
 def paged_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None) -> LaunchArgs:
     """Arguments of paged_mqa_logits for paged tensors `t` and an [B*next_n, max_context_len] view `out`.
     The grid is (ranges in schedule_meta) x SUBS; schedule_meta's blocks are t.block_size tokens. Without
@@ -23,10 +31,7 @@ def paged_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None) ->
     if self_schedule:
         if not c.get("SELF_SCHEDULE"):
             raise ValueError("a config that reads schedule metadata needs it; use with_schedule_source(cfg, True)")
-        dev = t.q.device
-        schedule_meta = _NO_META.get(dev)
-        if schedule_meta is None:
-            schedule_meta = _NO_META[dev] = torch.zeros(2, 2, dtype=torch.int32, device=dev)
+        schedule_meta = no_meta(t.q.device)
         ranges = cfg.schedule["programs"]
     else:
         ranges = schedule_meta.shape[0] - 1
@@ -56,7 +61,8 @@ def paged_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None) ->
 
 
 def config_for(cfg, schedule_meta: torch.Tensor | None):
-    """The config that runs: without schedule_meta its SELF_SCHEDULE twin, which computes its split in the kernel."""
+    """The config that runs: without schedule_meta its SELF_SCHEDULE twin, which computes its split in the kernel
+    (any paged family whose kernel has the SELF_SCHEDULE constexpr: the portable and the Gluon one)."""
     self_schedule = schedule_meta is None
     if cfg.constexprs.get("SELF_SCHEDULE") == self_schedule:
         return cfg

@@ -13,9 +13,9 @@ import itertools
 import torch
 
 from .launch import LaunchArgs
+from .launch_paged import no_meta
 
 TMA_ALIGN = 16  # bytes: TMA bases and row strides
-_NO_META: dict = {}  # device -> placeholder int32 tensor for the unused metadata pointer (SELF_SCHEDULE)
 _CACHE_DESCS: dict = {}  # (cache pointer, _layout_id) -> (kv_desc, sc_desc); a few entries
 _LAYOUT_IDS: dict = {}  # (cache shape, strides, D, BS) -> id
 _NEXT_ID = itertools.count()
@@ -101,10 +101,7 @@ def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None)
     kv_desc, sc_desc = _cache_descs(t.kv_cache, D, BS, kv_layout, sc_layout)
     given_meta = schedule_meta
     if schedule_meta is None:
-        dev = t.q.device
-        schedule_meta = _NO_META.get(dev)
-        if schedule_meta is None:
-            schedule_meta = _NO_META[dev] = torch.zeros(2, 2, dtype=torch.int32, device=dev)
+        schedule_meta = no_meta(t.q.device)
         ranges = cfg.schedule["programs"]
     else:
         ranges = schedule_meta.shape[0] - 1
@@ -117,7 +114,7 @@ def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None)
             t.block_table.stride(0),
             out.stride(0)]
     tail = tuple(args[8:])  # sizes and strides: fixed by the call's signature (mqa_cli.fastpath)
-    no_meta = schedule_meta if given_meta is None else None
+    placeholder = schedule_meta if given_meta is None else None
     # Fixed by the signature of a later call (q's shape, strides and address mod 16; the cache's shape and strides):
     # whether q is read in place, the cache's layout id, the q descriptor's fields.
     q_in_place = q_rows is t.q
@@ -132,7 +129,7 @@ def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None)
         q_d = new(desc_cls)
         q_d.__dict__.update(q_fields)
         q_d.base = q if q_in_place else _q_rows(q)
-        return (q_d, kv_d, sc_d, weights, ctx, table, no_meta if meta is None else meta, out, *tail)
+        return (q_d, kv_d, sc_d, weights, ctx, table, placeholder if meta is None else meta, out, *tail)
 
     return LaunchArgs((ranges * c["SUBS"],), args, dict(c), dict(cfg.options), rebuild)
 
@@ -142,7 +139,6 @@ def _desc_fields(desc) -> dict:
     return {**vars(desc), "base": None}
 
 
-_TWINS: dict = {}  # (config name, self_schedule) -> the twin taking its split from there
 _PORTABLE: dict = {}  # config name -> the portable paged config of the same shape
 
 
@@ -160,17 +156,3 @@ def runnable(cfg, t):
             max_context_len=t.max_context_len, clean=c["CLEAN"], bf16=cfg.schedule["bf16"], backend="cuda",
             units=cfg.schedule["programs"])
     return hit
-
-
-def config_for(cfg, schedule_meta):
-    """The config's twin that reads schedule_meta (given) or computes its split in the kernel (None)."""
-    self_schedule = schedule_meta is None
-    if cfg.constexprs.get("SELF_SCHEDULE") == self_schedule:
-        return cfg
-    key = (cfg.name, self_schedule)
-    twin = _TWINS.get(key)
-    if twin is None:
-        from mqa_kernels.paged.config import with_schedule_source
-
-        twin = _TWINS[key] = with_schedule_source(cfg, self_schedule)
-    return twin

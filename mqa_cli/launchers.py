@@ -66,7 +66,7 @@ def launch_config(t, cfg, out=None, *, max_seqlen_k: int = 0, schedule_meta=None
     elif cfg.launcher == "paged_ws":
         from . import launch_paged_ws
 
-        cfg = launch_paged_ws.config_for(cfg, schedule_meta)
+        cfg = launch_paged.config_for(cfg, schedule_meta)
         kernel = launch.kernel_for(cfg, device)
         a = launch_paged_ws.paged_ws_args(t, cfg, out, schedule_meta)
     elif cfg.launcher == "pointer":

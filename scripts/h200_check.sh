@@ -19,6 +19,8 @@
 #             (ANCHOR_STEPS=build bash .anchor/run.sh; needs .anchor carried), else its sources alone
 #   bench     mqa-logits bench --suite seed, and --suite decode --graph
 #   anchor    bash .anchor/run.sh (the side-by-side harness with DeepGEMM; needs .anchor carried)
+#   pagedws   python3 scripts/paged_ws_experiment.py --check-only (the Gluon decode kernel through the API: 31 forms)
+#   sweeps    the checked, timed sweeps that write kernels/{paged_ws_sm90,tiled,topk}/tuned.py (copied to $OUT)
 # NAME+ starts a step in the background and goes on with the next (its output is printed at the end): for
 # checks whose timings do not matter, e.g. `sanitize+ deepgemm` (never beside hostcost, bench or anchor).
 # Env: H200_BUDGET_S (570); DGT_CASES (sample N cases per DeepGEMM test; default all, cut by the budget);
@@ -36,7 +38,7 @@ PY=$(command -v python3)  # the image's python3 (with torch) is found first on P
 export PY
 T0=$(date +%s)
 BUDGET=${H200_BUDGET_S:-570}
-STEPS=${*:-env install tests verify capture hostcost views large sanitize bench}
+STEPS=${*:-env install tests verify pagedws capture hostcost views large sanitize bench}
 SLOGS=/tmp/h200_steps
 mkdir -p "$SLOGS"
 SUMMARY=$SLOGS/summary.rows
@@ -44,13 +46,13 @@ SUMMARY=$SLOGS/summary.rows
 
 # per-step cap (s) and the least time worth starting it with
 declare -A CAP=([env]=60 [install]=120 [tests]=200 [verify]=180 [capture]=180 [hostcost]=120 [views]=150
-                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565)
+                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=90 [sweeps]=560)
 declare -A MIN=([env]=5 [install]=20 [tests]=30 [verify]=30 [capture]=20 [hostcost]=20 [views]=20
-                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120)
+                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120)
 # the line of each step's output that says how it went
 declare -A KEY=([tests]='passed|failed|error' [verify]='passed, [0-9]+ failed' [capture]='^gpu_checks [a-z]+: '
                 [hostcost]='worst eager|^gpu_checks [a-z]+: ' [views]='^gpu_checks [a-z]+: ' [large]='^gpu_checks [a-z]+: '
-                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
+                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
 
 left() { echo $((T0 + BUDGET - $(date +%s))); }
 stamp() { echo; echo "=== $* (t=$(($(date +%s) - T0)) s, $(date -u +%H:%M:%S) UTC, $(left) s left)"; }
@@ -150,6 +152,16 @@ step_bench() {
   return $rc
 }
 
+step_sweeps() {  # the sweeps that write the tuned tables (each checks every candidate before timing it)
+  local rc=0
+  PAGED_WS_BUDGET_S=200 "$PY" scripts/paged_ws_experiment.py --write-table || rc=1
+  SWEEP_BUDGET_S=150 "$PY" scripts/sweep_heads.py --write-table || rc=1
+  "$PY" scripts/sweep_topk.py --write-table || rc=1
+  cp kernels/paged_ws_sm90/tuned.py "$OUT/paged_ws_tuned.py"; cp kernels/tiled/tuned.py "$OUT/tiled_tuned.py"
+  cp kernels/topk/tuned.py "$OUT/topk_tuned.py"
+  return $rc
+}
+
 step_anchor() {
   [ -f .anchor/run.sh ] || { echo "anchor: SKIP (.anchor not carried)"; return 99; }
   rm -rf /tmp/anchor_out
@@ -174,6 +186,8 @@ step_fn() {  # name t -> the command line of the step
     sanitize) echo "step_sanitize $2" ;;
     deepgemm) echo "step_deepgemm $2" ;;
     bench) echo "step_bench" ;;
+    pagedws) echo "$PY scripts/paged_ws_experiment.py --check-only" ;;
+    sweeps) echo "step_sweeps" ;;
     anchor) echo "step_anchor $2" ;;
   esac
 }

@@ -10,6 +10,8 @@
    winners by wgmma N to kernels/paged_ws_sm90/tuned.py.
 
     python3 scripts/paged_ws_experiment.py [--write-table]      (log and CSV under $OUT)
+    python3 scripts/paged_ws_experiment.py --table-from paged_ws_sweep.csv   (the table from a sweep's CSV; no GPU;
+                                                                           PAGED_WS_TABLE=FILE writes elsewhere)
 
 Bytes = sum(ctx) * (D + 4) + B * next_n * max_context_len * 4 (docs/REFERENCE.md's formula); the floor is the
 larger of bytes / 4.3 TB/s and live FLOP / 1270 TF/s (the fp8 rate measured on this card).
@@ -279,7 +281,7 @@ def write_table(totals: dict) -> None:
                          f"portable kernel's time over {cnt} shapes")
         lines.append("    },")
     lines.append("}")
-    path = ROOT / "kernels" / "paged_ws_sm90" / "tuned.py"
+    path = Path(os.environ.get("PAGED_WS_TABLE") or ROOT / "kernels" / "paged_ws_sm90" / "tuned.py")
     path.write_text("\n".join(lines) + "\n")
     say(f"wrote {path}")
 

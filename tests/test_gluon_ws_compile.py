@@ -270,3 +270,17 @@ def test_config_schedule():
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not any(m.split(".")[0] in ("triton", "torch") for m in imported), imported
+
+
+def test_heads_128_compiles_without_spills(tmp_path):
+    """Dispatch gives H 128 (D 128) to this kernel too (BLOCK_Q 2 x 128 heads = N 256): it compiles for sm90 with
+    its config's name, fp8 wgmma of N 256, and no local memory."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", SCRIPT, "1", "0", "0", "2048", "2048", "128", "0", str(tmp_path)], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    res = json.loads((tmp_path / "result.json").read_text())
+    assert res["name"] == res["expected"] and "BLOCK_Q_2" in res["name"]
+    sass = (tmp_path / "sass").read_text()
+    assert "QGMMA.64x256x32" in sass
+    assert "LOCAL:0" in res["usage"]

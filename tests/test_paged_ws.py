@@ -159,3 +159,31 @@ def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, c
     assert "UTMALDG.2D" in res["sass"]  # cache blocks, scales and q by TMA
     assert f"QGMMA.64x{padded_rows(T, H) * H}x32.F32.E4M3.E4M3" in res["sass"]  # one wgmma: all rows x heads
     assert "LOCAL:0" in res["usage"]  # no register spills
+
+
+def test_sweep_csv_writes_the_table_the_config_reads(tmp_path):
+    """The sweep's table comes from its CSV by rule (least mean time relative to the portable kernel, per wgmma N
+    and size class), and the config then picks those choices: nothing copied by hand."""
+    import importlib.util
+    rows = ["B,C,next_n,config,us,pct_copy,pct_floor,rel_err,portable_us"]
+    # next_n 2 (N 128): PIPE wins the small shape, three warpgroups the large one; next_n 1: one choice everywhere
+    for B, C, label, us, port in [(8, 8192, "st5-sub2-pipe", 8.0, 12.0), (8, 8192, "st5-sub1-wg3", 9.0, 12.0),
+                                  (4096, 8192, "st5-sub2-pipe", 1500.0, 1900.0),
+                                  (4096, 8192, "st5-sub1-wg3", 1440.0, 1900.0)]:
+        rows.append(f"{B},{C},2,{label},{us},0,0,1e-4,{port}")
+    rows.append("8,8192,1,st4-sub3,6.0,0,0,1e-4,9.0")
+    csv_path = tmp_path / "sweep.csv"
+    csv_path.write_text("\n".join(rows) + "\n")
+    table = tmp_path / "tuned.py"
+    env = {**os.environ, "OUT": str(tmp_path), "PAGED_WS_TABLE": str(table), "PAGED_WS_DEVICE": "test"}
+    env.pop("TRITON_INTERPRET", None)
+    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "paged_ws_experiment.py")
+    r = subprocess.run([sys.executable, script, "--table-from", str(csv_path)], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    spec = importlib.util.spec_from_file_location("tuned_test", table)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.CUDA_TUNED[128]["small"] == {"PIPE": True, "STAGES": 5, "SUBS": 2}
+    assert mod.CUDA_TUNED[128]["large"] == {"MATH_WG": 3, "STAGES": 5, "SUBS": 1}
+    assert mod.CUDA_TUNED[64] == {"small": {"STAGES": 4, "SUBS": 3}}

@@ -89,7 +89,8 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
                   "SMALL_REGS": SMALL_REGS}
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "blocks_max": cdiv(max(1, max_context_len), block_size), "batch": batch, "bf16": bool(bf16),
-                "smem_per_program": need,
+                "smem_per_program": need, "size_class": regime(batch, max_context_len, block_size),
+                "math_warpgroups": g,
                 "split": "each program computes its share; with schedule_meta given: SELF_SCHEDULE=0, read from it"}
     return KernelConfig("paged_ws_sm90", "paged_mqa_logits_ws_sm90", KEYS, constexprs, {"num_warps": 4, "maxnreg": maxnreg},
                         (programs * subs,), schedule, launcher="paged_ws", load=_load)
