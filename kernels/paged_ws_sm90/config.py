@@ -3,8 +3,11 @@
 Per cache block the kernel reads BS*(D+4) bytes (8.25 KiB at BS 64, D 128) and does one wgmma of
 2*BS*D*NP*H FLOP (2.1 MFLOP at next_n 2, H 64: ~0.22 µs of one SM's fp8 rate, against ~0.26 µs for the
 block's bytes at the SM's share of 4.3 TB/s). So at next_n >= 2 one program's serial wgmma + epilogue per
-block cannot keep up with the memory system: SUBS programs share an SM and interleave. Shared memory per
-program: 2 q slots of NP*H*D bytes + STAGES x (BS*D + 4*BS) bytes; SUBS of them must fit an SM (227 KiB).
+block cannot keep up with the memory system: several math warpgroups per SM interleave, as MATH_WG
+warpgroups per program and SUBS programs per SM. Shared memory per program: 2 q slots of NP*H*D bytes +
+MATH_WG x STAGES x (BS*D + 4*BS) bytes; SUBS of them must fit an SM (227 KiB). Registers: 64K per SM over
+SUBS x (MATH_WG + 1) warpgroups at entry, moved by setmaxnreg from the producer to the math warpgroups; a wgmma
+of N 256 needs more than 128 per thread (so one program per SM there).
 """
 from __future__ import annotations
 

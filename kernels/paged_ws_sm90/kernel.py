@@ -9,11 +9,13 @@ an SM and each one's math overlaps the others' loads.
 Partitions (gl.warp_specialize):
 - producer (worker, 1 warp): per sequence, q [NP*H, D] by TMA into a double-buffered slot; per cache block, the
   block id read from the block table (32 ids per vector load, the next 32 loaded while these are issued) and
-  two TMAs into a STAGES-deep ring: the block's fp8 rows [BS, D] and its fp32 scales [BS];
-- math (the default partition and MATH_WG - 1 workers, one warpgroup each, taking the program's blocks in turn):
-  per cache block one wgmma [BS, D] x [D, NP*H] (kv = M, A operand;
-  draft rows x heads = N, B operand, K-major from q's slot), so each kv byte is read once for all next_n rows;
-  then relu, x weight, head sum, x kv scale, the -inf mask past each row's end (CLEAN), and the [BS, NP] store.
+  two TMAs into the ring of the math warpgroup that takes the block (STAGES slots each): the block's fp8 rows
+  [BS, D] and its fp32 scales [BS];
+- math (the default partition and MATH_WG - 1 workers, one warpgroup each; block c of the program goes to
+  warpgroup c % MATH_WG): per cache block one wgmma [BS, D] x [D, NP*H] (kv = M, A operand; draft rows x heads =
+  N, B operand, K-major from q's slot), so each kv byte is read once for all next_n rows; then relu, x weight,
+  head sum, x kv scale, the -inf mask past each row's end (CLEAN), and the [BS, NP] store. PIPE (one warpgroup):
+  two accumulators, a block's epilogue beside the next block's wgmma.
 
 Cache layout (DeepGEMM's): block i starts at byte i * stride_kv_block and holds BS*D fp8 bytes (token-major)
 followed by BS fp32 scales. The launcher describes it twice: fp8 rows [blocks * RPB, D] (RPB = stride_kv_block /
@@ -25,7 +27,9 @@ entries in [end, largest end) are written -inf by the tile, and [largest end, ma
 over all programs after their blocks.
 
 mbarrier phases as in mqa_kernels.gluon_ws_sm90 (Ring): the n-th fill of a slot is waited with parity n & 1 by
-the math warpgroup, and its (n-1)-th release with parity (n & 1) ^ 1 by the producer before refilling it.
+its math warpgroup, and its (n-1)-th release with parity (n & 1) ^ 1 by the producer before refilling it. Each
+slot belongs to one warpgroup, which takes its fills in order: a parity wait cannot match a fill two behind (one
+ring shared by several warpgroups can: a warpgroup early for fill n passes on the completed fill n - 2).
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
