@@ -124,7 +124,7 @@ def _prefill(q, kv, kv_scales, weights, ks, ke, clean: bool, max_seqlen_k: int, 
     if max_seqlen_k < 0:
         raise UserError(f"max_seqlen_k must be >= 0, got {max_seqlen_k}")
     ins = (q, kv, kv_scales, weights, ks, ke)
-    sig = fastpath.signature(ins, ("prefill", clean, max_seqlen_k, bf16))  # == _prefill_signature, inlined
+    sig = _prefill_signature(ins, clean, max_seqlen_k, bf16)
     entry = fastpath.get(sig)
     if entry is not None:  # this signature passed the checks below before: only the value checks remain
         if _checking(check_values):
@@ -154,6 +154,12 @@ def get_num_sms() -> int:
     return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
 
+def _paged_signature(ins: tuple, max_context_len: int, clean: bool, bf16: bool) -> tuple | None:
+    """The fast path's key of a paged call; ins = (q, kv_cache, weights, context_lens, block_table,
+    schedule_meta) as passed (schedule_meta may be None)."""
+    return fastpath.signature(ins, ("paged", max_context_len, clean, bf16))
+
+
 def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor,
                          context_lens: torch.Tensor, block_table: torch.Tensor, schedule_meta, max_context_len: int,
                          clean_logits: bool = False, logits_dtype: torch.dtype = torch.float32, indices=None, *,
@@ -175,7 +181,7 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
                         f"{type(max_context_len).__name__}")
     clean = bool(clean_logits)
     ins = (q, kv_cache, weights, context_lens, block_table, schedule_meta)
-    sig = fastpath.signature(ins, ("paged", max_context_len, clean, bf16))  # == _paged_signature, inlined
+    sig = _paged_signature(ins, max_context_len, clean, bf16)
     entry = fastpath.get(sig)
     if entry is not None:  # this signature passed the checks below before: only the value checks remain
         if _checking(check_values):
@@ -201,12 +207,6 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     launched = launchers.launch_config(t, cfg, schedule_meta=schedule_meta)
     fastpath.record(sig, launched, ins)
     return launched.out
-
-
-def _paged_signature(ins: tuple, max_context_len: int, clean: bool, bf16: bool) -> tuple | None:
-    """The fast path's key of a paged call; ins = (q, kv_cache, weights, context_lens, block_table,
-    schedule_meta) as passed (schedule_meta may be None)."""
-    return fastpath.signature(ins, ("paged", max_context_len, clean, bf16))
 
 
 def fp8_fp4_paged_mqa_logits(q, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,

@@ -114,7 +114,7 @@ def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None)
             t.block_table.stride(0),
             out.stride(0)]
     tail = tuple(args[8:])  # sizes and strides: fixed by the call's signature (mqa_cli.fastpath)
-    placeholder = schedule_meta if given_meta is None else None
+    placeholder = None if given_meta is not None else schedule_meta  # decided here, as the full path decided
     # Fixed by the signature of a later call (q's shape, strides and address mod 16; the cache's shape and strides):
     # whether q is read in place, the cache's layout id, the q descriptor's fields.
     q_in_place = q_rows is t.q
@@ -129,7 +129,7 @@ def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None)
         q_d = new(desc_cls)
         q_d.__dict__.update(q_fields)
         q_d.base = q if q_in_place else _q_rows(q)
-        return (q_d, kv_d, sc_d, weights, ctx, table, placeholder if meta is None else meta, out, *tail)
+        return (q_d, kv_d, sc_d, weights, ctx, table, meta if placeholder is None else placeholder, out, *tail)
 
     return LaunchArgs((ranges * c["SUBS"],), args, dict(c), dict(cfg.options), rebuild)
 

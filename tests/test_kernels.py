@@ -36,7 +36,6 @@ def test_inputs_are_random_and_nonzero():
 
 
 def test_clean_off_leaves_live_entries_exact_and_is_a_padded_view():
-    from mqa_cli.api import fp8_mqa_logits
     from mqa_cli.reference import reference_logits
 
     spec = VERIFY_MATRIX[7]  # N = 77 per sequence, not clean

@@ -226,7 +226,7 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc):
     """TMA producer (1 warp): q of each sequence with work here, then its cache blocks through the ring."""
     lay: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     offs = gl.arange(0, IDS, layout=lay)
-    c = 0  # blocks issued so far: slot c % STAGES, use c // STAGES
+    c = 0  # the program's blocks issued so far: block c's ring slot and fill parity are _slot(c, s)
     i = 0  # sequences issued: q slot i % 2, use i // 2
     for b in range(w.b_lo, gl.minimum(w.b_end + 1, p.batch)):
         u0, u1, seg_hi = _segment(p, s, w, b, lay)
@@ -289,7 +289,7 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
     offs_t = gl.arange(0, NP, layout=t_layout)
     offs_k = gl.arange(0, BS, layout=k_layout)
     out_ty: gl.constexpr = p.out_ptr.dtype.element_ty
-    c = 0  # blocks consumed so far: slot c % STAGES, use c // STAGES
+    c = 0  # the program's blocks so far (this warpgroup's among them: c % G == WG): _slot(c, s)
     i = 0  # sequences consumed: q slot i % 2, use i // 2
     for b in range(w.b_lo, gl.minimum(w.b_end + 1, p.batch)):
         u0, u1, seg_hi = _segment(p, s, w, b, t_layout)
@@ -307,16 +307,16 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
             if s.PIPE:
                 # Two accumulators in fixed roles (A: even blocks, B: odd), so no register copy of an in-flight
                 # wgmma: block n+1's wgmma runs on the tensor cores while block n's epilogue runs.
-                st_a = c % s.STAGES
-                mbarrier.wait(kv.full.index(st_a), (c // s.STAGES) & 1)
+                st_a, ph_a = _slot(c, s)
+                mbarrier.wait(kv.full.index(st_a), ph_a)
                 tok_a = warpgroup_mma(kv.smem.index(st_a), q_t, acc, use_acc=False, is_async=True)
                 sc_a = _scales(sc_smem, st_a, BS, k_layout)
                 c += 1
                 for u in range(u0, u1, 2 * s.SUBS):
                     ub = u + s.SUBS
                     if ub < u1:
-                        st_b = c % s.STAGES
-                        mbarrier.wait(kv.full.index(st_b), (c // s.STAGES) & 1)
+                        st_b, ph_b = _slot(c, s)
+                        mbarrier.wait(kv.full.index(st_b), ph_b)
                         tok_b = warpgroup_mma(kv.smem.index(st_b), q_t, acc, use_acc=False, is_async=True)
                         sc_b = _scales(sc_smem, st_b, BS, k_layout)
                         c += 1
@@ -325,8 +325,8 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                         _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
                         ua = ub + s.SUBS
                         if ua < u1:
-                            st_a = c % s.STAGES
-                            mbarrier.wait(kv.full.index(st_a), (c // s.STAGES) & 1)
+                            st_a, ph_a = _slot(c, s)
+                            mbarrier.wait(kv.full.index(st_a), ph_a)
                             tok_a = warpgroup_mma(kv.smem.index(st_a), q_t, acc, use_acc=False, is_async=True)
                             sc_a = _scales(sc_smem, st_a, BS, k_layout)
                             c += 1
