@@ -25,7 +25,7 @@ DEFAULT_WORKSPACE = 256 << 20  # bytes of logits held at once (one block of quer
 _CONFIGS: dict = {}
 _DUMMIES: dict = {}
 _ESIZE = {torch.float32: 4, torch.bfloat16: 2}
-TUNING: dict = {}  # kind / num_warps / tile / programs_per_unit / sample / parts overrides for every launch (sweeps)
+TUNING: dict = {}  # config overrides (config.TUNABLE) for every launch: sweeps and tests
 
 
 def _config(rows: int, cols: int, topk: int, device, *, window: bool, compressed: bool, paged: bool, values: bool,

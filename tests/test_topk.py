@@ -192,7 +192,8 @@ def test_config_regimes_and_table(monkeypatch):
     monkeypatch.setattr(tuned, "CUDA_TUNED", {})
     cuda = dict(backend="cuda", units=132)
     few = C.topk_config(rows=64, cols=70000, topk=2048, **cuda)
-    assert few.kernel == "topk_split" and few.schedule["parts"] == 9 and few.grid == (64 * 9,)
+    parts = -(-C.DEFAULTS["split"]["programs_per_unit"] * 132 // 64)  # programs per SM x SMs over the rows
+    assert few.kernel == "topk_split" and few.schedule["parts"] == parts and few.grid == (64 * parts,)
     tile = C.DEFAULTS["split"]["tile"]
     assert C.topk_config(rows=1, cols=40 * tile - 5, topk=2048, **cuda).schedule["parts"] == 40  # >= a tile a part
     assert C.topk_config(rows=1, cols=1 << 20, topk=2048, **cuda).schedule["parts"] == C.PMAX
@@ -328,7 +329,7 @@ def test_kernels_compile_for_sm90():
     assert p.returncode == 0, p.stderr[-3000:]
     lines = [line.split() for line in p.stdout.strip().splitlines()]
     assert [x[0] for x in lines] == ["topk_rows", "topk_split", "topk_split"], p.stdout
-    assert lines[0][1].startswith("topk_rows_CAP_4096_SAMPLE_2048") and "_PAGED_1" in lines[1][1]
+    assert lines[0][1].startswith("topk_rows_CAP_4096_SAMPLE_") and "_R8_1" in lines[0][1] and "_PAGED_1" in lines[1][1]
     assert lines[1][2:] == ["True", "True"] and "_VEC_16" in lines[2][1]
 
 

@@ -2,27 +2,31 @@
 
 What bounds the time (METHOD, H200: 132 SMs, 64K registers and 228 KiB shared memory per SM, ~4 TB/s):
 
-  The first kernel (until 2026-12) ran 16 warps per program at 128 registers: the whole register file, so ONE
-  program (one row) per SM. Each count probe of its key search was a 512-thread reduction (shared memory and two
-  barriers, ~0.3-0.5 µs) and a row took 20-40 probes (interpolating in key space: near 0 the int keys of the
-  floats are far from linear) plus a 512-thread cumsum to emit. 1x4096 causal: 4096 rows / 132 SMs = 31 rows
-  per SM x ~11 µs = 340 µs measured, against a bandwidth floor of 8 µs for reading its rows (4096 x 2048 avg
-  x 4 B = 34 MB). Latency of dependent reductions with one row in flight per SM, not bandwidth: ~40x the floor.
+  The first kernel ran 16 warps per program at 128 registers: the whole register file, so ONE program (one
+  row) per SM. Each count probe of its key search was a 512-thread reduction (shared memory, two barriers) and a
+  row took 20-40 probes (interpolating in key space: near 0 the int keys of the floats are far from linear)
+  plus a 512-thread cumsum to emit. 1x4096 causal: 4096 rows / 132 SMs = 31 rows per SM x ~11 µs = 340 µs
+  measured, against a bandwidth floor of 8 µs for reading its rows (4096 x 2048 avg x 4 B = 34 MB): latency of
+  dependent reductions with one row in flight per SM, not bandwidth.
 
-  Bytes per row of L live columns (k = 2048, CAP = 4096): read 4 L once; for L > CAP also the sample (2048
-  gathers: whole 32-byte sectors, ~min(L, 16K) x 4 B, L2 hits for the pass after it) and the candidates
-  (~1.4 k keys + columns, 8 B each, written and read back through L2); write 4 k indices (+ 4 k values only
-  when the caller needs them: sorted output or return_logits). Passes: one (plus the sample) in every path but
-  the rare exact fallback. Floors at 4 TB/s: 1x4096 ~17 µs, 1x8192 ~50 µs, 1x32768 causal ~0.6 ms (2.1 GB of
-  logits), decode 64 x 64K ~5 µs (then the chain sample -> pass -> merge is ~3 dependent memory latencies).
+  Bytes per row of L live columns (k = 2048, CAP = 4096): read 4 L once; for L > CAP also the sample (SAMPLE
+  gathers: whole 32-byte sectors, ~min(L, 8 SAMPLE) x 4 B, L2 hits for the pass after it) and the candidates
+  (~1.2-1.6 k keys + columns, 8 B each, written and read back through L1/L2); write 4 k indices (+ 4 k values
+  only for sorted output or return_logits). One pass (plus the sample) in every path but the rare exact
+  fallback. Floors at 4 TB/s: 1x4096 ~17 µs, 1x8192 ~50 µs, 1x32768 causal ~0.6 ms (2.1 GB), decode 64 x 64K ~5 µs.
 
-  This version: programs of 4 (rows) or 8 (split) warps; the [CAP] block costs 32 registers a thread per
-  tensor at 4 warps, so ~128 registers and 4 programs (4 rows) in flight per SM; reductions over 128 threads;
-  ~5 probes a row (interpolation in value space, and the sampled threshold as the bracket's low end). Rows of
-  at most k live columns skip the search (streamed, every live entry). Decode (fewer than 2 rows per SM and
-  rows longer than CAP) spreads each row over `parts` programs and merges in the last one (topk_split), so
-  64 rows still fill the GPU. The sweep (scripts/sweep_topk.py) measures num_warps, tile, programs per SM,
-  sample and parts per shape and writes tuned.py.
+  This design: programs of 4 (rows) or 8 (split) warps holding only keys in registers (one [CAP] block: 32 a
+  thread at 4 warps) while searching, then streaming the picks out tile by tile; ~5 search rounds a row, each
+  counting 8 thresholds in one reduction. Measured on the H200 (2026-11-30, scripts/sweep_topk.py, before the
+  packed counts below): selection alone 1x4096 340 -> 162 µs, 1x8192 964 -> 640, ratio 4 1611 -> 238, 1x32768
+  7881 -> 4142. Those rates (1x32768: ~1.6 warp-instructions per cycle per SM, 0.5 TB/s) say the rows are bound
+  by instruction issue and dependent latency at ~3 programs per SM, not by bytes. Since then the 8 counts of a
+  round are packed two per int32 (half the selects, adds and shuffles) and the search runs in int32 with the
+  midpoint as the only fallback probe: a search round on the [4096] block went from 1381 to 963 SASS
+  instructions a thread (sm90, 4 warps), the rows kernel from 168 to 128 registers (4 programs per SM). Decode
+  (fewer than 2 rows per SM, rows longer than CAP) spreads each row over `parts` programs and merges in the last
+  (topk_split), so 64 rows still fill the GPU. The sweep measures num_warps, tile, programs per SM, sample,
+  maxnreg and parts per shape and writes tuned.py.
 """
 from __future__ import annotations
 
@@ -37,13 +41,16 @@ VEC = 16  # columns per aligned read when the buffer holds the rounded-up row en
 # Vectorised reads are opt-in ("vec": 16): their 4-wide layout differs from the scattered stores' 1-wide one, and
 # the layout conversions cost registers (sm90 ptxas, 4 warps, tile 2048: 255 registers against 168 at vec 1).
 
-# Defaults until a sweep writes tuned.py (reasoned, not measured). sm90 ptxas (cross-compiled, k 2048): rows
-# kernel 168 registers at 4 warps / tile 1024 (3 programs per SM; tile 2048 spills), split kernel 128 at 8 warps
-# (its merge holds 2 CAP keys: 32 a thread), so 4 rows programs per SM is a slight oversubscription.
+# Defaults where tuned.py has no entry. The H200 sweep of 2026-11-30 picked sample 1024 and 8 programs per SM
+# (oversubscribed: rows differ in length) for most prefill buckets, and 8 warps / tile 2048 / 2 programs per SM
+# for long decode rows. sm90 ptxas (cross-compiled, k 2048, counts packed two per int32, int32 search): rows
+# kernel 128 registers at 4 warps / tile 1024 (4 programs per SM; its few spills lie outside the loops), 115 at 8
+# warps; split kernel 128 at 8 warps / tile 1024 but 170 at tile 2048 (one program per SM: the sweep also
+# tries it pinned to 128 with maxnreg).
 DEFAULTS = {
-    "rows": {"num_warps": 4, "tile": 1024, "programs_per_unit": 4, "sample": 2048},
-    "split": {"num_warps": 8, "tile": 1024, "programs_per_unit": 4, "sample": 2048},
-}  # (+ "reduce8": False for eight separate sums per search round instead of one 8-way reduction)
+    "rows": {"num_warps": 4, "tile": 1024, "programs_per_unit": 8, "sample": 1024},
+    "split": {"num_warps": 8, "tile": 1024, "programs_per_unit": 2, "sample": 2048},
+}
 TUNABLE = ("kind", "num_warps", "tile", "programs_per_unit", "sample", "parts", "maxnreg", "reduce8", "vec")
 
 
@@ -137,7 +144,8 @@ def topk_config(*, rows: int, cols: int, topk: int, backend: str, units: int | N
     constexprs = {"CAP": cap, "SAMPLE": sample, "TILE": tile, "VEC": vec, "NW": nw, "MARGIN": MARGIN,
                   "WINDOW": bool(window), "COMPRESSED": bool(compressed), "PAGED": bool(paged),
                   "VALUES": bool(values), "STATS": bool(stats),
-                  # one 8-way reduction per search round; the interpreter runs a custom combine per element
+                  # one packed 8-way reduction per search round (GPU); the interpreter runs a custom combine per
+                  # element in Python, so there a vector of thresholds ("reduce8": True forces the GPU form: tests)
                   "R8": bool(p.get("reduce8", backend != "interpreter"))}
     rows1 = max(rows, 1)
     if kind == "split":

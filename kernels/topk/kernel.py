@@ -55,18 +55,28 @@ def _add8(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7):
 
 
 @triton.jit
-def _probe(lo, hi, vlo, vhi, j: tl.constexpr):
-    """Threshold j of 8 inside (lo, hi): evenly spread in value (logits are smooth), in key space where the
-    values are not finite; probe 4 is the key-space midpoint, so each round at least halves the bracket."""
-    width = hi - lo
-    ksp = lo + (width * (j + 1)) // 9
+def _live_min_max(n0, lo0, hi0, n1, lo1, hi1):
+    return n0 + n1, tl.minimum(lo0, lo1), tl.maximum(hi0, hi1)
+
+
+@triton.jit
+def _mid(lo, hi):
+    """lo + (hi - lo) // 2 for int32 lo < hi whose difference may pass INT32_MAX (taken as unsigned)."""
+    return lo + ((hi - lo).to(tl.uint32, bitcast=True) >> 1).to(tl.int32, bitcast=True)
+
+
+@triton.jit
+def _probe(lo, hi, mid, vlo, vhi, j: tl.constexpr):
+    """Threshold j of 8 inside (lo, hi) (int32, lo + 1 < hi): evenly spread in value (logits are smooth); the
+    key-space midpoint for probe 4 and wherever the value's key is not strictly inside, so each round at least
+    halves the bracket."""
     if j == 4:
-        th = lo + width // 2
+        th = mid
     else:
         v = vlo + (vhi - vlo) * ((j + 1) / 9.0)
-        g = _raw_key(v).to(tl.int64)
-        th = tl.where((v != v) | (g <= lo) | (g >= hi), ksp, g)
-    return tl.minimum(tl.maximum(th, lo + 1), hi - 1)
+        g = _raw_key(v)
+        th = tl.where((v != v) | (g <= lo) | (g >= hi), mid, g)
+    return th
 
 
 @triton.jit
@@ -75,31 +85,50 @@ def _ge(key, th):
 
 
 @triton.jit
+def _ge2(key, ta, tb):
+    """count(key >= ta) in the low 16 bits, count(key >= tb) in the high 16 (blocks < 65536 entries)."""
+    return tl.where(key >= ta.to(tl.int32), 1, 0) + tl.where(key >= tb.to(tl.int32), 65536, 0)
+
+
+@triton.jit
+def _add4(a0, a1, a2, a3, b0, b1, b2, b3):
+    return a0 + b0, a1 + b1, a2 + b2, a3 + b3
+
+
+@triton.jit
 def _kth(key, lo, cnt_lo, hi, cnt_hi, need, slack, R8: tl.constexpr):
     """The largest T in [lo, hi) with count(key >= T) >= need, for a 1-D key block.
 
-    Holds count(key >= lo) = cnt_lo (>= need, or the loop does not run) and count(key >= hi) = cnt_hi < need.
-    Each round counts 8 thresholds at once (one 8-way reduction: the rounds, not the compares, cost latency)
-    and keeps the tightest bracket; ~5 rounds on smooth data, at most 32 on any. Stops when a threshold keeps
-    at most need + slack keys (slack 0: exact) or the bracket is one key wide. Returns (T, count(key >= T))."""
-    lo = lo.to(tl.int64)
-    hi = hi.to(tl.int64)
+    Holds count(key >= lo) = cnt_lo (>= need, or the loop does not run) and count(key >= hi) = cnt_hi < need;
+    lo >= INT32_MIN + 1 and hi <= a live key + 1 (so both fit int32). Each round counts 8 thresholds at once
+    (one reduction: the rounds, not the compares, cost latency) and keeps the tightest bracket; ~5 rounds on
+    smooth data, at most 32 on any. Stops when a threshold keeps at most need + slack keys (slack 0: exact)
+    or the bracket is one key wide. Returns (T, count(key >= T))."""
     cnt_hi = cnt_lo * 0 + cnt_hi
-    while (hi - lo > 1) & (cnt_lo - need > slack):
-        vlo = _key_value(lo.to(tl.int32))
-        vhi = _key_value(tl.minimum(hi, 2147483647).to(tl.int32))
-        if R8:  # scalar thresholds broadcast over the block, one reduction of 8 counts
-            t0 = _probe(lo, hi, vlo, vhi, 0)
-            t1 = _probe(lo, hi, vlo, vhi, 1)
-            t2 = _probe(lo, hi, vlo, vhi, 2)
-            t3 = _probe(lo, hi, vlo, vhi, 3)
-            t4 = _probe(lo, hi, vlo, vhi, 4)
-            t5 = _probe(lo, hi, vlo, vhi, 5)
-            t6 = _probe(lo, hi, vlo, vhi, 6)
-            t7 = _probe(lo, hi, vlo, vhi, 7)
-            c0, c1, c2, c3, c4, c5, c6, c7 = tl.reduce(
-                (_ge(key, t0), _ge(key, t1), _ge(key, t2), _ge(key, t3), _ge(key, t4), _ge(key, t5), _ge(key, t6),
-                 _ge(key, t7)), 0, _add8)
+    if R8:
+        lo = lo.to(tl.int32)
+        hi = hi.to(tl.int32)
+        while (lo + 1 < hi) & (cnt_lo - need > slack):
+            vlo = _key_value(lo)
+            vhi = _key_value(hi)
+            mid = _mid(lo, hi)
+            t0 = _probe(lo, hi, mid, vlo, vhi, 0)
+            t1 = _probe(lo, hi, mid, vlo, vhi, 1)
+            t2 = _probe(lo, hi, mid, vlo, vhi, 2)
+            t3 = _probe(lo, hi, mid, vlo, vhi, 3)
+            t4 = _probe(lo, hi, mid, vlo, vhi, 4)
+            t5 = _probe(lo, hi, mid, vlo, vhi, 5)
+            t6 = _probe(lo, hi, mid, vlo, vhi, 6)
+            t7 = _probe(lo, hi, mid, vlo, vhi, 7)
+            if key.shape[0] < 65536:  # two counts per int32: half the selects, adds and shuffles
+                p01, p23, p45, p67 = tl.reduce((_ge2(key, t0, t1), _ge2(key, t2, t3), _ge2(key, t4, t5),
+                                                _ge2(key, t6, t7)), 0, _add4)
+                c0, c1, c2, c3 = p01 & 65535, p01 >> 16, p23 & 65535, p23 >> 16
+                c4, c5, c6, c7 = p45 & 65535, p45 >> 16, p67 & 65535, p67 >> 16
+            else:
+                c0, c1, c2, c3, c4, c5, c6, c7 = tl.reduce(
+                    (_ge(key, t0), _ge(key, t1), _ge(key, t2), _ge(key, t3), _ge(key, t4), _ge(key, t5),
+                     _ge(key, t6), _ge(key, t7)), 0, _add8)
             nlo, nclo, nhi, nchi = _narrow(t0, c0, need, lo, cnt_lo, hi, cnt_hi)
             nlo, nclo, nhi, nchi = _narrow(t1, c1, need, nlo, nclo, nhi, nchi)
             nlo, nclo, nhi, nchi = _narrow(t2, c2, need, nlo, nclo, nhi, nchi)
@@ -108,13 +137,17 @@ def _kth(key, lo, cnt_lo, hi, cnt_hi, need, slack, R8: tl.constexpr):
             nlo, nclo, nhi, nchi = _narrow(t5, c5, need, nlo, nclo, nhi, nchi)
             nlo, nclo, nhi, nchi = _narrow(t6, c6, need, nlo, nclo, nhi, nchi)
             lo, cnt_lo, hi, cnt_hi = _narrow(t7, c7, need, nlo, nclo, nhi, nchi)
-        else:  # the interpreter: whole-array steps (its custom combine runs per element), 32 thresholds a round
-            jj = tl.arange(0, 32)
+    else:  # the interpreter: whole-array steps (its custom combine runs per element), 32 thresholds a round
+        lo = lo.to(tl.int64)
+        hi = hi.to(tl.int64)
+        jj = tl.arange(0, 32)
+        while (hi - lo > 1) & (cnt_lo - need > slack):
+            vlo = _key_value(lo.to(tl.int32))
+            vhi = _key_value(hi.to(tl.int32))
             width = hi - lo
             v = vlo + (vhi - vlo) * ((jj + 1).to(tl.float32) / 33.0)
             g = _raw_key(v).to(tl.int64)
-            th = tl.where((v != v) | (g <= lo) | (g >= hi), lo + (width * (jj + 1)) // 33, g)
-            th = tl.minimum(tl.maximum(tl.where(jj == 16, lo + width // 2, th), lo + 1), hi - 1)
+            th = tl.where((v != v) | (g <= lo) | (g >= hi) | (jj == 16), lo + width // 2, g)
             cnt = tl.sum((key[:, None] >= th.to(tl.int32)[None, :]).to(tl.int32), axis=0)
             ge = cnt >= need
             lo, cnt_lo, hi, cnt_hi = (tl.max(tl.where(ge, th, lo), axis=0), tl.min(tl.where(ge, cnt, cnt_lo), axis=0),
@@ -176,12 +209,12 @@ def _slots(key_ptr, cnt_ptr, s, capp, parts):
 
 
 @triton.jit
-def _emit_slots(key_ptr, col_ptr, cnt_ptr, capp, parts, off, T, take_eq, irow, vrow, SL: tl.constexpr,
-                TILE: tl.constexpr, TIES: tl.constexpr, VALUES: tl.constexpr):
-    """The selected candidates of the scratch slots [0, SL), in slot order (= position order), in tiles."""
+def _emit_slots(key_ptr, col_ptr, cnt_ptr, capp, parts, nslots, off, T, take_eq, irow, vrow, TILE: tl.constexpr,
+                TIES: tl.constexpr, VALUES: tl.constexpr):
+    """The selected candidates of the scratch slots [0, nslots), in slot order (= position order), in tiles."""
     run = tl.full([], 0, tl.int32)
     run_eq = tl.full([], 0, tl.int32)
-    for s0 in range(0, SL, TILE):
+    for s0 in range(0, nslots, TILE):
         s = s0 + tl.arange(0, TILE)
         ok = _slots(key_ptr, cnt_ptr, s, capp, parts)
         key = tl.load(key_ptr + s, mask=ok, other=-2147483648, cache_modifier=".cg")
@@ -193,16 +226,19 @@ def _emit_slots(key_ptr, col_ptr, cnt_ptr, capp, parts, off, T, take_eq, irow, v
 @triton.jit
 def _select_slots(key_ptr, col_ptr, cnt_ptr, capp, parts, t, total, off, k, irow, vrow, SL: tl.constexpr,
                   TILE: tl.constexpr, VALUES: tl.constexpr, R8: tl.constexpr):
-    """Top-k of the candidates (every live key >= t, total of them, k <= total <= SL) in the scratch slots."""
+    """Top-k of the candidates (every live key >= t, total of them, k <= total <= SL) in the scratch slots
+    (one part: slots [0, total); several: parts of capp slots each)."""
+    nslots = tl.where(parts == 1, total, SL)  # one part: emit only its filled slots
     s = tl.arange(0, SL)
     ckey = tl.load(key_ptr + s, mask=_slots(key_ptr, cnt_ptr, s, capp, parts), other=-2147483648,
                    cache_modifier=".cg")
     T, n_ge = _kth(ckey, t, total, tl.max(ckey, axis=0).to(tl.int64) + 1, 0, k, 0, R8)
     if n_ge <= k:
-        n = _emit_slots(key_ptr, col_ptr, cnt_ptr, capp, parts, off, T, 0, irow, vrow, SL, TILE, False, VALUES)
+        n = _emit_slots(key_ptr, col_ptr, cnt_ptr, capp, parts, nslots, off, T, 0, irow, vrow, TILE, False, VALUES)
     else:  # ties at T: the lowest positions
         n_gt = tl.sum((ckey > T).to(tl.int32), axis=0)
-        n = _emit_slots(key_ptr, col_ptr, cnt_ptr, capp, parts, off, T, k - n_gt, irow, vrow, SL, TILE, True, VALUES)
+        n = _emit_slots(key_ptr, col_ptr, cnt_ptr, capp, parts, nslots, off, T, k - n_gt, irow, vrow, TILE, True,
+                        VALUES)
     return n
 
 
@@ -281,9 +317,15 @@ def _short_row(lrow, c0, c1, off, k, irow, vrow, CAP: tl.constexpr, TILE: tl.con
     else:
         key, _cols = _tile(lrow, c0 // VEC * VEC, c0, c1, CAP, VEC)
         live = key != -2147483648
-        nlive = tl.sum(live.to(tl.int32), axis=0)
-        lo = tl.where(nlive <= k, -2147483647, tl.min(tl.where(live, key, 2147483647), axis=0))
-        T, n_ge = _kth(key, lo, nlive, tl.max(key, axis=0).to(tl.int64) + 1, 0, k, 0, R8)
+        if R8:  # one reduction, not three (the interpreter runs a custom combine per element: three there)
+            nlive, kmin, kmax = tl.reduce((live.to(tl.int32), tl.where(live, key, 2147483647), key), 0,
+                                          _live_min_max)
+        else:
+            nlive = tl.sum(live.to(tl.int32), axis=0)
+            kmin = tl.min(tl.where(live, key, 2147483647), axis=0)
+            kmax = tl.max(key, axis=0)
+        lo = tl.where(nlive <= k, -2147483647, kmin)
+        T, n_ge = _kth(key, lo, nlive, kmax.to(tl.int64) + 1, 0, k, 0, R8)
         if n_ge <= k:
             n = _emit_row(lrow, c0, c1, off, T, 0, irow, vrow, TILE, VEC, False, VALUES)
         else:  # ties at T: the lowest positions
