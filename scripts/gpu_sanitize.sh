@@ -8,6 +8,8 @@
 #      SAN_JOBS      sanitizer processes at a time (default 6; one GPU, but most of their time is host work)
 #      SAN_ROWS      rows to check (default: every row `explain --json` lists for this GPU)
 #      SAN_EXTRA=0   leave out the memcheck variants (no-clean, compressed, bf16) of every row
+#      SAN_VARIANTS=0  leave out the config variants the tables pick by size (paged_ws_sm90 MATH_WG 2/3 at
+#                    next_n 4 and on a 16384-block cache; gluon_ws_sm90 at H 128)
 #      SAN_CMD       run (default; the kernel runs ~9 times under do_bench) or verify (twice, plus the reference)
 #      SAN_PREFILL_EXTRA  flags added to every prefill problem (e.g. "--layout window --window 256")
 #      SAN_API_ERRORS     --report-api-errors (default no: host-side CUDA API return codes of torch/triton,
@@ -123,6 +125,30 @@ if [ "${SAN_EXTRA:-1}" = 1 ] && [[ " $TOOLS " == *" memcheck "* ]]; then
     if [[ "$HELP" == *"--max-seqlen-k"* && "$flags" != *"--paged"* ]]; then
       echo "memcheck|$row|$row compressed|$flags --max-seqlen-k ${SAN_MAXK:-600} --no-clean-logits" >>"$JOBS"
     fi
+  done <"$LOGS/rows.txt"
+fi
+
+# the variants a row's table picks by problem size: every tool on the small ones, memcheck and synccheck on the
+# large ones (racecheck instruments every shared access: minutes on a large cache)
+if [ "${SAN_VARIANTS:-1}" = 1 ]; then
+  while IFS='|' read -r row flags; do
+    case $row in
+      paged_ws_sm90)
+        small="--paged --batch 4 --next-n 4 --context-len 2048 --heads 64 --dim 128 --block-size 64"  # N 256: MATH_WG 2
+        large="--paged --batch 16 --context-len 65536 --context-jitter 0 --heads 64 --dim 128 --block-size 64"
+        for tool in racecheck memcheck synccheck; do
+          [[ " $TOOLS " == *" $tool "* ]] && echo "$tool|$row|$row next_n 4|$small" >>"$JOBS"
+        done
+        for tool in memcheck synccheck; do  # 16384 blocks: the 'large' class (next_n 1: MATH_WG 2, next_n 2: 3)
+          [[ " $TOOLS " == *" $tool "* ]] || continue
+          echo "$tool|$row|$row large n1|$large --next-n 1" >>"$JOBS"
+          echo "$tool|$row|$row large n2|$large --next-n 2" >>"$JOBS"
+        done ;;
+      gluon_ws_sm90)
+        for tool in racecheck memcheck synccheck; do
+          [[ " $TOOLS " == *" $tool "* ]] && echo "$tool|$row|$row H128|--seq 1024 --heads 128 --dim 128" >>"$JOBS"
+        done ;;
+    esac
   done <"$LOGS/rows.txt"
 fi
 

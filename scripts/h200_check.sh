@@ -21,6 +21,8 @@
 #   anchor    bash .anchor/run.sh (the side-by-side harness with DeepGEMM; needs .anchor carried)
 #   pagedws   python3 scripts/paged_ws_experiment.py --check-only (the Gluon decode kernel through the API: 31 forms)
 #   sweeps    the checked, timed sweeps that write kernels/{paged_ws_sm90,tiled,topk}/tuned.py (copied to $OUT)
+#   topk      the top-k sweep alone, with DeepGEMM's logits + torch.topk beside it (DeepGEMM put in place as
+#             for `deepgemm`); writes kernels/topk/tuned.py (copied to $OUT)
 # NAME+ starts a step in the background and goes on with the next (its output is printed at the end): for
 # checks whose timings do not matter, e.g. `sanitize+ deepgemm` (never beside hostcost, bench or anchor).
 # Env: H200_BUDGET_S (570); DGT_CASES (sample N cases per DeepGEMM test; default all, cut by the budget);
@@ -46,13 +48,13 @@ SUMMARY=$SLOGS/summary.rows
 
 # per-step cap (s) and the least time worth starting it with
 declare -A CAP=([env]=60 [install]=120 [tests]=200 [verify]=180 [capture]=180 [hostcost]=120 [views]=150
-                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=90 [sweeps]=560)
+                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=90 [sweeps]=560 [topk]=300)
 declare -A MIN=([env]=5 [install]=20 [tests]=30 [verify]=30 [capture]=20 [hostcost]=20 [views]=20
-                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120)
+                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60)
 # the line of each step's output that says how it went
 declare -A KEY=([tests]='passed|failed|error' [verify]='passed, [0-9]+ failed' [capture]='^gpu_checks [a-z]+: '
                 [hostcost]='worst eager|^gpu_checks [a-z]+: ' [views]='^gpu_checks [a-z]+: ' [large]='^gpu_checks [a-z]+: '
-                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
+                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
 
 left() { echo $((T0 + BUDGET - $(date +%s))); }
 stamp() { echo; echo "=== $* (t=$(($(date +%s) - T0)) s, $(date -u +%H:%M:%S) UTC, $(left) s left)"; }
@@ -152,10 +154,37 @@ step_bench() {
   return $rc
 }
 
+dg_env() {  # DeepGEMM importable in this shell (built or copied in place by the anchor kit when not yet there)
+  if [ ! -d /tmp/DeepGEMM/deep_gemm ] && [ -f .anchor/run.sh ]; then
+    echo "DeepGEMM into place: ANCHOR_STEPS=build bash .anchor/run.sh (log: $SLOGS/anchor_build.txt)"
+    OUT=/tmp/anchor_build ANCHOR_STEPS=build ANCHOR_BUDGET_S=150 timeout 160 bash .anchor/run.sh >"$SLOGS/anchor_build.txt" 2>&1
+    echo "anchor build exit $?"; grep -E "import deep_gemm|NOT available|FAILED" "$SLOGS/anchor_build.txt" | head -3
+  fi
+  [ -d /tmp/DeepGEMM/deep_gemm ] || { echo "DeepGEMM not in place: its column stays empty"; return 0; }
+  # as the kit runs it: its JIT compiles with nvcc and the system g++ (the image's other g++ breaks it)
+  local nvcc
+  nvcc=$(ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -n1)
+  [ -n "$nvcc" ] && export CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+  export PATH=/usr/bin:/bin${CUDA_HOME:+:$CUDA_HOME/bin}:$PATH
+  export DG_JIT_CACHE_DIR=/tmp/dg_jit_cache
+  mkdir -p "$DG_JIT_CACHE_DIR"
+  [ -f .anchor/prebuilt/dg_jit_cache.tgz ] && [ ! -d "$DG_JIT_CACHE_DIR/cache" ] && tar -xzf .anchor/prebuilt/dg_jit_cache.tgz -C "$DG_JIT_CACHE_DIR"
+  export PYTHONPATH=/tmp/DeepGEMM${PYTHONPATH:+:$PYTHONPATH}
+}
+
+step_topk() {  # the top-k sweep (writes kernels/topk/tuned.py) with DeepGEMM's logits + torch.topk beside it
+  dg_env
+  "$PY" scripts/sweep_topk.py --write-table
+  local rc=$?
+  cp kernels/topk/tuned.py "$OUT/topk_tuned.py"
+  return $rc
+}
+
 step_sweeps() {  # the sweeps that write the tuned tables (each checks every candidate before timing it)
   local rc=0
   PAGED_WS_BUDGET_S=200 "$PY" scripts/paged_ws_experiment.py --write-table || rc=1
   SWEEP_BUDGET_S=150 "$PY" scripts/sweep_heads.py --write-table || rc=1
+  dg_env
   "$PY" scripts/sweep_topk.py --write-table || rc=1
   cp kernels/paged_ws_sm90/tuned.py "$OUT/paged_ws_tuned.py"; cp kernels/tiled/tuned.py "$OUT/tiled_tuned.py"
   cp kernels/topk/tuned.py "$OUT/topk_tuned.py"
@@ -188,6 +217,7 @@ step_fn() {  # name t -> the command line of the step
     bench) echo "step_bench" ;;
     pagedws) echo "$PY scripts/paged_ws_experiment.py --check-only" ;;
     sweeps) echo "step_sweeps" ;;
+    topk) echo "step_topk" ;;
     anchor) echo "step_anchor $2" ;;
   esac
 }
@@ -224,7 +254,7 @@ run_step() {  # name rest [bg]: time-box it, log it, record a summary row; bg: s
   fi
   STEP_T0=$(date +%s)
   export STEP_T0 T0 BUDGET SLOGS REPO
-  export -f step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor installed left
+  export -f step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk dg_env installed left
   fn=$(step_fn "$s" "$t")
   if [ -n "$bg" ]; then
     ( timeout -k 10 "$t" bash -c "$fn" >"$SLOGS/$s.txt" 2>&1; echo "$? $(( $(date +%s) - STEP_T0 ))" >"$SLOGS/$s.rc" ) &
