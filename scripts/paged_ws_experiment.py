@@ -179,9 +179,9 @@ def portable_runner(t, out):
 SWEEPS = {  # candidate choices by the wgmma's N: STAGES (ring slots per math warpgroup), SUBS (programs per SM),
     # PIPE (two accumulators), MATH_WG (math warpgroups per program, taking its blocks in turn)
     64: [dict(STAGES=4, SUBS=3), dict(STAGES=6, SUBS=1, MATH_WG=3), dict(STAGES=8, SUBS=1, MATH_WG=2),
-         dict(STAGES=4, SUBS=2, MATH_WG=2)],
+         dict(STAGES=4, SUBS=2, MATH_WG=2), dict(STAGES=5, SUBS=1, MATH_WG=4)],
     128: [dict(STAGES=5, SUBS=2, PIPE=True), dict(STAGES=5, SUBS=1, MATH_WG=3), dict(STAGES=6, SUBS=1, MATH_WG=3),
-          dict(STAGES=8, SUBS=1, MATH_WG=2)],
+          dict(STAGES=8, SUBS=1, MATH_WG=2), dict(STAGES=4, SUBS=1, MATH_WG=4), dict(STAGES=5, SUBS=1, MATH_WG=4)],
     256: [dict(STAGES=8, SUBS=1), dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MATH_WG=2)],
 }
 if os.environ.get("PAGED_WS_NO_WG") == "1":  # one math warpgroup per program only

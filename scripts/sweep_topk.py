@@ -384,6 +384,8 @@ def sweep_shape(name: str, kind: str, p: dict, k: int, dev: str, dg, rows_out: l
                     min(k, maxlen), dim=1), dev)
         except Exception as e:  # noqa: BLE001
             say(f"  {name}: DeepGEMM failed: {type(e).__name__}: {str(e)[:200]}")
+    if kind != "prefill" and dev == "cuda":  # decode: kernel time without host cost, as engines run it
+        decode_graphs(r, fused, best[1], dg, q, cache, w, ctx2d, table, maxlen, k)
     r["seconds"] = round(time.time() - t0, 1)
     summary.append(r)
     a, c = r.get("fused_us"), r.get("dg_topk_us")
@@ -391,6 +393,51 @@ def sweep_shape(name: str, kind: str, p: dict, k: int, dev: str, dg, rows_out: l
         f"(c) {fmt(c)}, (a)/(c) {fmt(a / c if a and c else None, '.3f')}; select {fmt(best[0])} "
         f"(default {fmt(r['select_default_us'])}), torch.topk {fmt(r['torch_topk_us'])}, logits {fmt(r['logits_us'])}"
         f"; best {label(best[1])} [{r['seconds']} s]")
+
+
+def host_us(fn, calls: int = 100) -> float:
+    """Host µs per call, back to back with no sync (the best of 3 rounds)."""
+    import torch
+
+    best = float("inf")
+    for _ in range(3):
+        fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
+        torch.cuda.synchronize()
+    return best
+
+
+def decode_graphs(r: dict, fused, best: dict, dg, q, cache, w, ctx2d, table, maxlen: int, k: int) -> None:
+    """Decode rows: CUDA-graph replays of (a) and (c) (engines capture decode steps; the eager figures carry each
+    API's host time whenever it exceeds the GPU time) and (a)'s host µs per call."""
+    import torch
+
+    from mqa_cli import topk as T
+    from mqa_cli.timing import time_graph
+
+    T.TUNING.update(best)
+    try:
+        r["fused_host_us"] = host_us(fused)
+        r["fused_graph_us"] = time_graph(fused)
+    except Exception as e:  # noqa: BLE001
+        say(f"  {r['shape']}: (a) graph failed: {type(e).__name__}: {str(e)[:200]}")
+    finally:
+        T.TUNING.clear()
+    if dg is not None:
+        try:
+            meta = dg.get_paged_mqa_logits_metadata(ctx2d, 64, dg.get_num_sms())
+            r["dg_graph_us"] = time_graph(lambda: torch.topk(
+                dg.fp8_paged_mqa_logits(q, cache, w, ctx2d, table, meta, maxlen, clean_logits=False), min(k, maxlen),
+                dim=1))
+        except Exception as e:  # noqa: BLE001
+            say(f"  {r['shape']}: (c) graph failed: {type(e).__name__}: {str(e)[:200]}")
+    a, c = r.get("fused_graph_us"), r.get("dg_graph_us")
+    say(f"  {r['shape']}: graph replay (a) {fmt(a)} us, (c) {fmt(c)} us, (a)/(c) {fmt(a / c if a and c else None, '.3f')}"
+        f"; (a) host {fmt(r.get('fused_host_us'))} us per eager call")
 
 
 # ------------------------------------------------------------------------------------------------ table
@@ -538,6 +585,17 @@ def main() -> None:
         say(f"| {r['shape']} | {fmt(a)} | {fmt(r.get('fused_default_us'))} | {fmt(r.get('ours_topk_us'))} | {fmt(c)} | "
             f"{fmt(ratio, '.3f')} | <= {goal} {verdict} | {fmt(r['select_best_us'])} | {fmt(r['select_default_us'])} | "
             f"{fmt(r['torch_topk_us'])} | {fmt(r['logits_us'])} | {r['best_config']} |")
+    if any("fused_graph_us" in r for r in summary):
+        say("\n| decode shape | (a) graph | (c) graph | (a)/(c) graph | goal | (a) host per eager call |")
+        say("|---|---|---|---|---|---|")
+        for r in summary:
+            if "fused_graph_us" not in r:
+                continue
+            a, c = r.get("fused_graph_us"), r.get("dg_graph_us")
+            ratio = a / c if a and c else None
+            verdict = "-" if ratio is None else ("MET" if ratio <= 0.8 else "missed")
+            say(f"| {r['shape']} | {fmt(a)} | {fmt(c)} | {fmt(ratio, '.3f')} | <= 0.8 {verdict} | "
+                f"{fmt(r.get('fused_host_us'))} |")
     for r in summary:
         if r["kind"] == "prefill":
             say(f"{r['shape']}: fused by workspace " + ", ".join(

@@ -405,7 +405,7 @@ def paged_mqa_logits_ws_sm90(
     CLEAN: gl.constexpr,
     SELF_SCHEDULE: gl.constexpr,
     PIPE: gl.constexpr,  # two accumulators per math warpgroup (epilogue of block n beside the wgmma of block n+1)
-    MATH_WG: gl.constexpr,  # math warpgroups per program (1-3), taking the program's blocks in turn
+    MATH_WG: gl.constexpr,  # math warpgroups per program (1-4), taking the program's blocks in turn
     MATH_REGS: gl.constexpr,  # registers per thread of math warpgroups 1.. (setmaxnreg; warpgroup 0 gets the rest)
     SMALL_REGS: gl.constexpr,  # registers per thread of the producer warp
 ):
@@ -445,10 +445,17 @@ def paged_mqa_logits_ws_sm90(
                             (_math_partition, (p, s, w, q, kv, sc_smem, 1)),
                             (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc))],
                            [4, 1], [MATH_REGS, SMALL_REGS])
-    else:
-        gl.static_assert(MATH_WG == 3, "1 to 3 math warpgroups")
+    elif MATH_WG == 3:
         gl.warp_specialize([(_math_partition, (p, s, w, q, kv, sc_smem, 0)),
                             (_math_partition, (p, s, w, q, kv, sc_smem, 1)),
                             (_math_partition, (p, s, w, q, kv, sc_smem, 2)),
                             (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc))],
                            [4, 4, 1], [MATH_REGS, MATH_REGS, SMALL_REGS])
+    else:
+        gl.static_assert(MATH_WG == 4, "1 to 4 math warpgroups")
+        gl.warp_specialize([(_math_partition, (p, s, w, q, kv, sc_smem, 0)),
+                            (_math_partition, (p, s, w, q, kv, sc_smem, 1)),
+                            (_math_partition, (p, s, w, q, kv, sc_smem, 2)),
+                            (_math_partition, (p, s, w, q, kv, sc_smem, 3)),
+                            (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc))],
+                           [4, 4, 4, 1], [MATH_REGS, MATH_REGS, MATH_REGS, SMALL_REGS])
