@@ -52,7 +52,9 @@ SCRIPT = textwrap.dedent(r'''
     t = Prefill(torch.empty(S + 3, H, D, dtype=f8, **meta)[3:], torch.empty(N + 64, D, dtype=f8, **meta)[64:],
                 torch.empty(N, 2, **meta)[:, 0], torch.empty(S, H + 8, **meta)[:, :H],
                 torch.empty(S, 2, dtype=torch.int32, **meta)[:, 0], torch.empty(S, 2, dtype=torch.int32, **meta)[:, 1])
-    cfg = gluon_ws_sm90_config(heads=H, dim=D, S=S, N=N, clean=clean, compressed=compressed, bf16=bf16, units=132)
+    groups = tuple(int(x) for x in sys.argv[9].split("x")) if len(sys.argv) > 9 else None
+    cfg = gluon_ws_sm90_config(heads=H, dim=D, S=S, N=N, clean=clean, compressed=compressed, bf16=bf16, units=132,
+                               groups=groups)
     out = alloc_logits(S, msk if compressed else N, "meta", torch.bfloat16 if bf16 else torch.float32)
     la = tma_args(t, cfg, out, msk if compressed else 0)
     fn = cfg.jitted()
@@ -284,3 +286,24 @@ def test_heads_128_compiles_without_spills(tmp_path):
     sass = (tmp_path / "sass").read_text()
     assert "QGMMA.64x256x32" in sass
     assert "LOCAL:0" in res["usage"]
+
+
+@pytest.mark.parametrize("variant", [(True, False, False), (False, True, True)], ids=_ids)
+def test_three_warpgroups_sharing_query_rows(tmp_path, variant):
+    """groups (1, 3): three math warpgroups share a 2-row query block (wgmma N 128) and split each 192-row kv tile
+    into their 64-row blocks (three TMA loads a ring stage); 160 registers each, and nothing spills."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    args = [*("1" if x else "0" for x in variant), S, N, H, MAX_SEQLEN_K, tmp_path, "1x3"]
+    r = subprocess.run([sys.executable, "-c", SCRIPT, *map(str, args)], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    res = json.loads((tmp_path / "result.json").read_text())
+    assert res["name"] == res["expected"] and res["name"].endswith("_Q_GROUPS_1_KV_GROUPS_3"), res["name"]
+    assert "_BLOCK_Q_2_" in res["name"], res["name"]
+    sass = (tmp_path / "sass").read_text()
+    assert len(re.findall(r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3", sass)) >= 12, "4 k-steps in each of 3 warpgroups"
+    assert len(re.findall(r"UTMALDG", sass)) >= 2, "q and kv blocks by TMA"
+    assert not re.search(r"\b(LDL|STL)\b", sass)
+    usage = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", res["usage"])
+    assert usage and int(usage.group(2)) == 0 and int(usage.group(4)) == 0, res["usage"]
+    assert "C7514" not in res["ptxas"], res["ptxas"][-2000:]

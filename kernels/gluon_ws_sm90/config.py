@@ -5,14 +5,22 @@ from ..config import KernelConfig, cdiv
 from . import KEYS
 
 
-# Registers per thread: 12 warps (two math warpgroups + a warpgroup holding the 1-warp producer and
-# the 1-warp -inf filler) share the 64K register file: maxnreg 168 at entry = 504 per warpgroup-thread,
-# split by setmaxnreg into 240 (math 1) + 24 (producer/filler) + the rest, 240, for math 0 (the default
-# partition). 232/40 spilled in the math loop (acc 128 + weights 64 registers per thread at N = 256).
-MATH_REGS = 240
+# Registers per thread, two math warpgroups: 12 warps (two math warpgroups + a warpgroup holding the 1-warp
+# producer and the 1-warp -inf filler) share the 64K register file: maxnreg 168 at entry = 504 per
+# warpgroup-thread, split by setmaxnreg into 240 (math 1) + 24 (producer/filler) + the rest, 240, for math 0 (the
+# default partition). 232/40 spilled in the math loop (acc 128 + weights 64 registers per thread at N = 256).
+# Three math warpgroups (wgmma N = 128: acc 64 + weights 32 registers): 16 warps, maxnreg 128 at entry = 512 per
+# warpgroup-thread: 160 for each worker math warpgroup, 24 for the producer/filler one, the rest (168) for math 0.
+# Four: 20 warps, maxnreg 96 at entry = 480: 112 per worker math warpgroup, 24, the rest (120) for math 0 (spills
+# in the tile loop, sm90 ptxas).
+REGS = {2: {"maxnreg": 168, "MATH_REGS": 240}, 3: {"maxnreg": 128, "MATH_REGS": 160},
+        4: {"maxnreg": 96, "MATH_REGS": 112}}
+MATH_REGS = REGS[2]["MATH_REGS"]
 SMALL_REGS = 24
-MAXNREG = 168
+MAXNREG = REGS[2]["maxnreg"]
 DEFAULT_UNITS = 132  # H200 / H100 SXM SM count, when the caller does not say
+GROUPS = ((2, 1), (1, 3), (1, 4), (2, 2), (1, 2))  # the (Q_GROUPS, KV_GROUPS) the kernel runs
+SMEM_LIMIT = 227 * 1024
 
 
 def _load():
@@ -22,31 +30,54 @@ def _load():
 
 
 def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, compressed: bool = False,
-                         bf16: bool = False, units: int | None = None) -> KernelConfig:
-    """Two math warpgroups, each wgmma M = 64 kv rows x N = BLOCK_Q*heads (256 at H 64); TMA producer warp.
+                         bf16: bool = False, units: int | None = None, groups: tuple[int, int] | None = None,
+                         stages: int | None = None) -> KernelConfig:
+    """Math warpgroups (a wgmma each: M = 64 kv rows x N = BLOCK_Q*heads) fed by a TMA producer warp.
 
-    H200 (2026-11-30, full op µs, this kernel / h64d128_sm90): 1x4096 causal 148 / 161, H 32 100 / 93,
+    groups = (Q_GROUPS, KV_GROUPS) (default: tuned.py's entry for the head count, else (2, 1)): a work item is Q_GROUPS query blocks of BLOCK_Q rows against every live kv
+    tile of KV_GROUPS * 64 rows; its Q_GROUPS * KV_GROUPS math warpgroups each take one query block and 64 rows of
+    each tile. (2, 1), the default: two warpgroups, each its own 4 query rows (N 256 at H 64), sharing each kv
+    tile; the tensor core idles whenever one warpgroup's epilogue (~380 instructions a tile) outlasts the
+    other's wgmma (512 cycles). (1, 4): four warpgroups share 2 query rows (N 128) and split a 256-row kv tile,
+    so each epilogue (~half as long) hides behind three other wgmmas.
+
+    H200 (2026-11-30, full op µs, (2, 1) / h64d128_sm90): 1x4096 causal 148 / 161, H 32 100 / 93,
     1x8192 causal 548 / 588, 4x8192 ratio 4 670 / 755, S 4096 N 65536 full 4251 / 4561, 1x32768 causal
     8774 / 9420 (scripts/gpu_gluon_ws_check.py; all checks exact). Measured on fp32 full logits.
     PINGPONG off: forcing the two math warpgroups to alternate their wgmma issue (turn mbarriers) measured
     2-4 % slower on every anchor shape on the H200 (2026-11-30); the tensor pipe interleaves them well enough.
-    Shared memory: 2 warpgroups x 2 q slots x 32 KiB + STAGES x 8 KiB kv = 160 KiB at STAGES 4 and N 256: one
-    program per SM, persistent over work items of 2*BLOCK_Q query rows.
+    Shared memory: 2 q slots of BLOCK_Q*H*D per query group + STAGES kv tiles of KV_GROUPS*64*D (160 KiB at
+    (2, 1), STAGES 4, N 256): one program per SM, persistent over the work items.
     """
     if heads * dim == 0 or 128 % heads or dim != 128:
         raise ValueError(f"gluon ws sm90 kernel needs heads dividing 128 and dim 128, got heads={heads}, dim={dim}")
-    # N = 256 for H = 64; N = 128 below (H = 32 at N = 256 spills: 8 query rows of per-row state).
-    block_q = 256 // heads if heads >= 64 else 128 // heads
+    if groups is None:  # the sweep's table (tuned.py), else two warpgroups with their own query rows
+        from .tuned import CUDA_TUNED
+
+        entry = CUDA_TUNED.get(heads, {})
+        groups, stages = tuple(entry.get("groups", (2, 1))), stages or entry.get("stages")
+    q_groups, kv_groups = groups
+    if (q_groups, kv_groups) not in GROUPS:
+        raise ValueError(f"groups must be one of {GROUPS}, got {(q_groups, kv_groups)}")
+    math_wg = q_groups * kv_groups
+    # N = 256 for H = 64 with two warpgroups; N = 128 below (H = 32 at N = 256 spills: 8 query rows of per-row
+    # state) and with four (their 112 registers hold a 64 x 128 accumulator).
+    block_q = 256 // heads if heads >= 64 and math_wg == 2 else 128 // heads
     block_kv = 64
-    stages = 4
-    items = cdiv(S, 2 * block_q)
+    stages = stages or 4
+    bqh = block_q * heads
+    smem = q_groups * 2 * bqh * dim + stages * kv_groups * block_kv * dim
+    if smem > SMEM_LIMIT:
+        raise ValueError(f"{stages} stages of {kv_groups * block_kv}-row kv tiles need {smem} bytes of shared memory")
+    items = cdiv(S, q_groups * block_q)
     programs = max(1, min(items, units or DEFAULT_UNITS))
     constexprs = {"H": heads, "D": dim, "BLOCK_Q": block_q, "BLOCK_KV": block_kv, "STAGES": stages,
                   "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16), "PINGPONG": False,
-                  "MATH_REGS": MATH_REGS, "SMALL_REGS": SMALL_REGS}
-    options = {"num_warps": 4, "maxnreg": MAXNREG}
+                  "MATH_REGS": REGS[math_wg]["MATH_REGS"], "SMALL_REGS": SMALL_REGS, "Q_GROUPS": q_groups,
+                  "KV_GROUPS": kv_groups}
+    options = {"num_warps": 4, "maxnreg": REGS[math_wg]["maxnreg"]}
     # "args": the kernel's trailing runtime scalars, in order (the launcher appends them).
-    schedule = {"args": {"n_items": items}, "items": items, "rows_per_item": 2 * block_q, "programs_per_sm": 1,
-                "units": units}
+    schedule = {"args": {"n_items": items}, "items": items, "rows_per_item": q_groups * block_q,
+                "programs_per_sm": 1, "units": units, "kv_tile": kv_groups * block_kv}
     return KernelConfig("gluon_ws_sm90", "mqa_logits_gluon_ws_sm90", KEYS, constexprs, options, (programs,),
                         schedule, launcher="tma", load=_load)

@@ -137,9 +137,13 @@ class Tiling:
     CLEAN: gl.constexpr
     COMPRESSED: gl.constexpr
     PINGPONG: gl.constexpr
+    Q_GROUPS: gl.constexpr  # query blocks of BLOCK_Q rows per work item (one per group of math warpgroups)
+    KV_GROUPS: gl.constexpr  # math warpgroups sharing a query block, each taking BLOCK_KV rows of a kv tile
+    ROWS: gl.constexpr  # query rows per work item = Q_GROUPS * BLOCK_Q
+    KV_TILE: gl.constexpr  # kv rows per ring slot = KV_GROUPS * BLOCK_KV
 
     @gluon.constexpr_function
-    def __init__(self, H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG):
+    def __init__(self, H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS):
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
         self.BLOCK_Q = gl.constexpr(BLOCK_Q)
@@ -148,6 +152,10 @@ class Tiling:
         self.CLEAN = gl.constexpr(CLEAN)
         self.COMPRESSED = gl.constexpr(COMPRESSED)
         self.PINGPONG = gl.constexpr(PINGPONG)
+        self.Q_GROUPS = gl.constexpr(Q_GROUPS)
+        self.KV_GROUPS = gl.constexpr(KV_GROUPS)
+        self.ROWS = gl.constexpr(Q_GROUPS * BLOCK_Q)
+        self.KV_TILE = gl.constexpr(KV_GROUPS * BLOCK_KV)
 
 
 @aggregate
@@ -212,14 +220,14 @@ def _live_tiles(p, q0, ROWS: gl.constexpr, BLOCK_KV: gl.constexpr, WARPS: gl.con
 
 
 @gluon.jit
-def _item_q0(j, n_items, BLOCK_Q: gl.constexpr):
+def _item_q0(j, n_items, ROWS: gl.constexpr):
     """Round j of this program: snake order over work items (p, 2P-1-p, 2P+p, ...) counted from the last
     query block (the heaviest in causal-like layouts), so each program's sum of work evens out.
-    Returns the item's first query row."""
+    Returns the item's first query row (items are ROWS query rows)."""
     P = gl.num_programs(0)
     p = gl.program_id(0)
     item = j * P + gl.where(j % 2 == 0, p, P - 1 - p)
-    return (n_items - 1 - item) * (2 * BLOCK_Q)
+    return (n_items - 1 - item) * ROWS
 
 
 @gluon.jit
@@ -234,11 +242,14 @@ def _my_rounds(n_items):
 
 @gluon.jit
 def _math_partition(p, t, kv, q, turn, WG: gl.constexpr):
-    """One math warpgroup: for each work item, its BLOCK_Q query rows against every live kv tile."""
+    """One math warpgroup: for each work item, its BLOCK_Q query rows (query group WG % Q_GROUPS) against its
+    BLOCK_KV rows (kv group WG // Q_GROUPS) of every live kv tile."""
     H: gl.constexpr = t.H
     BLOCK_Q: gl.constexpr = t.BLOCK_Q
     BLOCK_KV: gl.constexpr = t.BLOCK_KV
     STAGES: gl.constexpr = t.STAGES
+    QG: gl.constexpr = WG % t.Q_GROUPS
+    KG: gl.constexpr = WG // t.Q_GROUPS
     BQH: gl.constexpr = BLOCK_Q * H
     mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, BQH, 32])
@@ -252,9 +263,9 @@ def _math_partition(p, t, kv, q, turn, WG: gl.constexpr):
     c = 0  # kv tiles consumed so far: ring slot c % STAGES, use c // STAGES
     i = 0  # work items done: q slot i % 2, use i // 2
     for j in range(0, _my_rounds(p.n_items)):
-        q0 = _item_q0(j, p.n_items, BLOCK_Q)
-        t_lo, n_tiles = _live_tiles(p, q0, 2 * BLOCK_Q, BLOCK_KV, 4)
-        my0 = q0 + WG * BLOCK_Q
+        q0 = _item_q0(j, p.n_items, t.ROWS)
+        t_lo, n_tiles = _live_tiles(p, q0, t.ROWS, t.KV_TILE, 4)
+        my0 = q0 + QG * BLOCK_Q
 
         c_row = my0 + cols // H
         # Per element (64-bit) rather than a 64-bit base + int32 offsets: loop-invariant offsets would be
@@ -289,7 +300,7 @@ def _math_partition(p, t, kv, q, turn, WG: gl.constexpr):
 
         for tt in range(n_tiles):
             s = c % STAGES
-            start = (t_lo + tt) * BLOCK_KV
+            start = (t_lo + tt) * t.KV_TILE + KG * BLOCK_KV
             rows = start + offs_kv
             scale = gl.load(_row(p.kv_scale_ptr, start, p.stride_scale) + offs_kv * p.stride_scale,
                             mask=rows < p.N, other=0.0)
@@ -299,11 +310,12 @@ def _math_partition(p, t, kv, q, turn, WG: gl.constexpr):
                 # turn[WG] completes one phase per tile, on the other warpgroup's issue: warpgroup 0 waits
                 # parity (c & 1) ^ 1 (its first wait passes at once: it goes first), warpgroup 1 parity c & 1.
                 mbarrier.wait(turn.index(WG), (c & 1) ^ (1 - WG))
-            tok = warpgroup_mma(kv.smem.index(s), q_t, acc, use_acc=False, is_async=True)
+            # ring stage s holds the tile's KV_GROUPS blocks of BLOCK_KV rows in slots s*KV_GROUPS + g
+            tok = warpgroup_mma(kv.smem.index(s * t.KV_GROUPS + KG), q_t, acc, use_acc=False, is_async=True)
             if t.PINGPONG:
                 mbarrier.arrive(turn.index(1 - WG), count=1)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
-            # Release slot s: the second of the two warpgroups' arrivals completes its empty phase.
+            # Release slot s: the last of the math warpgroups' arrivals completes its empty phase.
             mbarrier.arrive(kv.empty.index(s), count=1)
 
             x = gl.maximum(acc, 0.0) * w2
@@ -317,17 +329,20 @@ def _math_partition(p, t, kv, q, turn, WG: gl.constexpr):
                 if t.CLEAN:
                     if (start < in_lo) | (start + BLOCK_KV > in_hi):
                         logits = gl.where((rows2 >= ks2) & (rows2 < ke2), logits, float("-inf"))
-                gl.store(out_base + (out_offs + rows2), logits.to(out_ty), mask=gl.expand_dims(q_ok, 0))
+                st_ok = gl.expand_dims(q_ok, 0)
+                if t.KV_GROUPS > 1:  # a tile's later rows may lie past N, and past the row-padded stride
+                    st_ok = st_ok & (start < p.N)
+                gl.store(out_base + (out_offs + rows2), logits.to(out_ty), mask=st_ok)
             c += 1
 
-        # Release q slot qs (count 1: this warpgroup alone reads it).
+        # Release q slot qs (count KV_GROUPS: the warpgroups of this query group read it).
         mbarrier.arrive(q.empty.index(qs), count=1)
         i += 1
 
 
 @gluon.jit
 def _load_partition(p, t, kv, q0_ring, q1_ring, q_desc, kv_desc):
-    """TMA producer (1 warp): per work item the two q blocks, then its live kv tiles through the ring."""
+    """TMA producer (1 warp): per work item its Q_GROUPS q blocks, then its live kv tiles through the ring."""
     H: gl.constexpr = t.H
     BLOCK_Q: gl.constexpr = t.BLOCK_Q
     BLOCK_KV: gl.constexpr = t.BLOCK_KV
@@ -335,24 +350,27 @@ def _load_partition(p, t, kv, q0_ring, q1_ring, q_desc, kv_desc):
     c = 0  # kv tiles issued so far: slot c % STAGES, use c // STAGES
     i = 0  # work items issued: q slot i % 2, use i // 2
     for j in range(0, _my_rounds(p.n_items)):
-        q0 = _item_q0(j, p.n_items, BLOCK_Q)
-        t_lo, n_tiles = _live_tiles(p, q0, 2 * BLOCK_Q, BLOCK_KV, 1)
+        q0 = _item_q0(j, p.n_items, t.ROWS)
+        t_lo, n_tiles = _live_tiles(p, q0, t.ROWS, t.KV_TILE, 1)
         qs = i % 2
         # Before use n = i // 2 of q slot qs, wait for the release of use n - 1 (first use: passes at once).
         qph = ((i // 2) & 1) ^ 1
         mbarrier.wait(q0_ring.empty.index(qs), qph)
         mbarrier.expect(q0_ring.full.index(qs), q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [q0 * H, 0], q0_ring.full.index(qs), q0_ring.smem.index(qs))
-        mbarrier.wait(q1_ring.empty.index(qs), qph)
-        mbarrier.expect(q1_ring.full.index(qs), q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [(q0 + BLOCK_Q) * H, 0], q1_ring.full.index(qs),
-                                        q1_ring.smem.index(qs))
+        if t.Q_GROUPS == 2:
+            mbarrier.wait(q1_ring.empty.index(qs), qph)
+            mbarrier.expect(q1_ring.full.index(qs), q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(q_desc, [(q0 + BLOCK_Q) * H, 0], q1_ring.full.index(qs),
+                                            q1_ring.smem.index(qs))
         for tt in range(n_tiles):
             s = c % STAGES
-            # Before use c // STAGES of kv slot s, wait until both math warpgroups released the previous one.
+            # Before use c // STAGES of kv slot s, wait until every math warpgroup released the previous one.
             mbarrier.wait(kv.empty.index(s), ((c // STAGES) & 1) ^ 1)
-            mbarrier.expect(kv.full.index(s), kv_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(kv_desc, [(t_lo + tt) * BLOCK_KV, 0], kv.full.index(s), kv.smem.index(s))
+            mbarrier.expect(kv.full.index(s), t.KV_GROUPS * kv_desc.block_type.nbytes)
+            for g in gl.static_range(t.KV_GROUPS):  # a block past N reads as zeros (its logits are not stored)
+                tma.async_copy_global_to_shared(kv_desc, [(t_lo + tt) * t.KV_TILE + g * BLOCK_KV, 0], kv.full.index(s),
+                                                kv.smem.index(s * t.KV_GROUPS + g))
             c += 1
         i += 1
 
@@ -371,8 +389,8 @@ def _fill_partition(p, t):
         offs = gl.arange(0, NEG_INF_FILL, layout=layout)
         neg = gl.full([NEG_INF_FILL], float("-inf"), out_ty, layout=layout)
         for j in range(0, _my_rounds(p.n_items)):
-            q0 = _item_q0(j, p.n_items, t.BLOCK_Q)
-            r_end = gl.minimum(q0 + 2 * t.BLOCK_Q, p.S)
+            q0 = _item_q0(j, p.n_items, t.ROWS)
+            r_end = gl.minimum(q0 + t.ROWS, p.S)
             if t.COMPRESSED:
                 for r in range(q0, r_end):
                     row = _row(p.out_ptr, r, p.stride_out_s)
@@ -384,9 +402,9 @@ def _fill_partition(p, t):
                         cc = col + offs
                         gl.store(row + cc, neg, mask=(cc >= length) & (cc < p.max_seqlen_k))
             else:
-                t_lo, n_tiles = _live_tiles(p, q0, 2 * t.BLOCK_Q, t.BLOCK_KV, 1)
-                live_lo = gl.minimum(t_lo * t.BLOCK_KV, p.N)
-                live_hi = gl.minimum((t_lo + n_tiles) * t.BLOCK_KV, p.N)
+                t_lo, n_tiles = _live_tiles(p, q0, t.ROWS, t.KV_TILE, 1)
+                live_lo = gl.minimum(t_lo * t.KV_TILE, p.N)
+                live_hi = gl.minimum((t_lo + n_tiles) * t.KV_TILE, p.N)
                 if n_tiles == 0:
                     live_lo = p.N
                     live_hi = p.N
@@ -417,7 +435,7 @@ def mqa_logits_gluon_ws_sm90(
     stride_ks,  # ks stride (elements)
     stride_ke,  # ke stride (elements)
     stride_out_s,  # logits row stride (elements)
-    n_items,  # work items = ceil(S / (2 * BLOCK_Q)); the grid is persistent over them
+    n_items,  # work items = ceil(S / (Q_GROUPS * BLOCK_Q)); the grid is persistent over them
     H: gl.constexpr,
     D: gl.constexpr,
     BLOCK_Q: gl.constexpr,  # query rows per math warpgroup; BLOCK_Q * H = the wgmma's N (128 or 256)
@@ -427,31 +445,65 @@ def mqa_logits_gluon_ws_sm90(
     COMPRESSED: gl.constexpr,  # column = kv row - ks of the row, max_seqlen_k columns
     BF16: gl.constexpr,  # out_ptr is bf16 (the store casts; -inf stays exact)
     PINGPONG: gl.constexpr,  # math warpgroups take turns issuing their wgmma
-    MATH_REGS: gl.constexpr,  # registers per thread of math warpgroup 1 (setmaxnreg; math 0 gets the rest)
+    MATH_REGS: gl.constexpr,  # registers per thread of the worker math warpgroups (setmaxnreg; math 0 gets the rest)
     SMALL_REGS: gl.constexpr,  # registers per thread of the producer and filler warps
+    Q_GROUPS: gl.constexpr = 2,  # query blocks per work item (2: each of two math warpgroups has its own)
+    KV_GROUPS: gl.constexpr = 1,  # math warpgroups splitting each kv tile (4: four share one query block)
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
-    gl.static_assert(BLOCK_KV == 64, "kv tile = one warpgroup's 64 MMA rows")
+    gl.static_assert(BLOCK_KV == 64, "a warpgroup's share of a kv tile = its 64 MMA rows")
+    MATH_WG: gl.constexpr = Q_GROUPS * KV_GROUPS
+    gl.static_assert((MATH_WG >= 2) & (MATH_WG <= 4), "two to four math warpgroups")
+    gl.static_assert((Q_GROUPS == 1) | (Q_GROUPS == 2), "one or two query blocks per work item")
+    gl.static_assert((MATH_WG == 2) | (not PINGPONG), "PINGPONG takes turns between two math warpgroups")
     gl.static_assert((out_ptr.dtype.element_ty == gl.bfloat16) == BF16, "BF16 must match the output dtype")
     BQH: gl.constexpr = BLOCK_Q * H
 
     p = Problem(kv_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, S, N, max_seqlen_k, stride_scale, stride_w_s,
                 stride_ks, stride_ke, stride_out_s, n_items)
-    t = Tiling(H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG)
-    # q slots per math warpgroup: 2 x [BQH, D], released by that warpgroup alone (empty count 1).
-    q0_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2, BQH, D], q_desc.layout), 1)
-    q1_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2, BQH, D], q_desc.layout), 1)
-    # kv ring: STAGES x [BLOCK_KV, D], each tile released by both math warpgroups (empty count 2).
-    kv = _ring(gl.allocate_shared_memory(kv_desc.dtype, [STAGES, BLOCK_KV, D], kv_desc.layout), 2)
+    t = Tiling(H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS)
+    # q slots per query group: 2 x [BQH, D], released by the group's KV_GROUPS warpgroups.
+    q0_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2, BQH, D], q_desc.layout), KV_GROUPS)
+    if Q_GROUPS == 2:
+        q1_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2, BQH, D], q_desc.layout), KV_GROUPS)
+    else:
+        q1_ring = q0_ring
+    # kv ring: STAGES stages of KV_GROUPS x [BLOCK_KV, D] blocks (one kv tile), a full/empty barrier pair per stage;
+    # a stage is released by every math warpgroup (empty count MATH_WG).
+    kv_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for st in gl.static_range(STAGES):
+        mbarrier.init(kv_full.index(st), count=1)
+        mbarrier.init(kv_empty.index(st), count=MATH_WG)
+    kv = Ring(gl.allocate_shared_memory(kv_desc.dtype, [STAGES * KV_GROUPS, BLOCK_KV, D], kv_desc.layout), kv_full,
+              kv_empty)
     # PINGPONG turn barriers, count 1: turn[g] completes a phase when the other warpgroup issued its wgmma.
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for g in gl.static_range(2):
         mbarrier.init(turn.index(g), count=1)
     fence_async_shared()
 
-    gl.warp_specialize([
-        (_math_partition, (p, t, kv, q0_ring, turn, 0)),
-        (_math_partition, (p, t, kv, q1_ring, turn, 1)),
-        (_load_partition, (p, t, kv, q0_ring, q1_ring, q_desc, kv_desc)),
-        (_fill_partition, (p, t)),
-    ], [4, 1, 1], [MATH_REGS, SMALL_REGS, SMALL_REGS])
+    if MATH_WG == 2:  # warpgroup g: query group g % Q_GROUPS, kv group g // Q_GROUPS
+        gl.warp_specialize([
+            (_math_partition, (p, t, kv, q0_ring, turn, 0)),
+            (_math_partition, (p, t, kv, q1_ring, turn, 1)),  # (q1_ring is q0_ring at Q_GROUPS 1)
+            (_load_partition, (p, t, kv, q0_ring, q1_ring, q_desc, kv_desc)),
+            (_fill_partition, (p, t)),
+        ], [4, 1, 1], [MATH_REGS, SMALL_REGS, SMALL_REGS])
+    elif MATH_WG == 3:  # (Q_GROUPS 1)
+        gl.warp_specialize([
+            (_math_partition, (p, t, kv, q0_ring, turn, 0)),
+            (_math_partition, (p, t, kv, q0_ring, turn, 1)),
+            (_math_partition, (p, t, kv, q0_ring, turn, 2)),
+            (_load_partition, (p, t, kv, q0_ring, q1_ring, q_desc, kv_desc)),
+            (_fill_partition, (p, t)),
+        ], [4, 4, 1, 1], [MATH_REGS, MATH_REGS, SMALL_REGS, SMALL_REGS])
+    else:
+        gl.warp_specialize([
+            (_math_partition, (p, t, kv, q0_ring, turn, 0)),
+            (_math_partition, (p, t, kv, q1_ring, turn, 1)),  # (q1_ring is q0_ring at Q_GROUPS 1)
+            (_math_partition, (p, t, kv, q0_ring, turn, 2)),
+            (_math_partition, (p, t, kv, q1_ring, turn, 3)),  # (q1_ring is q0_ring at Q_GROUPS 1)
+            (_load_partition, (p, t, kv, q0_ring, q1_ring, q_desc, kv_desc)),
+            (_fill_partition, (p, t)),
+        ], [4, 4, 4, 1, 1], [MATH_REGS, MATH_REGS, MATH_REGS, SMALL_REGS, SMALL_REGS])
