@@ -33,6 +33,13 @@ def _q_for_tma(q: torch.Tensor) -> torch.Tensor:
     return _tma_copy(q)
 
 
+def _q_rows_for_tma(q: torch.Tensor) -> torch.Tensor:
+    """q for the [H/2, S, 2, D] view: heads at stride D, dims contiguous, a 16-byte row stride and base (row slices
+    of a contiguous q keep them); else a contiguous copy."""
+    ok = q.stride(2) == 1 and q.stride(1) == q.shape[2] and q.stride(0) % 16 == 0 and _aligned(q)
+    return q if ok else _tma_copy(q)
+
+
 def _kv_for_tma(kv: torch.Tensor) -> torch.Tensor:
     """kv [N, D] with dim contiguous and a 16-byte row stride (row slices and padded rows included); else a copy."""
     if kv.stride(1) == 1 and (kv.stride(0) * kv.element_size()) % TMA_ALIGN == 0 and _aligned(kv):
@@ -41,12 +48,12 @@ def _kv_for_tma(kv: torch.Tensor) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=64)
-def _layouts(bqh: int, block_kv: int, D: int):
+def _layouts(q_block: tuple, block_kv: int, D: int):
     """The shared-memory layouts of the q and kv tiles: the same for every call of a config (built once; each
     costs several µs of host time)."""
     from triton.experimental.gluon import language as gl
 
-    return (gl.NVMMASharedLayout.get_default_for([bqh, D], gl.float8e4nv),
+    return (gl.NVMMASharedLayout.get_default_for(list(q_block), gl.float8e4nv),
             gl.NVMMASharedLayout.get_default_for([block_kv, D], gl.float8e4nv))
 
 
@@ -85,11 +92,20 @@ def tma_args(t, cfg, out: torch.Tensor, max_seqlen_k: int = 0) -> LaunchArgs:
     elif out.stride(0) < -(-N // c["BLOCK_KV"]) * c["BLOCK_KV"]:
         raise UserError(f"logits row stride {out.stride(0)} must cover whole kv tiles of {c['BLOCK_KV']}")
 
-    q, kv = _q_for_tma(t.q), _kv_for_tma(t.kv)
+    kv = _kv_for_tma(t.kv)
     bqh = c["BLOCK_Q"] * H
-    q_layout, kv_layout = _layouts(bqh, c["BLOCK_KV"], D)
-    # q rows of [S*H, D]: row s*H + h at s*stride(0) + h*D (stride(0) == H*D, or S == 1).
-    q_desc = TensorDescriptor(q, [S * H, D], [D, 1], [bqh, D], q_layout)
+    if c.get("Q_IN_LANES"):
+        # [H/2, S, 2, D]: head pair j, query row s, head parity e at s*stride(0) + (2j + e)*D; a block [H/2, BLOCK_Q,
+        # 2, D] lands in shared memory as rows n = 8j + 2s + e, the column order the kernel's head sum wants.
+        q = _q_rows_for_tma(t.q)
+        q_layout, kv_layout = _layouts((H // 2, c["BLOCK_Q"], 2, D), c["BLOCK_KV"], D)
+        q_desc = TensorDescriptor(q, [H // 2, S, 2, D], [2 * D, q.stride(0), D, 1], [H // 2, c["BLOCK_Q"], 2, D],
+                                  q_layout)
+    else:
+        q = _q_for_tma(t.q)
+        q_layout, kv_layout = _layouts((bqh, D), c["BLOCK_KV"], D)
+        # q rows of [S*H, D]: row s*H + h at s*stride(0) + h*D (stride(0) == H*D, or S == 1).
+        q_desc = TensorDescriptor(q, [S * H, D], [D, 1], [bqh, D], q_layout)
     kv_desc = TensorDescriptor(kv, [N, D], [kv.stride(0), 1], [c["BLOCK_KV"], D], kv_layout)
     args = [q_desc, kv_desc, t.kv_scales, t.weights, t.ks, t.ke, out, S, N, int(max_seqlen_k),
             t.kv_scales.stride(0), t.weights.stride(0), t.ks.stride(0), t.ke.stride(0), out.stride(0),

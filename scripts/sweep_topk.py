@@ -32,15 +32,20 @@ ROOT = Path(__file__).resolve().parents[1]
 SMOKE = os.environ.get("TOPK_SMOKE") == "1"
 OUT = Path(os.environ.get("OUT") or "/tmp/out")
 
-# Candidates. Compile keys: num_warps, tile, vec, sample, maxnreg (programs_per_unit and parts are launch-only).
+# Candidates. Compile keys: num_warps, tile, vec, sample, maxnreg, narrow (programs_per_unit and parts are
+# launch-only).
 ROWS = [{"num_warps": 4, "tile": 1024}, {"num_warps": 4, "tile": 512}, {"num_warps": 4, "tile": 2048},
         {"num_warps": 8, "tile": 1024}, {"num_warps": 8, "tile": 2048}, {"num_warps": 4, "tile": 1024, "maxnreg": 96},
-        {"num_warps": 4, "tile": 1024, "sample": 2048}, {"num_warps": 8, "tile": 1024, "sample": 2048}]
+        {"num_warps": 4, "tile": 1024, "sample": 2048}, {"num_warps": 8, "tile": 1024, "sample": 2048},
+        {"num_warps": 4, "tile": 1024, "maxnreg": 96, "narrow": 256}, {"num_warps": 4, "tile": 512, "narrow": 256},
+        {"num_warps": 4, "tile": 512, "narrow": 1024}]
 ROWS_PPU = (2, 4, 8)
 SPLIT = [{"kind": "split", "num_warps": 8, "tile": 1024}, {"kind": "split", "num_warps": 8, "tile": 2048},
          {"kind": "split", "num_warps": 8, "tile": 2048, "maxnreg": 128},
          {"kind": "split", "num_warps": 8, "tile": 1024, "sample": 1024},
-         {"kind": "split", "num_warps": 4, "tile": 1024}]
+         {"kind": "split", "num_warps": 4, "tile": 1024},
+         {"kind": "split", "num_warps": 8, "tile": 2048, "maxnreg": 128, "narrow": 256},
+         {"kind": "split", "num_warps": 8, "tile": 1024, "narrow": 1024}]
 SPLIT_PPU = (2, 4, 8)
 DECODE_OTHERS = [{"kind": "rows", "num_warps": 4, "tile": 1024, "programs_per_unit": 4}, {"kind": "torch"}]
 WORKSPACES = (256 << 20, 1 << 30, 2 << 30)

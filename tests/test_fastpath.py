@@ -320,8 +320,8 @@ def test_tma_rebuild_matches_the_argument_list():
     assert again[0].base is ins2[0] and again[1].base is ins2[1] and again[6] is out2
     assert again[0].shape == a.args[0].shape and again[0].layout == a.args[0].layout
     assert a.args[0].base is ins[0]  # the recorded descriptor is left as it was
-    heads = torch.empty(S, 2 * H, 128, dtype=f8, **m)[:, :H]  # copied for the TMA: no rebuild
-    assert tma_args(Prefill(heads, ins[1], ins[2][:, 0], *ins[3:]), cfg, out).rebuild is None
+    padded = torch.empty(S, H, 256, dtype=f8, **m)[:, :, :128]  # heads 256 bytes apart: copied for the TMA
+    assert tma_args(Prefill(padded, ins[1], ins[2][:, 0], *ins[3:]), cfg, out).rebuild is None
     gone = weakref.ref(ins[0]), weakref.ref(ins[1])
     del a.args[:2], ins
     gc.collect()

@@ -213,7 +213,10 @@ def _meta_prefill(q, kv, S, N, H=64):
 
 
 def test_tma_args_reads_engine_forms_in_place():
-    """q / kv row slices and a row-padded kv go to the TMA as they are; a head slice of q is copied."""
+    """q / kv row slices and a row-padded kv go to the TMA as they are. The q descriptor is the [H/2, S, 2, D]
+    view (head pair, row, head parity, dim) that puts one query row in each lane of a quad (Q_IN_LANES), so a
+    head slice of q is read in place too; a q whose heads are not D apart is copied. With the query-major order
+    (q_in_lanes=False) q is the [S*H, D] row view and a head slice is copied."""
     import torch
 
     from mqa_cli.launch import alloc_logits
@@ -227,13 +230,24 @@ def test_tma_args_reads_engine_forms_in_place():
     kv = torch.empty(N + 5, 256, dtype=f8, **m)[5:, :128]  # row slice of a row-padded buffer
     t = _meta_prefill(q, kv, S, N)
     a = tma_args(t, cfg, alloc_logits(S, N, "meta"))
+    assert cfg.constexprs["Q_IN_LANES"] and cfg.constexprs["BLOCK_Q"] == 4
     assert a.args[0].base is q and a.args[1].base is kv
-    assert a.args[1].strides == [256, 1] and a.args[0].shape == [S * 64, 128]
+    assert a.args[0].shape == [32, S, 2, 128] and a.args[0].strides == [256, 64 * 128, 128, 1]
+    assert a.args[0].block_shape == [32, 4, 2, 128]
+    assert a.args[1].strides == [256, 1]
     assert a.args[7:] == [S, N, 0, 1, 64, 1, 1, alloc_logits(S, N, "meta").stride(0), cfg.schedule["items"]]
     assert a.grid == cfg.grid
     heads = torch.empty(S, 128, 128, dtype=f8, **m)[:, :64]  # rows are not [H, D] blocks at stride H*D
     b = tma_args(_meta_prefill(heads, kv, S, N), cfg, alloc_logits(S, N, "meta"))
-    assert b.args[0].base is not heads and b.args[0].base.is_contiguous()
+    assert b.args[0].base is heads and b.args[0].strides == [256, 128 * 128, 128, 1]
+    padded = torch.empty(S, 64, 256, dtype=f8, **m)[:, :, :128]  # heads 256 bytes apart: no [H/2, S, 2, D] view
+    c = tma_args(_meta_prefill(padded, kv, S, N), cfg, alloc_logits(S, N, "meta"))
+    assert c.args[0].base is not padded and c.args[0].base.is_contiguous()
+    qmajor = gluon_ws_sm90_config(heads=64, dim=128, S=S, N=N, clean=True, units=132, q_in_lanes=False)
+    d = tma_args(t, qmajor, alloc_logits(S, N, "meta"))
+    assert d.args[0].base is q and d.args[0].shape == [S * 64, 128] and d.args[0].block_shape == [256, 128]
+    e = tma_args(_meta_prefill(heads, kv, S, N), qmajor, alloc_logits(S, N, "meta"))
+    assert e.args[0].base is not heads and e.args[0].base.is_contiguous()
 
 
 def test_tma_args_refuses_what_the_kernel_cannot_write():
@@ -298,7 +312,7 @@ def test_three_warpgroups_sharing_query_rows(tmp_path, variant):
                        timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
     res = json.loads((tmp_path / "result.json").read_text())
-    assert res["name"] == res["expected"] and res["name"].endswith("_Q_GROUPS_1_KV_GROUPS_3"), res["name"]
+    assert res["name"] == res["expected"] and res["name"].endswith("_Q_GROUPS_1_KV_GROUPS_3_Q_IN_LANES_0"), res["name"]
     assert "_BLOCK_Q_2_" in res["name"], res["name"]
     sass = (tmp_path / "sass").read_text()
     assert len(re.findall(r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3", sass)) >= 12, "4 k-steps in each of 3 warpgroups"

@@ -123,6 +123,131 @@ def test_eight_way_reduction_matches():
         assert {1, 3} & set(stats.tolist())  # a candidate search ran through the reduction
 
 
+SENTINEL = 0x5A5A5A5A  # scratch words the kernels never wrote
+
+
+def _scratch_spy(monkeypatch, narrow):
+    """Makes the selection's scratch (the int32 1-D allocation mqa_cli.topk makes) start as SENTINEL and records
+    each; returns a function giving, of the last one, the narrowed search's areas (per program or row)."""
+    seen = []
+    empty = torch.empty
+
+    def spy(*size, dtype=None, **kw):
+        t = empty(*size, dtype=dtype, **kw)
+        if dtype == torch.int32 and len(size) == 1:
+            t.fill_(SENTINEL)
+            seen.append(t)
+        return t
+
+    monkeypatch.setattr(torch, "empty", spy)
+
+    def areas(cfg):
+        sch = cfg.schedule
+        if sch["kind"] == "split":  # per row: 4 cap + PMAX, then the search's keys
+            stride = sch["scratch_elems"] // (cfg.grid[0] // sch["parts"])
+            return [seen[-1][r * stride + stride - narrow:(r + 1) * stride] for r in range(cfg.grid[0] // sch["parts"])]
+        stride = sch["scratch_elems"] // cfg.grid[0]  # per program: the search's keys first
+        return [seen[-1][p * stride:p * stride + narrow] for p in range(cfg.grid[0])]
+
+    return areas
+
+
+def _narrow_rows(gen, R, N, k):
+    """Rows for the narrowed search: Gaussian (its bracket soon small), ties around the k-th value, all equal
+    (a bracket one key wide at once: nothing compacted), two values over > narrow entries each (a bracket that
+    never gets small), fewer live than k (no search: every live entry, then -1), -inf / NaN, integers."""
+    x = torch.randn(R, N, generator=gen)
+    x[1, 10: 10 + 3 * k] = 0.5  # the k-th value among many ties
+    x[2] = 1.25
+    x[3] = torch.where(torch.arange(N) % 2 == 0, 1.0, 2.0)
+    x[4, k // 2:] = float("-inf")
+    x[5, ::3] = float("nan")
+    x[6] = torch.randint(0, 9, (N,), generator=gen).float()
+    x[7, :] = float("-inf")
+    return x
+
+
+@pytest.mark.parametrize("cap,extra", [(512, {}), (128, {}), (128, SPLIT), (64, {"reduce8": True}),
+                                       (64, {**SPLIT, "reduce8": True})])
+def test_narrowed_search_selects_the_same(cap, extra, monkeypatch):
+    """narrow on: the k-th key search goes on on the compacted bracket (in the interpreter's vector rounds and
+    in the GPU's 8-way reduction): the same indices and values as the whole-block search, a valid top-k
+    (ties to the lowest positions, -1 padding), and the narrowed keys really went through scratch."""
+    gen = torch.Generator().manual_seed(cap + len(extra))
+    k = 20 if extra.get("reduce8") else 40
+    R, N = 10, (150 if extra.get("reduce8") else 420)
+    narrow = 16
+    x = _narrow_rows(gen, R, N, k)
+    ks = torch.zeros(R, dtype=torch.int32)
+    ke = torch.full((R,), N, dtype=torch.int32)
+    ks[8], ke[8] = 3, 3 + k - 5  # fewer live than k: -1 padding
+    ks[9], ke[9] = N // 3, N  # a window not starting at 0
+    base, base_v = topk_select(x, k, ks, ke, cap=cap, tuning=extra)
+    areas = _scratch_spy(monkeypatch, narrow)
+    stats = torch.full((R,), -1, dtype=torch.int32)
+    idx, val = topk_select(x, k, ks, ke, cap=cap, stats=stats, tuning={**extra, "narrow": narrow})
+    assert torch.equal(idx, base) and torch.equal(val, base_v)
+    check_topk(x, k, idx, val, ks, ke)
+    assert (idx[8, k - 5:] == -1).all() and (idx[7] == -1).all()
+    cfg = C.topk_config(rows=R, cols=N, topk=k, backend="interpreter", units=None, cap=cap,
+                        **{**extra, "narrow": narrow})
+    assert cfg.constexprs["NARROW"] == narrow
+    written = [a for a in areas(cfg) if (a != SENTINEL).any()]
+    assert written, "no search was narrowed"
+    expect = {512: {0}, 128: {1, 2}, 64: {1, 2}}[cap] if not extra.get("parts") else {3, 2}
+    assert set(stats.tolist()) - {0} <= expect | {0} and set(stats.tolist()) & expect  # the path meant
+
+
+def test_narrowed_search_skips_brackets_that_stay_wide(monkeypatch):
+    """Rows whose bracket never holds <= narrow keys (all equal; two values over many entries each) search the
+    whole block to the end (nothing compacted) and still select exactly; a Gaussian row compacts."""
+    k, N, narrow = 40, 400, 16
+    x = torch.where(torch.arange(N) % 3 == 0, 1.0, 2.0).repeat(3, 1)  # 133 ones, 267 twos: the k-th is a 2
+    x[1] = -0.75
+    for tuning in ({}, {"reduce8": True}):
+        areas = _scratch_spy(monkeypatch, narrow)
+        idx, val = topk_select(x[:2], k, cap=512, tuning={**tuning, "narrow": narrow})
+        check_topk(x[:2], k, idx, val)
+        assert torch.equal(idx[0], torch.nonzero(x[0] == 2.0).flatten()[:k].int())  # the lowest tied positions
+        assert torch.equal(idx[1], torch.arange(k, dtype=torch.int32))
+        cfg = C.topk_config(rows=2, cols=N, topk=k, backend="interpreter", units=None, cap=512, narrow=narrow)
+        assert all((a == SENTINEL).all() for a in areas(cfg))
+    x[2] = torch.randn(N, generator=torch.Generator().manual_seed(9))
+    areas = _scratch_spy(monkeypatch, narrow)
+    idx, val = topk_select(x[2:], k, cap=512, tuning={"narrow": narrow})
+    check_topk(x[2:], k, idx, val)
+    cfg = C.topk_config(rows=1, cols=N, topk=k, backend="interpreter", units=None, cap=512, narrow=narrow)
+    written = areas(cfg)[0]
+    assert (written != SENTINEL).any()
+    assert set(written[written != SENTINEL].tolist()) <= set(T_keys(x[2]).tolist())  # keys of that row only
+
+
+def T_keys(row: torch.Tensor) -> torch.Tensor:
+    """The kernels' int32 keys of fp32 values (order-preserving)."""
+    b = row.float().view(torch.int32)
+    return torch.where(b < 0, b ^ 0x7FFFFFFF, b)
+
+
+def test_narrow_option_config():
+    """narrow: 0 or a power of two >= 16; a compile-time key that names the variant (never shares a compiled
+    kernel with another narrow); its scratch is per program (rows kernel, short rows too) or per row (split)."""
+    cuda = dict(backend="cuda", units=132)
+    a = C.topk_config(rows=4096, cols=8192, topk=2048, **cuda)
+    b = C.topk_config(rows=4096, cols=8192, topk=2048, narrow=256, **cuda)
+    assert a.constexprs["NARROW"] == 0 and b.constexprs["NARROW"] == 256 and a.name != b.name
+    assert b.name.endswith("_NARROW_256")
+    assert b.schedule["scratch_elems"] == a.schedule["scratch_elems"] + 256 * b.grid[0]
+    short = C.topk_config(rows=4096, cols=3000, topk=2048, narrow=512, **cuda)
+    assert short.schedule["scratch_elems"] == 512 * short.grid[0]  # short rows: only the search's keys
+    assert C.topk_config(rows=4096, cols=3000, topk=2048, **cuda).schedule["scratch_elems"] == 0
+    s0 = C.topk_config(rows=64, cols=70000, topk=2048, **cuda)
+    s1 = C.topk_config(rows=64, cols=70000, topk=2048, narrow=256, **cuda)
+    assert s1.kernel == "topk_split" and s1.schedule["scratch_elems"] == s0.schedule["scratch_elems"] + 64 * 256
+    for bad in (8, 100, -16):
+        with pytest.raises(ValueError, match="narrow"):
+            C.topk_config(rows=8, cols=8, topk=2, narrow=bad, **cuda)
+
+
 def test_no_window_and_bf16():
     gen = torch.Generator().manual_seed(2)
     x = torch.randn(5, 200, generator=gen).to(torch.bfloat16)  # bf16: many ties

@@ -31,7 +31,7 @@ def _load():
 
 def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, compressed: bool = False,
                          bf16: bool = False, units: int | None = None, groups: tuple[int, int] | None = None,
-                         stages: int | None = None) -> KernelConfig:
+                         stages: int | None = None, q_in_lanes: bool | None = None) -> KernelConfig:
     """Math warpgroups (a wgmma each: M = 64 kv rows x N = BLOCK_Q*heads) fed by a TMA producer warp.
 
     groups = (Q_GROUPS, KV_GROUPS) (default: tuned.py's entry for the head count, else (2, 1)): a work item is Q_GROUPS query blocks of BLOCK_Q rows against every live kv
@@ -40,6 +40,11 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     tile; the tensor core idles whenever one warpgroup's epilogue (~380 instructions a tile) outlasts the
     other's wgmma (512 cycles). (1, 4): four warpgroups share 2 query rows (N 128) and split a 256-row kv tile,
     so each epilogue (~half as long) hides behind three other wgmmas.
+
+    q_in_lanes (default: whenever BLOCK_Q is 4; False in tuned.py's entry keeps the old order): the q tile is
+    loaded head-pair-major ([H/2, S, 2, D] view) so that each lane of a quad holds every head of one query row:
+    the head sum needs no shuffle and each logit is stored once (sm90 ptxas, H 64, the tile loop of a math
+    warpgroup: 380 -> ~290 instructions).
 
     H200 (2026-11-30, full op µs, (2, 1) / h64d128_sm90): 1x4096 causal 148 / 161, H 32 100 / 93,
     1x8192 causal 548 / 588, 4x8192 ratio 4 670 / 755, S 4096 N 65536 full 4251 / 4561, 1x32768 causal
@@ -56,6 +61,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
 
         entry = CUDA_TUNED.get(heads, {})
         groups, stages = tuple(entry.get("groups", (2, 1))), stages or entry.get("stages")
+        q_in_lanes = entry.get("q_in_lanes") if q_in_lanes is None else q_in_lanes
     q_groups, kv_groups = groups
     if (q_groups, kv_groups) not in GROUPS:
         raise ValueError(f"groups must be one of {GROUPS}, got {(q_groups, kv_groups)}")
@@ -69,12 +75,15 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     smem = q_groups * 2 * bqh * dim + stages * kv_groups * block_kv * dim
     if smem > SMEM_LIMIT:
         raise ValueError(f"{stages} stages of {kv_groups * block_kv}-row kv tiles need {smem} bytes of shared memory")
+    q_in_lanes = block_q == 4 if q_in_lanes is None else bool(q_in_lanes)
+    if q_in_lanes and block_q != 4:
+        raise ValueError(f"q_in_lanes needs 4 query rows per warpgroup (one per lane of a quad), got {block_q}")
     items = cdiv(S, q_groups * block_q)
     programs = max(1, min(items, units or DEFAULT_UNITS))
     constexprs = {"H": heads, "D": dim, "BLOCK_Q": block_q, "BLOCK_KV": block_kv, "STAGES": stages,
                   "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16), "PINGPONG": False,
                   "MATH_REGS": REGS[math_wg]["MATH_REGS"], "SMALL_REGS": SMALL_REGS, "Q_GROUPS": q_groups,
-                  "KV_GROUPS": kv_groups}
+                  "KV_GROUPS": kv_groups, "Q_IN_LANES": q_in_lanes}
     options = {"num_warps": 4, "maxnreg": REGS[math_wg]["maxnreg"]}
     # "args": the kernel's trailing runtime scalars, in order (the launcher appends them).
     schedule = {"args": {"n_items": items}, "items": items, "rows_per_item": q_groups * block_q,

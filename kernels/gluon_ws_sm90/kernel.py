@@ -141,9 +141,11 @@ class Tiling:
     KV_GROUPS: gl.constexpr  # math warpgroups sharing a query block, each taking BLOCK_KV rows of a kv tile
     ROWS: gl.constexpr  # query rows per work item = Q_GROUPS * BLOCK_Q
     KV_TILE: gl.constexpr  # kv rows per ring slot = KV_GROUPS * BLOCK_KV
+    Q_IN_LANES: gl.constexpr  # wgmma column n = (query row (n % 8) // 2, head 2 (n // 8) + n % 2): see _head_sum
 
     @gluon.constexpr_function
-    def __init__(self, H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS):
+    def __init__(self, H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS,
+                 Q_IN_LANES):
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
         self.BLOCK_Q = gl.constexpr(BLOCK_Q)
@@ -156,6 +158,7 @@ class Tiling:
         self.KV_GROUPS = gl.constexpr(KV_GROUPS)
         self.ROWS = gl.constexpr(Q_GROUPS * BLOCK_Q)
         self.KV_TILE = gl.constexpr(KV_GROUPS * BLOCK_KV)
+        self.Q_IN_LANES = gl.constexpr(Q_IN_LANES)
 
 
 @aggregate
@@ -241,6 +244,24 @@ def _my_rounds(n_items):
 
 
 @gluon.jit
+def _head_sum(x, t):
+    """[BLOCK_KV, BLOCK_Q * H] (wgmma accumulator layout) -> [BLOCK_KV, BLOCK_Q]: the sum over heads.
+
+    The accumulator gives lane t of each quad the columns 8j + 2t + {0, 1}. In query-major column order
+    (n = q * H + h) a query row's heads are spread over the 4 lanes: an in-thread sum, then two shuffle rounds
+    for each of the thread's 2 x BLOCK_Q sums, and every logit ends up in 4 lanes. With Q_IN_LANES the q tile is
+    loaded so that column n holds query row (n % 8) // 2 and head 2 (n // 8) + n % 2: lane t then holds every
+    head of query row t, and the head sum is in-thread only (no shuffle), each lane ending with its own row."""
+    if t.Q_IN_LANES:
+        y = gl.reshape(x, [t.BLOCK_KV, (t.BLOCK_Q * t.H) // 8, 4, 2])  # [kv, j, q = lane in quad, e]
+        # one axis of the H in-thread values, so the sum is one chain of FMAs with the weights (not a tree)
+        y = gl.reshape(gl.permute(y, (0, 2, 1, 3)), [t.BLOCK_KV, 4, t.H])
+        return gl.sum(y, axis=2)
+    else:
+        return gl.sum(gl.reshape(x, [t.BLOCK_KV, t.BLOCK_Q, t.H]), axis=2)
+
+
+@gluon.jit
 def _math_partition(p, t, kv, q, turn, WG: gl.constexpr):
     """One math warpgroup: for each work item, its BLOCK_Q query rows (query group WG % Q_GROUPS) against its
     BLOCK_KV rows (kv group WG // Q_GROUPS) of every live kv tile."""
@@ -254,7 +275,7 @@ def _math_partition(p, t, kv, q, turn, WG: gl.constexpr):
     mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, BQH, 32])
     acc = gl.zeros([BLOCK_KV, BQH], gl.float32, layout=mma_layout)
-    red_layout: gl.constexpr = gl.sum(gl.reshape(acc, [BLOCK_KV, BLOCK_Q, H]), axis=2).type.layout
+    red_layout: gl.constexpr = _head_sum(acc, t).type.layout
     cols = gl.arange(0, BQH, layout=gl.SliceLayout(0, mma_layout))
     offs_q = gl.arange(0, BLOCK_Q, layout=gl.SliceLayout(0, red_layout))
     offs_kv = gl.arange(0, BLOCK_KV, layout=gl.SliceLayout(1, red_layout))
@@ -267,10 +288,15 @@ def _math_partition(p, t, kv, q, turn, WG: gl.constexpr):
         t_lo, n_tiles = _live_tiles(p, q0, t.ROWS, t.KV_TILE, 4)
         my0 = q0 + QG * BLOCK_Q
 
-        c_row = my0 + cols // H
+        if t.Q_IN_LANES:  # column n: query row (n % 8) // 2, head 2 (n // 8) + n % 2
+            c_row = my0 + (cols % 8) // 2
+            c_head = 2 * (cols // 8) + cols % 2
+        else:
+            c_row = my0 + cols // H
+            c_head = cols % H
         # Per element (64-bit) rather than a 64-bit base + int32 offsets: loop-invariant offsets would be
         # hoisted out of the item loop and held in registers, which spills math warpgroup 0.
-        w_ptrs = p.w_ptr + (c_row.to(gl.int64) * p.stride_w_s + cols % H)
+        w_ptrs = p.w_ptr + (c_row.to(gl.int64) * p.stride_w_s + c_head)
         w2 = gl.expand_dims(gl.load(w_ptrs, mask=c_row < p.S, other=0.0), 0)
         qr = my0 + offs_q
         q_ok = qr < p.S
@@ -296,7 +322,7 @@ def _math_partition(p, t, kv, q, turn, WG: gl.constexpr):
         qs = i % 2
         # q slot qs, use i // 2: wait for its fill (parity (i // 2) & 1).
         mbarrier.wait(q.full.index(qs), (i // 2) & 1)
-        q_t = q.smem.index(qs).permute((1, 0))  # [D, BQH], K-major B operand
+        q_t = q.smem.index(qs).reshape([BLOCK_Q * H, t.D]).permute((1, 0))  # [D, BQH], K-major B operand
 
         for tt in range(n_tiles):
             s = c % STAGES
@@ -319,7 +345,7 @@ def _math_partition(p, t, kv, q, turn, WG: gl.constexpr):
             mbarrier.arrive(kv.empty.index(s), count=1)
 
             x = gl.maximum(acc, 0.0) * w2
-            logits = gl.sum(gl.reshape(x, [BLOCK_KV, BLOCK_Q, H]), axis=2)  # [BLOCK_KV, BLOCK_Q]
+            logits = _head_sum(x, t)  # [BLOCK_KV, BLOCK_Q]
             logits = logits * gl.expand_dims(scale, 1)
             rows2 = gl.expand_dims(rows, 1)
             if t.COMPRESSED:
@@ -341,6 +367,16 @@ def _math_partition(p, t, kv, q, turn, WG: gl.constexpr):
 
 
 @gluon.jit
+def _q_coord(q0, t):
+    """TMA coordinates of the q block of query rows [q0, q0 + BLOCK_Q): rows q0*H.. of the [S*H, D] view, or,
+    with Q_IN_LANES, the [H/2, S, 2, D] view (head pair j, query row, head parity, dim) the host describes."""
+    if t.Q_IN_LANES:
+        return [0, q0, 0, 0]
+    else:
+        return [q0 * t.H, 0]
+
+
+@gluon.jit
 def _load_partition(p, t, kv, q0_ring, q1_ring, q_desc, kv_desc):
     """TMA producer (1 warp): per work item its Q_GROUPS q blocks, then its live kv tiles through the ring."""
     H: gl.constexpr = t.H
@@ -357,11 +393,11 @@ def _load_partition(p, t, kv, q0_ring, q1_ring, q_desc, kv_desc):
         qph = ((i // 2) & 1) ^ 1
         mbarrier.wait(q0_ring.empty.index(qs), qph)
         mbarrier.expect(q0_ring.full.index(qs), q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [q0 * H, 0], q0_ring.full.index(qs), q0_ring.smem.index(qs))
+        tma.async_copy_global_to_shared(q_desc, _q_coord(q0, t), q0_ring.full.index(qs), q0_ring.smem.index(qs))
         if t.Q_GROUPS == 2:
             mbarrier.wait(q1_ring.empty.index(qs), qph)
             mbarrier.expect(q1_ring.full.index(qs), q_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(q_desc, [(q0 + BLOCK_Q) * H, 0], q1_ring.full.index(qs),
+            tma.async_copy_global_to_shared(q_desc, _q_coord(q0 + BLOCK_Q, t), q1_ring.full.index(qs),
                                             q1_ring.smem.index(qs))
         for tt in range(n_tiles):
             s = c % STAGES
@@ -420,7 +456,8 @@ def _fill_partition(p, t):
 
 @gluon.jit(repr=make_kernel_repr("mqa_logits_gluon_ws_sm90", KEYS))
 def mqa_logits_gluon_ws_sm90(
-    q_desc,  # TMA descriptor: fp8 e4m3 q viewed [S*H, D] (dim contiguous), block [BLOCK_Q*H, D]
+    q_desc,  # TMA descriptor: fp8 e4m3 q viewed [S*H, D] (dim contiguous), block [BLOCK_Q*H, D]; with Q_IN_LANES
+    # viewed [H/2, S, 2, D] (strides 2D, q row stride, D, 1), block [H/2, BLOCK_Q, 2, D]
     kv_desc,  # TMA descriptor: fp8 e4m3 kv [N, D] (dim contiguous, any 16-byte row stride), block [BLOCK_KV, D]
     kv_scale_ptr,  # fp32 [N], any stride
     w_ptr,  # fp32 [S, H], heads contiguous
@@ -449,6 +486,7 @@ def mqa_logits_gluon_ws_sm90(
     SMALL_REGS: gl.constexpr,  # registers per thread of the producer and filler warps
     Q_GROUPS: gl.constexpr = 2,  # query blocks per work item (2: each of two math warpgroups has its own)
     KV_GROUPS: gl.constexpr = 1,  # math warpgroups splitting each kv tile (4: four share one query block)
+    Q_IN_LANES: gl.constexpr = False,  # q tile in (head pair, query row, head parity) order: see _head_sum
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BLOCK_KV == 64, "a warpgroup's share of a kv tile = its 64 MMA rows")
@@ -456,16 +494,18 @@ def mqa_logits_gluon_ws_sm90(
     gl.static_assert((MATH_WG >= 2) & (MATH_WG <= 4), "two to four math warpgroups")
     gl.static_assert((Q_GROUPS == 1) | (Q_GROUPS == 2), "one or two query blocks per work item")
     gl.static_assert((MATH_WG == 2) | (not PINGPONG), "PINGPONG takes turns between two math warpgroups")
+    gl.static_assert((BLOCK_Q == 4) | (not Q_IN_LANES), "Q_IN_LANES puts one query row in each lane of a quad")
     gl.static_assert((out_ptr.dtype.element_ty == gl.bfloat16) == BF16, "BF16 must match the output dtype")
     BQH: gl.constexpr = BLOCK_Q * H
 
     p = Problem(kv_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, S, N, max_seqlen_k, stride_scale, stride_w_s,
                 stride_ks, stride_ke, stride_out_s, n_items)
-    t = Tiling(H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS)
+    t = Tiling(H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS, Q_IN_LANES)
     # q slots per query group: 2 x [BQH, D], released by the group's KV_GROUPS warpgroups.
-    q0_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2, BQH, D], q_desc.layout), KV_GROUPS)
+    q0_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout), KV_GROUPS)
     if Q_GROUPS == 2:
-        q1_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2, BQH, D], q_desc.layout), KV_GROUPS)
+        q1_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout),
+                        KV_GROUPS)
     else:
         q1_ring = q0_ring
     # kv ring: STAGES stages of KV_GROUPS x [BLOCK_KV, D] blocks (one kv tile), a full/empty barrier pair per stage;

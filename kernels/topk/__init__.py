@@ -3,4 +3,5 @@ tuned.py: the H200 table scripts/sweep_topk.py writes)."""
 
 # The constexpr names that make its compiled variants differ (and name them): written once, read by
 # config.py (the config) and kernel.py (the kernels' repr).
-KEYS = ("CAP", "SAMPLE", "TILE", "VEC", "NW", "MARGIN", "WINDOW", "COMPRESSED", "PAGED", "VALUES", "STATS", "R8")
+KEYS = ("CAP", "SAMPLE", "TILE", "VEC", "NW", "MARGIN", "WINDOW", "COMPRESSED", "PAGED", "VALUES", "STATS", "R8",
+        "NARROW")

@@ -27,6 +27,15 @@ What bounds the time (METHOD, H200: 132 SMs, 64K registers and 228 KiB shared me
   (fewer than 2 rows per SM, rows longer than CAP) spreads each row over `parts` programs and merges in the last
   (topk_split), so 64 rows still fill the GPU. The sweep measures num_warps, tile, programs per SM, sample,
   maxnreg and parts per shape and writes tuned.py.
+
+  Narrowed search ("narrow", NOT timed on a GPU yet, DEFAULTS keep 0): after the first round or two the bracket holds
+  ~100-1000 of the 4096 keys, yet every round scanned all of them. With narrow N the rounds go on on the bracket's
+  keys compacted into N scratch words (sm90, 4 warps: a round on [4096] 990 SASS instructions a thread, on [256]
+  256, on [1024] 393; the compaction ~370 once). A numpy model of the rounds on Gaussian rows: ~4.3-4.5 rounds a
+  row, the bracket holds ~600-1060 keys after round 1 and ~75-130 after round 2, so the search goes from ~4400 to
+  ~2800-3000 instructions a thread per row (~0.65x). Registers: rows kernel tile 512 150 -> 164 (3 programs per SM
+  either way), maxnreg 96 a few more spill moves; split 8 warps tile 2048 maxnreg 128: 0 -> ~38 spill moves, none
+  in the loops.
 """
 from __future__ import annotations
 
@@ -51,7 +60,10 @@ DEFAULTS = {
     "rows": {"num_warps": 4, "tile": 1024, "programs_per_unit": 8, "sample": 1024},
     "split": {"num_warps": 8, "tile": 1024, "programs_per_unit": 2, "sample": 2048},
 }
-TUNABLE = ("kind", "num_warps", "tile", "programs_per_unit", "sample", "parts", "maxnreg", "reduce8", "vec")
+TUNABLE = ("kind", "num_warps", "tile", "programs_per_unit", "sample", "parts", "maxnreg", "reduce8", "vec", "narrow")
+# "narrow": N > 0 (a power of two >= 16) runs the k-th key search on the whole block only until its bracket holds at
+# most N keys, then compacts those into N int32 of scratch and finishes there (kernel.py, _kth); 0: whole block.
+NARROW_MIN = 16
 
 
 def _load_rows():
@@ -114,7 +126,7 @@ def topk_config(*, rows: int, cols: int, topk: int, backend: str, units: int | N
                 cap: int | None = None, vec_ok: bool = False, **tuning) -> KernelConfig:
     """Grid and sizes for an [rows, cols] matrix. vec_ok: the buffer may be read to each row's end rounded up
     to VEC columns. tuning (sweeps, tests): kind ('rows', 'split', 'torch'), num_warps, tile,
-    programs_per_unit, sample, parts, maxnreg, reduce8, vec override the table and the defaults."""
+    programs_per_unit, sample, parts, maxnreg, reduce8, vec, narrow override the table and the defaults."""
     bad = set(tuning) - set(TUNABLE)
     if bad:
         raise ValueError(f"unknown top-k tuning keys {sorted(bad)}; known: {', '.join(TUNABLE)}")
@@ -137,6 +149,9 @@ def topk_config(*, rows: int, cols: int, topk: int, backend: str, units: int | N
     if tile < 64 or tile & (tile - 1) or sample < 2 or nw & (nw - 1):
         raise ValueError(f"tile {tile} must be a power of two >= 64, sample {sample} >= 2, num_warps {nw} a power "
                          "of two")
+    narrow = int(p.get("narrow") or 0)
+    if narrow and (narrow < NARROW_MIN or narrow & (narrow - 1)):
+        raise ValueError(f"narrow must be 0 or a power of two >= {NARROW_MIN}, got {narrow}")
     options = {"num_warps": nw, "num_stages": 1}
     if p.get("maxnreg") and backend == "cuda":
         options["maxnreg"] = int(p["maxnreg"])
@@ -146,7 +161,7 @@ def topk_config(*, rows: int, cols: int, topk: int, backend: str, units: int | N
                   "VALUES": bool(values), "STATS": bool(stats),
                   # one packed 8-way reduction per search round (GPU); the interpreter runs a custom combine per
                   # element in Python, so there a vector of thresholds ("reduce8": True forces the GPU form: tests)
-                  "R8": bool(p.get("reduce8", backend != "interpreter"))}
+                  "R8": bool(p.get("reduce8", backend != "interpreter")), "NARROW": narrow}
     rows1 = max(rows, 1)
     if kind == "split":
         parts = int(p.get("parts") or min(PMAX, max(1, cdiv(int(p["programs_per_unit"]) * units, rows1)),
@@ -154,15 +169,16 @@ def topk_config(*, rows: int, cols: int, topk: int, backend: str, units: int | N
         if not 1 <= parts <= min(PMAX, 2 * cap):
             raise ValueError(f"parts must be in [1, {min(PMAX, 2 * cap)}], got {parts}")
         grid = (rows1 * parts,)
-        schedule = {"kind": kind, "parts": parts, "scratch_elems": rows1 * (4 * cap + PMAX), "arrive": True,
+        schedule = {"kind": kind, "parts": parts, "scratch_elems": rows1 * (4 * cap + PMAX + narrow), "arrive": True,
                     "slots_per_part": (2 * cap) // parts}
         load, name = _load_split, "topk_split"
     else:
         programs = min(rows1, 3) if backend == "interpreter" else min(rows1, int(p["programs_per_unit"]) * units)
         parts = 1
         grid = (max(1, programs),)
-        long_rows = cols + vec > cap  # some window may not fit one [cap] block
-        schedule = {"kind": kind, "parts": 1, "scratch_elems": grid[0] * (2 * cap + PMAX) if long_rows else 0,
+        long_rows = cols + vec > cap  # some window may not fit one [cap] block (the kernel makes the same test)
+        per_program = narrow + (2 * cap + PMAX if long_rows else 0)
+        schedule = {"kind": kind, "parts": 1, "scratch_elems": grid[0] * per_program,
                     "arrive": False, "rows_per_program": cdiv(rows1, grid[0])}
         load, name = _load_rows, "topk_rows"
     schedule.update({"register_rows_up_to": cap, "cols": cols, "scratch_bytes": 4 * schedule["scratch_elems"]})

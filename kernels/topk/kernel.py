@@ -6,7 +6,10 @@ The k-th largest key T is found by counting: each round counts 8 thresholds spre
 over the current bracket (logits are smooth) plus the key-space midpoint (bounded on any data), in one
 8-way reduction: ~5 rounds a row, each one reduction's latency (numpy simulation on Gaussian and skewed
 rows of 300-65536 entries: 4-5 rounds mean, 7 worst; one interpolated probe a round took 9-22 rounds).
-Only keys are held in registers during the search; the selected entries are then streamed out tile by tile
+With NARROW > 0 (a compile-time option) the rounds run on the whole block only until the bracket holds at most
+NARROW keys (~1-2 rounds), which are then compacted into a few scratch words and searched there (same
+thresholds, same counts, same T; a round on [256] costs ~1/4 of one on [4096]: the reduction and the probes
+stay). Only keys are held in registers during the search; the selected entries are then streamed out tile by tile
 (re-reading the row or the candidates from L1/L2), so the registers a program needs stay those of one
 [CAP] key block and more rows are in flight per SM.
 
@@ -96,62 +99,133 @@ def _add4(a0, a1, a2, a3, b0, b1, b2, b3):
 
 
 @triton.jit
-def _kth(key, lo, cnt_lo, hi, cnt_hi, need, slack, R8: tl.constexpr):
+def _round8(key, lo, cnt_lo, hi, cnt_hi, need):
+    """One search round (GPU): 8 thresholds inside (lo, hi) counted in one reduction; the tightest bracket."""
+    vlo = _key_value(lo)
+    vhi = _key_value(hi)
+    mid = _mid(lo, hi)
+    t0 = _probe(lo, hi, mid, vlo, vhi, 0)
+    t1 = _probe(lo, hi, mid, vlo, vhi, 1)
+    t2 = _probe(lo, hi, mid, vlo, vhi, 2)
+    t3 = _probe(lo, hi, mid, vlo, vhi, 3)
+    t4 = _probe(lo, hi, mid, vlo, vhi, 4)
+    t5 = _probe(lo, hi, mid, vlo, vhi, 5)
+    t6 = _probe(lo, hi, mid, vlo, vhi, 6)
+    t7 = _probe(lo, hi, mid, vlo, vhi, 7)
+    if key.shape[0] < 65536:  # two counts per int32: half the selects, adds and shuffles
+        p01, p23, p45, p67 = tl.reduce((_ge2(key, t0, t1), _ge2(key, t2, t3), _ge2(key, t4, t5),
+                                        _ge2(key, t6, t7)), 0, _add4)
+        c0, c1, c2, c3 = p01 & 65535, p01 >> 16, p23 & 65535, p23 >> 16
+        c4, c5, c6, c7 = p45 & 65535, p45 >> 16, p67 & 65535, p67 >> 16
+    else:
+        c0, c1, c2, c3, c4, c5, c6, c7 = tl.reduce(
+            (_ge(key, t0), _ge(key, t1), _ge(key, t2), _ge(key, t3), _ge(key, t4), _ge(key, t5),
+             _ge(key, t6), _ge(key, t7)), 0, _add8)
+    nlo, nclo, nhi, nchi = _narrow(t0, c0, need, lo, cnt_lo, hi, cnt_hi)
+    nlo, nclo, nhi, nchi = _narrow(t1, c1, need, nlo, nclo, nhi, nchi)
+    nlo, nclo, nhi, nchi = _narrow(t2, c2, need, nlo, nclo, nhi, nchi)
+    nlo, nclo, nhi, nchi = _narrow(t3, c3, need, nlo, nclo, nhi, nchi)
+    nlo, nclo, nhi, nchi = _narrow(t4, c4, need, nlo, nclo, nhi, nchi)
+    nlo, nclo, nhi, nchi = _narrow(t5, c5, need, nlo, nclo, nhi, nchi)
+    nlo, nclo, nhi, nchi = _narrow(t6, c6, need, nlo, nclo, nhi, nchi)
+    return _narrow(t7, c7, need, nlo, nclo, nhi, nchi)
+
+
+@triton.jit
+def _round32(key, lo, cnt_lo, hi, cnt_hi, need):
+    """One search round (the interpreter: whole-array steps, its custom combine runs per element): 32
+    thresholds (int64 lo, hi)."""
+    jj = tl.arange(0, 32)
+    vlo = _key_value(lo.to(tl.int32))
+    vhi = _key_value(hi.to(tl.int32))
+    width = hi - lo
+    v = vlo + (vhi - vlo) * ((jj + 1).to(tl.float32) / 33.0)
+    g = _raw_key(v).to(tl.int64)
+    th = tl.where((v != v) | (g <= lo) | (g >= hi) | (jj == 16), lo + width // 2, g)
+    cnt = tl.sum((key[:, None] >= th.to(tl.int32)[None, :]).to(tl.int32), axis=0)
+    ge = cnt >= need
+    return (tl.max(tl.where(ge, th, lo), axis=0), tl.min(tl.where(ge, cnt, cnt_lo), axis=0),
+            tl.min(tl.where(ge, hi, th), axis=0), tl.max(tl.where(ge, cnt_hi, cnt), axis=0))
+
+
+@triton.jit
+def _rounds(key, lo, cnt_lo, hi, cnt_hi, need, slack, BIG: tl.constexpr, R8: tl.constexpr):
+    """Search rounds on key while the bracket is open (lo + 1 < hi and count(>= lo) > need + slack) and, with
+    BIG > 0, holds more than BIG keys (cnt_lo - cnt_hi of them: no count needed). Returns the bracket."""
+    if BIG > 0:
+        while (lo + 1 < hi) & (cnt_lo - need > slack) & (cnt_lo - cnt_hi > BIG):
+            if R8:
+                lo, cnt_lo, hi, cnt_hi = _round8(key, lo, cnt_lo, hi, cnt_hi, need)
+            else:
+                lo, cnt_lo, hi, cnt_hi = _round32(key, lo, cnt_lo, hi, cnt_hi, need)
+    else:
+        while (lo + 1 < hi) & (cnt_lo - need > slack):
+            if R8:
+                lo, cnt_lo, hi, cnt_hi = _round8(key, lo, cnt_lo, hi, cnt_hi, need)
+            else:
+                lo, cnt_lo, hi, cnt_hi = _round32(key, lo, cnt_lo, hi, cnt_hi, need)
+    return lo, cnt_lo, hi, cnt_hi
+
+
+@triton.jit
+def _compact_keys(key, lo, hi, nscr, E: tl.constexpr, NT: tl.constexpr):
+    """The keys lo <= key < hi into nscr[0, n), in any order, without a scan over the whole block: the [E, NT]
+    view of a block whose thread t holds entries t, t + NT, ... (a 1-D block of NT threads: the view is free and
+    column t is thread t's registers), each column's count, an exclusive scan of those (one entry per thread)
+    and each column's running count (in registers). Any layout gives the same set; this one costs ~11
+    instructions a key (sm90)."""
+    k2 = tl.reshape(key, [E, NT])
+    in2 = ((k2 >= lo) & (k2 < hi)).to(tl.int32)
+    per = tl.sum(in2, axis=0)
+    base = tl.cumsum(per, axis=0) - per - 1
+    # each column's running count starts from its base: computed after the threads' scan, one key at a time with
+    # its store (not all 32 counts held across the scan's barriers)
+    pos = tl.cumsum(in2 + tl.where(tl.arange(0, E)[:, None] == 0, base[None, :], 0), axis=0)
+    # stored as the 1-D block (a 2-D store would be given another layout: a shared-memory round trip)
+    tl.store(nscr + tl.reshape(pos, [E * NT]), key, mask=tl.reshape(in2, [E * NT]) != 0)
+
+
+@triton.jit
+def _kth(key, lo, cnt_lo, hi, cnt_hi, need, slack, nscr, NARROW: tl.constexpr, NT: tl.constexpr,
+         R8: tl.constexpr):
     """The largest T in [lo, hi) with count(key >= T) >= need, for a 1-D key block.
 
     Holds count(key >= lo) = cnt_lo (>= need, or the loop does not run) and count(key >= hi) = cnt_hi < need;
     lo >= INT32_MIN + 1 and hi <= a live key + 1 (so both fit int32). Each round counts 8 thresholds at once
     (one reduction: the rounds, not the compares, cost latency) and keeps the tightest bracket; ~5 rounds on
     smooth data, at most 32 on any. Stops when a threshold keeps at most need + slack keys (slack 0: exact)
-    or the bracket is one key wide. Returns (T, count(key >= T))."""
+    or the bracket is one key wide. Returns (T, count(key >= T)).
+
+    NARROW > 0 (a power of two below the block's size): rounds on the whole block only while the bracket
+    holds more than NARROW keys; then those keys (lo <= key < hi: cnt_lo - cnt_hi of them) are compacted into
+    nscr (NARROW int32 of this program's scratch, in any order; NT: the program's threads) and the rounds go on
+    on that [NARROW] block with the counts taken relative to it (count(>= th) - cnt_hi for th inside the
+    bracket): the same thresholds, the same counts, the same T, at a fraction of a round's instructions. A
+    bracket that never gets that small (ties) is searched on the whole block to the end, as with NARROW 0."""
     cnt_hi = cnt_lo * 0 + cnt_hi
     if R8:
         lo = lo.to(tl.int32)
         hi = hi.to(tl.int32)
-        while (lo + 1 < hi) & (cnt_lo - need > slack):
-            vlo = _key_value(lo)
-            vhi = _key_value(hi)
-            mid = _mid(lo, hi)
-            t0 = _probe(lo, hi, mid, vlo, vhi, 0)
-            t1 = _probe(lo, hi, mid, vlo, vhi, 1)
-            t2 = _probe(lo, hi, mid, vlo, vhi, 2)
-            t3 = _probe(lo, hi, mid, vlo, vhi, 3)
-            t4 = _probe(lo, hi, mid, vlo, vhi, 4)
-            t5 = _probe(lo, hi, mid, vlo, vhi, 5)
-            t6 = _probe(lo, hi, mid, vlo, vhi, 6)
-            t7 = _probe(lo, hi, mid, vlo, vhi, 7)
-            if key.shape[0] < 65536:  # two counts per int32: half the selects, adds and shuffles
-                p01, p23, p45, p67 = tl.reduce((_ge2(key, t0, t1), _ge2(key, t2, t3), _ge2(key, t4, t5),
-                                                _ge2(key, t6, t7)), 0, _add4)
-                c0, c1, c2, c3 = p01 & 65535, p01 >> 16, p23 & 65535, p23 >> 16
-                c4, c5, c6, c7 = p45 & 65535, p45 >> 16, p67 & 65535, p67 >> 16
-            else:
-                c0, c1, c2, c3, c4, c5, c6, c7 = tl.reduce(
-                    (_ge(key, t0), _ge(key, t1), _ge(key, t2), _ge(key, t3), _ge(key, t4), _ge(key, t5),
-                     _ge(key, t6), _ge(key, t7)), 0, _add8)
-            nlo, nclo, nhi, nchi = _narrow(t0, c0, need, lo, cnt_lo, hi, cnt_hi)
-            nlo, nclo, nhi, nchi = _narrow(t1, c1, need, nlo, nclo, nhi, nchi)
-            nlo, nclo, nhi, nchi = _narrow(t2, c2, need, nlo, nclo, nhi, nchi)
-            nlo, nclo, nhi, nchi = _narrow(t3, c3, need, nlo, nclo, nhi, nchi)
-            nlo, nclo, nhi, nchi = _narrow(t4, c4, need, nlo, nclo, nhi, nchi)
-            nlo, nclo, nhi, nchi = _narrow(t5, c5, need, nlo, nclo, nhi, nchi)
-            nlo, nclo, nhi, nchi = _narrow(t6, c6, need, nlo, nclo, nhi, nchi)
-            lo, cnt_lo, hi, cnt_hi = _narrow(t7, c7, need, nlo, nclo, nhi, nchi)
-    else:  # the interpreter: whole-array steps (its custom combine runs per element), 32 thresholds a round
+    else:
         lo = lo.to(tl.int64)
         hi = hi.to(tl.int64)
-        jj = tl.arange(0, 32)
-        while (hi - lo > 1) & (cnt_lo - need > slack):
-            vlo = _key_value(lo.to(tl.int32))
-            vhi = _key_value(hi.to(tl.int32))
-            width = hi - lo
-            v = vlo + (vhi - vlo) * ((jj + 1).to(tl.float32) / 33.0)
-            g = _raw_key(v).to(tl.int64)
-            th = tl.where((v != v) | (g <= lo) | (g >= hi) | (jj == 16), lo + width // 2, g)
-            cnt = tl.sum((key[:, None] >= th.to(tl.int32)[None, :]).to(tl.int32), axis=0)
-            ge = cnt >= need
-            lo, cnt_lo, hi, cnt_hi = (tl.max(tl.where(ge, th, lo), axis=0), tl.min(tl.where(ge, cnt, cnt_lo), axis=0),
-                                      tl.min(tl.where(ge, hi, th), axis=0), tl.max(tl.where(ge, cnt_hi, cnt), axis=0))
+    if NARROW > 0 and NARROW < key.shape[0]:
+        lo, cnt_lo, hi, cnt_hi = _rounds(key, lo, cnt_lo, hi, cnt_hi, need, slack, NARROW, R8)
+        if (lo + 1 < hi) & (cnt_lo - need > slack):  # open, at most NARROW keys inside
+            tl.debug_barrier()  # every read of nscr before this (a previous row's search) is done
+            if NT < key.shape[0]:
+                _compact_keys(key, lo, hi, nscr, key.shape[0] // NT, NT)
+            else:
+                _compact_keys(key, lo, hi, nscr, 1, key.shape[0])
+            tl.debug_barrier()  # the compacted keys visible to the whole program
+            s = tl.arange(0, NARROW)
+            small = tl.load(nscr + s, mask=s < cnt_lo - cnt_hi, other=-2147483648)
+            slo, scnt, _shi, _sch = _rounds(small, lo, cnt_lo - cnt_hi, hi, cnt_hi * 0, need - cnt_hi, slack, 0,
+                                            R8)
+            lo = slo
+            cnt_lo = scnt + cnt_hi
+    else:
+        lo, cnt_lo, hi, cnt_hi = _rounds(key, lo, cnt_lo, hi, cnt_hi, need, slack, 0, R8)
     return lo.to(tl.int32), cnt_lo
 
 
@@ -224,15 +298,16 @@ def _emit_slots(key_ptr, col_ptr, cnt_ptr, capp, parts, nslots, off, T, take_eq,
 
 
 @triton.jit
-def _select_slots(key_ptr, col_ptr, cnt_ptr, capp, parts, t, total, off, k, irow, vrow, SL: tl.constexpr,
-                  TILE: tl.constexpr, VALUES: tl.constexpr, R8: tl.constexpr):
+def _select_slots(key_ptr, col_ptr, cnt_ptr, capp, parts, t, total, off, k, irow, vrow, nscr, SL: tl.constexpr,
+                  TILE: tl.constexpr, VALUES: tl.constexpr, NARROW: tl.constexpr, NT: tl.constexpr,
+                  R8: tl.constexpr):
     """Top-k of the candidates (every live key >= t, total of them, k <= total <= SL) in the scratch slots
-    (one part: slots [0, total); several: parts of capp slots each)."""
+    (one part: slots [0, total); several: parts of capp slots each). nscr: NARROW int32 of scratch (_kth)."""
     nslots = tl.where(parts == 1, total, SL)  # one part: emit only its filled slots
     s = tl.arange(0, SL)
     ckey = tl.load(key_ptr + s, mask=_slots(key_ptr, cnt_ptr, s, capp, parts), other=-2147483648,
                    cache_modifier=".cg")
-    T, n_ge = _kth(ckey, t, total, tl.max(ckey, axis=0).to(tl.int64) + 1, 0, k, 0, R8)
+    T, n_ge = _kth(ckey, t, total, tl.max(ckey, axis=0).to(tl.int64) + 1, 0, k, 0, nscr, NARROW, NT, R8)
     if n_ge <= k:
         n = _emit_slots(key_ptr, col_ptr, cnt_ptr, capp, parts, nslots, off, T, 0, irow, vrow, TILE, False, VALUES)
     else:  # ties at T: the lowest positions
@@ -308,10 +383,10 @@ def _tile(lrow, t0, a0, a1, TILE: tl.constexpr, VEC: tl.constexpr):
 
 
 @triton.jit
-def _short_row(lrow, c0, c1, off, k, irow, vrow, CAP: tl.constexpr, TILE: tl.constexpr, VEC: tl.constexpr,
-               VALUES: tl.constexpr, R8: tl.constexpr):
+def _short_row(lrow, c0, c1, off, k, irow, vrow, nscr, CAP: tl.constexpr, TILE: tl.constexpr, VEC: tl.constexpr,
+               VALUES: tl.constexpr, NARROW: tl.constexpr, NT: tl.constexpr, R8: tl.constexpr):
     """A window of at most k live columns: every live entry, streamed; else one that fits a [CAP] block:
-    its keys searched in registers, then the selected entries streamed."""
+    its keys searched in registers, then the selected entries streamed. nscr: NARROW int32 of scratch (_kth)."""
     if c1 - c0 <= k:
         n = _emit_row(lrow, c0, c1, off, -2147483647, 0, irow, vrow, TILE, VEC, False, VALUES)
     else:
@@ -325,7 +400,7 @@ def _short_row(lrow, c0, c1, off, k, irow, vrow, CAP: tl.constexpr, TILE: tl.con
             kmin = tl.min(tl.where(live, key, 2147483647), axis=0)
             kmax = tl.max(key, axis=0)
         lo = tl.where(nlive <= k, -2147483647, kmin)
-        T, n_ge = _kth(key, lo, nlive, kmax.to(tl.int64) + 1, 0, k, 0, R8)
+        T, n_ge = _kth(key, lo, nlive, kmax.to(tl.int64) + 1, 0, k, 0, nscr, NARROW, NT, R8)
         if n_ge <= k:
             n = _emit_row(lrow, c0, c1, off, T, 0, irow, vrow, TILE, VEC, False, VALUES)
         else:  # ties at T: the lowest positions
@@ -354,7 +429,7 @@ def _sample_threshold(lrow, c0, c1, k, room: tl.constexpr, SAMPLE: tl.constexpr,
     none = r < 1
     lo0 = tl.where(none, -2147483647, tl.min(tl.where(slive, skey, 2147483647), axis=0))
     hi0 = tl.where(none, -2147483647, tl.max(skey, axis=0).to(tl.int64) + 1)
-    t, _c = _kth(skey, lo0, ns, hi0, 0, r, r // 16 + 1, R8)  # a rank within 1/16: a threshold, not T
+    t, _c = _kth(skey, lo0, ns, hi0, 0, r, r // 16 + 1, lrow, 0, 1, R8)  # a rank within 1/16: a threshold, not T
     return t
 
 
@@ -424,7 +499,8 @@ def topk_rows(
     ctx_ptr,  # int32 context lens [B] or [B, next_n] (PAGED): row b * next_n + t
     idx_ptr,  # int32 [R, stride_idx]: output positions
     val_ptr,  # [R, stride_val] (VALUES): output values, in its own dtype
-    scratch_ptr,  # int32 [grid, 2 CAP + PMAX]: each program's candidate keys, columns, count
+    scratch_ptr,  # int32 [grid, NARROW (+ 2 CAP + PMAX when ncols + VEC > CAP)]: each program's narrowed search
+    # keys (NARROW > 0), candidate keys, columns, count
     arrive_ptr,  # (topk_split only)
     stats_ptr,  # int32 [R] (STATS): 0 registers, 1 sampled candidates, 2 exact passes, 3 split + merge
     R, ncols, k, parts, stride_l, stride_ks, stride_ke, stride_ctx_b, stride_ctx_t, next_n, max_ctx, ctx_shift,
@@ -434,11 +510,17 @@ def topk_rows(
     MARGIN: tl.constexpr, WINDOW: tl.constexpr, COMPRESSED: tl.constexpr, PAGED: tl.constexpr,
     VALUES: tl.constexpr, STATS: tl.constexpr,
     R8: tl.constexpr,  # one 8-way reduction per search round (GPU), else a vector of thresholds (the interpreter)
+    NARROW: tl.constexpr,  # > 0: the k-th key search goes on on a compacted [NARROW] block once its bracket fits
 ):
     """Persistent: program pid selects rows pid, pid + grid, ... one at a time (many rows: prefill)."""
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
-    scr_base = scratch_ptr + pid.to(tl.int64) * (2 * CAP + PMAX)
+    # per program: NARROW search keys, then (rows longer than CAP: config.py's long_rows, the same test)
+    # candidate keys [CAP], columns [CAP], count
+    if NARROW > 0:
+        scr_base = scratch_ptr + pid.to(tl.int64) * (NARROW + tl.where(ncols + VEC > CAP, 2 * CAP + PMAX, 0))
+    else:
+        scr_base = scratch_ptr + pid.to(tl.int64) * (2 * CAP + PMAX)
     for row in range(pid, R, nprog):
         r64 = tl.cast(row, tl.int64)  # (the loop variable is a plain int in the interpreter)
         lrow = logits_ptr + r64 * stride_l
@@ -446,22 +528,23 @@ def topk_rows(
         vrow = val_ptr + r64 * stride_val
         c0, c1, off = _bounds(row, ks_ptr, ke_ptr, ctx_ptr, ncols, stride_ks, stride_ke, stride_ctx_b, stride_ctx_t,
                               next_n, max_ctx, ctx_shift, WINDOW, COMPRESSED, PAGED)
+        nscr = scr_base  # NARROW keys; _kth's barriers order its reuse
         if c1 - c0 // VEC * VEC <= CAP:
-            n = _short_row(lrow, c0, c1, off, k, irow, vrow, CAP, TILE, VEC, VALUES, R8)
+            n = _short_row(lrow, c0, c1, off, k, irow, vrow, nscr, CAP, TILE, VEC, VALUES, NARROW, 32 * NW, R8)
             path = tl.full([], 0, tl.int32)
         else:
             t = _sample_threshold(lrow, c0, c1, k, CAP, SAMPLE, MARGIN, R8)
             # (row // R == 0, unknown to the compiler: the scratch addresses are not hoisted out of the row loop
             # and held in registers through every row)
-            scr_key = scr_base + (r64 // R)
+            scr_key = scr_base + (r64 // R) + NARROW
             scr_col = scr_key + CAP
             tl.debug_barrier()  # the previous row's scratch reads are done before this row writes it
             total = _compact(lrow, c0, c1, t, scr_key, scr_col, CAP, TILE, VEC)
             tl.store(scr_col + CAP, total)
             tl.debug_barrier()  # scratch writes visible to the whole program
             if (total >= k) & (total <= CAP):
-                n = _select_slots(scr_key, scr_col, scr_col + CAP, CAP, 1, t, total, off, k, irow, vrow, CAP, TILE,
-                                  VALUES, R8)
+                n = _select_slots(scr_key, scr_col, scr_col + CAP, CAP, 1, t, total, off, k, irow, vrow, nscr, CAP,
+                                  TILE, VALUES, NARROW, 32 * NW, R8)
                 path = tl.full([], 1, tl.int32)
             else:
                 n = _exact_row(lrow, c0, c1, off, k, t, total, irow, vrow, TILE, VEC, VALUES)
@@ -474,14 +557,15 @@ def topk_rows(
 @triton.jit(repr=make_kernel_repr("topk_split", KEYS))
 def topk_split(
     logits_ptr, ks_ptr, ke_ptr, ctx_ptr, idx_ptr, val_ptr,
-    scratch_ptr,  # int32 [R, 4 CAP + PMAX]: candidate keys [2 CAP], columns [2 CAP], per-part counts
+    scratch_ptr,  # int32 [R, 4 CAP + PMAX + NARROW]: candidate keys [2 CAP], columns [2 CAP], per-part counts,
+    # the narrowed search's keys
     arrive_ptr,  # int32 [R], zeroed: programs of the row done so far
     stats_ptr,
     R, ncols, k, parts, stride_l, stride_ks, stride_ke, stride_ctx_b, stride_ctx_t, next_n, max_ctx, ctx_shift,
     stride_idx, stride_val,
     CAP: tl.constexpr, SAMPLE: tl.constexpr, TILE: tl.constexpr, VEC: tl.constexpr, NW: tl.constexpr,
     MARGIN: tl.constexpr, WINDOW: tl.constexpr, COMPRESSED: tl.constexpr, PAGED: tl.constexpr,
-    VALUES: tl.constexpr, STATS: tl.constexpr, R8: tl.constexpr,
+    VALUES: tl.constexpr, STATS: tl.constexpr, R8: tl.constexpr, NARROW: tl.constexpr,
 ):
     """`parts` programs per row (grid R * parts; few long rows: decode). Each computes the same sampled
     threshold, compacts the candidates of its 1/parts of the window into its own 2 CAP / parts slots, and
@@ -496,15 +580,16 @@ def topk_split(
     vrow = val_ptr + r64 * stride_val
     c0, c1, off = _bounds(row, ks_ptr, ke_ptr, ctx_ptr, ncols, stride_ks, stride_ke, stride_ctx_b, stride_ctx_t,
                           next_n, max_ctx, ctx_shift, WINDOW, COMPRESSED, PAGED)
+    MC: tl.constexpr = 2 * CAP
+    key_ptr = scratch_ptr + r64 * (2 * MC + PMAX + NARROW)
+    nscr = key_ptr + 2 * MC + PMAX  # the row's NARROW search keys (one program of the row searches)
     if c1 - c0 // VEC * VEC <= CAP:
         if part == 0:
-            n = _short_row(lrow, c0, c1, off, k, irow, vrow, CAP, TILE, VEC, VALUES, R8)
+            n = _short_row(lrow, c0, c1, off, k, irow, vrow, nscr, CAP, TILE, VEC, VALUES, NARROW, 32 * NW, R8)
             _pad(irow, vrow, n, k, TILE, VALUES)
             if STATS:
                 tl.store(stats_ptr + r64, 0)
     else:
-        MC: tl.constexpr = 2 * CAP
-        key_ptr = scratch_ptr + r64 * (2 * MC + PMAX)
         col_ptr = key_ptr + MC
         cnt_ptr = col_ptr + MC
         capp = MC // parts
@@ -521,8 +606,8 @@ def topk_split(
             cnts = tl.load(cnt_ptr + pp, mask=pp < parts, other=0, cache_modifier=".cg")
             total = tl.sum(cnts, axis=0)
             if (total >= k) & (tl.max(cnts, axis=0) <= capp):
-                n = _select_slots(key_ptr, col_ptr, cnt_ptr, capp, parts, t, total, off, k, irow, vrow, MC, TILE,
-                                  VALUES, R8)
+                n = _select_slots(key_ptr, col_ptr, cnt_ptr, capp, parts, t, total, off, k, irow, vrow, nscr, MC,
+                                  TILE, VALUES, NARROW, 32 * NW, R8)
                 path = tl.full([], 3, tl.int32)
             else:
                 n = _exact_row(lrow, c0, c1, off, k, t, total, irow, vrow, TILE, VEC, VALUES)
