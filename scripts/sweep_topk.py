@@ -22,6 +22,7 @@ import argparse
 import csv
 import math
 import os
+import re
 import sys
 import time
 import traceback
@@ -448,7 +449,7 @@ def decode_graphs(r: dict, fused, best: dict, dg, q, cache, w, ctx2d, table, max
 # ------------------------------------------------------------------------------------------------ table
 
 
-def write_table(summary: list, units: int) -> None:
+def write_table(summary: list, units: int, device: str | None = None) -> None:
     """kernels/topk/tuned.py: per regime and power-of-two row length, the checked config with the least total
     selection time over that bucket's shapes; WORKSPACE where a larger one made fp8_mqa_topk > 3 % faster."""
     import torch
@@ -491,7 +492,7 @@ def write_table(summary: list, units: int) -> None:
     path = ROOT / "kernels" / "topk" / "tuned.py"
     lines = ['"""The H200 (sm90) configs of the top-k selection, by regime (\'rows\': many rows, one program each at a',
              "time; 'split': few long rows, several programs each) and power-of-two row length: written by",
-             f"`python3 scripts/sweep_topk.py --write-table` on {torch.cuda.get_device_name(0)} ({units} SMs), "
+             f"`python3 scripts/sweep_topk.py --write-table` on {device or torch.cuda.get_device_name(0)} ({units} SMs), "
              f"{time.strftime('%Y-%m-%d')}, triton {triton.__version__}.",
              "Every config was checked (exact top-k of the same fp32 logits) before it was timed; the one with the",
              "least total time over the bucket's shapes is kept. WORKSPACE: bytes of logits fp8_mqa_topk holds at",
@@ -509,6 +510,40 @@ def write_table(summary: list, units: int) -> None:
 
 
 ROWS_CSV: list = []
+_CAND_LINE = re.compile(r"^  (\S.*?)\s{2,}(\S+)\s+(\S+) us\s+regs \S+ spills \S+\s+(.*)$")
+
+
+def _tuning_of(lab: str) -> dict:
+    """A candidate's tuning dict back from its label (k=v,...)."""
+    out = {}
+    for kv in lab.split(","):
+        k, v = kv.split("=", 1)
+        out[k] = int(v) if v.lstrip("-").isdigit() else v
+    return out
+
+
+def table_from(log: Path, summary_csv: Path, units: int, device: str) -> None:
+    """Rewrite tuned.py from a GPU run's log (every candidate's line) and its topk_summary.csv, as --write-table
+    would have written it there (for a run whose table file did not come back)."""
+    summary = []
+    with open(summary_csv) as f:
+        for r in csv.DictReader(f):
+            r["cols"] = int(r["cols"])
+            for k, v in list(r.items()):
+                if k.startswith("fused_ws") and v:
+                    r[k] = float(v)
+            summary.append(r)
+    cols = {r["shape"]: r["cols"] for r in summary}
+    for line in log.read_text().splitlines():
+        m = _CAND_LINE.match(line)
+        if not m or m.group(1).strip() not in cols:
+            continue
+        name, lab, us, status = m.group(1).strip(), m.group(2), m.group(3), m.group(4).strip()
+        CANDS[lab] = _tuning_of(lab)
+        ROWS_CSV.append({"shape": name, "cols": cols[name], "config": lab, "check": "ok" if status == "checked" else status,
+                         "us": float(us) if us not in ("-", "nan") else float("nan")})
+    say(f"{len(ROWS_CSV)} candidate timings over {len(summary)} shapes from {log}")
+    write_table(summary, units, device)
 
 
 def write_csv(path: Path, rows: list) -> None:
@@ -533,7 +568,14 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="shapes whose name contains this text")
     ap.add_argument("--no-dg", action="store_true")
     ap.add_argument("--no-precompile", action="store_true")
+    ap.add_argument("--table-from", nargs=2, metavar=("LOG", "SUMMARY_CSV"),
+                    help="rewrite tuned.py from a GPU run's log and topk_summary.csv (no GPU)")
+    ap.add_argument("--device-name", default="NVIDIA H200", help="with --table-from: the GPU the run was on")
+    ap.add_argument("--units", type=int, default=132, help="with --table-from: its SM count")
     args = ap.parse_args()
+    if args.table_from:
+        table_from(Path(args.table_from[0]), Path(args.table_from[1]), args.units, args.device_name)
+        return
     T0 = time.time()
     dev = "cuda" if torch.cuda.is_available() and not SMOKE else "cpu"
     if dev == "cpu" and not SMOKE:

@@ -7,18 +7,18 @@ once, by row length, where more than 256 MiB measured > 3 % faster."""
 
 CUDA_TUNED = {
     'rows': {
-        # num_warps=4,tile=1024,sample=1024,programs_per_unit=8: 162.1 us over 1 shapes (1x4096 causal)
-        4096: {'num_warps': 4, 'tile': 1024, 'sample': 1024, 'programs_per_unit': 8},
-        # num_warps=4,tile=1024,maxnreg=128,programs_per_unit=4: 910.0 us over 2 shapes (1x8192 causal, 4x8192 ratio 4)
-        8192: {'num_warps': 4, 'tile': 1024, 'maxnreg': 128, 'programs_per_unit': 4},
-        # num_warps=4,tile=1024,sample=1024,programs_per_unit=8: 4141.6 us over 1 shapes (1x32768 causal)
-        32768: {'num_warps': 4, 'tile': 1024, 'sample': 1024, 'programs_per_unit': 8},
+        # num_warps=4,tile=1024,maxnreg=96,narrow=256,programs_per_unit=8: 116.7 us over 1 shapes (1x4096 causal)
+        4096: {'num_warps': 4, 'tile': 1024, 'maxnreg': 96, 'narrow': 256, 'programs_per_unit': 8},
+        # num_warps=4,tile=512,narrow=256,programs_per_unit=4: 569.5 us over 2 shapes (1x8192 causal, 4x8192 ratio 4)
+        8192: {'num_warps': 4, 'tile': 512, 'narrow': 256, 'programs_per_unit': 4},
+        # num_warps=4,tile=1024,maxnreg=96,narrow=256,programs_per_unit=8: 3407.2 us over 1 shapes (1x32768 causal)
+        32768: {'num_warps': 4, 'tile': 1024, 'maxnreg': 96, 'narrow': 256, 'programs_per_unit': 8},
     },
     'split': {
-        # kind=rows,num_warps=4,tile=1024,programs_per_unit=4: 99.0 us over 2 shapes (paged B64 C8K n1, paged B128 C8K n1)
+        # kind=rows,num_warps=4,tile=1024,programs_per_unit=4: 95.5 us over 2 shapes (paged B64 C8K n1, paged B128 C8K n1)
         16384: {'kind': 'rows', 'num_warps': 4, 'tile': 1024, 'programs_per_unit': 4},
-        # kind=split,num_warps=8,tile=2048,programs_per_unit=2: 241.4 us over 2 shapes (paged B64 C64K n1, paged B128 C64K n1)
-        131072: {'num_warps': 8, 'tile': 2048, 'programs_per_unit': 2},
+        # kind=split,num_warps=8,tile=2048,maxnreg=128,programs_per_unit=4: 204.0 us over 2 shapes (paged B64 C64K n1, paged B128 C64K n1)
+        131072: {'num_warps': 8, 'tile': 2048, 'maxnreg': 128, 'programs_per_unit': 4},
     },
 }
-WORKSPACE = {32768: 1073741824}
+WORKSPACE = {}
