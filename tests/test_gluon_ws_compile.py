@@ -161,7 +161,8 @@ def test_named_after_config(builds, variant):
     clean, compressed, bf16 = map(int, variant)
     assert r["name"] == r["expected"], r
     assert f"_CLEAN_{clean}_COMPRESSED_{compressed}_BF16_{bf16}_" in r["name"], r["name"]
-    assert r["name"].startswith(f"mqa_logits_gluon_ws_sm90_H_{H}_D_128_BLOCK_Q_4_BLOCK_KV_64_STAGES_4"), r["name"]
+    assert r["name"].startswith(f"mqa_logits_gluon_ws_sm90_H_{H}_D_128_BLOCK_Q_4_BLOCK_KV_64_STAGES_"), r["name"]
+    assert r["name"].endswith("_Q_GROUPS_2_KV_GROUPS_1_Q_IN_LANES_1"), r["name"]  # the H 64 layout the sweep chose
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=_ids)
@@ -175,6 +176,9 @@ def test_wgmma_and_no_spills(builds, variant):
     assert usage and int(usage.group(2)) == 0 and int(usage.group(4)) == 0, r["usage"]
     assert "C7514" not in r["ptxas"], r["ptxas"][-2000:]  # wgmma not serialised
     assert sass.count("WARPGROUP.DEPBAR") <= 4, "one wait per math warpgroup"
+    # one query row per lane (Q_IN_LANES): the head sum is in-thread, so the only shuffles left are the few
+    # reductions over a work item's rows (ks / ke); query-major columns needed 2 per partial sum (56 and up)
+    assert sass.count("SHFL.BFLY") <= 40, sass.count("SHFL.BFLY")
     # setmaxnreg honoured: 240 for the math warpgroups, 24 for the producer / filler warps.
     assert "C7508" not in r["ptxas"] and "USETMAXREG" in sass, r["ptxas"][-2000:]
     regs = {int(x) for x in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx)}

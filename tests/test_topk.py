@@ -228,9 +228,12 @@ def T_keys(row: torch.Tensor) -> torch.Tensor:
     return torch.where(b < 0, b ^ 0x7FFFFFFF, b)
 
 
-def test_narrow_option_config():
+def test_narrow_option_config(monkeypatch):
     """narrow: 0 or a power of two >= 16; a compile-time key that names the variant (never shares a compiled
     kernel with another narrow); its scratch is per program (rows kernel, short rows too) or per row (split)."""
+    from mqa_kernels.topk import tuned
+
+    monkeypatch.setattr(tuned, "CUDA_TUNED", {})  # the rules' configs (narrow 0), not the last sweep's table
     cuda = dict(backend="cuda", units=132)
     a = C.topk_config(rows=4096, cols=8192, topk=2048, **cuda)
     b = C.topk_config(rows=4096, cols=8192, topk=2048, narrow=256, **cuda)
