@@ -160,6 +160,39 @@ def _same(x, y) -> bool:
     return bool(x == y)
 
 
+class Relaunch:
+    """A compiled kernel's launcher with its grid and trailing constexprs: for a caller that rebuilds the runtime
+    argument list itself (the top-k selection), relaunching on the current stream of the recorded device."""
+
+    __slots__ = ("run", "function", "packed", "grid", "tail", "index")
+
+    def __call__(self, args) -> None:
+        gx, gy, gz = self.grid
+        self.run(gx, gy, gz, _cuda.stream(self.index), self.function, self.packed, None, None, None, *args, *self.tail)
+
+
+def relaunch(compiled, kernel, a, device_index: int) -> "Relaunch | None":
+    """A Relaunch of `compiled` (what mqa_cli.launch.run_kernel returned for LaunchArgs `a` of `kernel`), or None
+    when its launcher cannot be called directly (the constexprs are not the trailing parameters, no handles)."""
+    if compiled is None or len(a.grid) > 3:
+        return None
+    run, function, packed = (getattr(compiled, n, None) for n in ("run", "function", "packed_metadata"))
+    names = list(kernel.arg_names[len(a.args):])
+    if run is None or function is None or packed is None or set(names) != set(a.constexprs):
+        return None
+    _runtime()
+    r = Relaunch()
+    r.run, r.function, r.packed, r.index = run, function, packed, device_index
+    r.grid = tuple(int(g) for g in a.grid) + (1,) * (3 - len(a.grid))
+    r.tail = tuple(a.constexprs[n] for n in names)
+    return r
+
+
+def hooked() -> bool:
+    """True when a Triton launch hook is set (a profiler): callers then take their full path, which calls it."""
+    return _runtime().hooked()
+
+
 def clear() -> None:
     """Forget every recorded launch (tests; a process that reloads kernels)."""
     _ENTRIES.clear()

@@ -16,7 +16,7 @@ import torch
 from mqa_kernels.topk.config import VEC, topk_config
 from mqa_kernels.topk.config import workspace_bytes as tuned_workspace
 
-from . import interpreter, launch
+from . import fastpath, interpreter, launch
 from .api import LOGITS_DTYPES, fp8_paged_mqa_logits, mqa_logits, target_for
 from .errors import UserError
 
@@ -138,6 +138,11 @@ def _select_into(logits, topk: int, ks, ke, idx_out, val_out, *, compressed: boo
         return
     if logits.stride(1) != 1:
         logits = logits.contiguous()
+    sig = _signature(logits, topk, ks, ke, idx_out, val_out, compressed, paged, cap, stats, tuning)
+    fast = _FAST.get(sig) if sig is not None else None
+    if fast is not None and fast is not _NOT_FAST and not fastpath.hooked():
+        fast.launch(logits, ks, ke, idx_out, val_out, paged)
+        return
     dev = logits.device
     cfg = _config(R, cols, topk, dev, window=ks is not None and paged is None, compressed=compressed,
                   paged=paged is not None, values=val_out is not None, stats=stats is not None, cap=cap,
@@ -153,7 +158,56 @@ def _select_into(logits, topk: int, ks, ke, idx_out, val_out, *, compressed: boo
     scratch = torch.empty(sched["scratch_elems"], dtype=torch.int32, device=dev) if sched["scratch_elems"] else None
     arrive = torch.zeros(R, dtype=torch.int32, device=dev) if sched["arrive"] else None
     a = select_args(cfg, logits, ks, ke, idx_out, val_out, paged=paged, stats=stats, scratch=scratch, arrive=arrive)
-    launch.run_kernel(launch.kernel_for(cfg, dev), cfg, a, interpreter.active())
+    kernel = launch.kernel_for(cfg, dev)
+    compiled = launch.run_kernel(kernel, cfg, a, interpreter.active())
+    if sig is not None:
+        _record(sig, compiled, kernel, cfg, a)
+
+
+# Selection launches by call signature (fastpath.key of the call's tensors and options): a repeated decode step
+# rebuilds the argument list from its own tensors and calls the compiled launcher directly, skipping the config
+# lookup, the argument checks of Triton's runner and its specialisation (tens of µs of host time a call).
+_FAST: dict = {}
+_NOT_FAST = object()
+
+
+class _Fast:
+    __slots__ = ("relaunch", "tail", "scratch", "arrive", "window")
+
+    def launch(self, logits, ks, ke, idx_out, val_out, paged) -> None:
+        dev = logits.device
+        dummy = _dummy(dev)
+        scratch = torch.empty(self.scratch, dtype=torch.int32, device=dev) if self.scratch else dummy
+        arrive = torch.zeros(logits.shape[0], dtype=torch.int32, device=dev) if self.arrive else dummy
+        ks_t, ke_t = (ks, ke) if self.window else (dummy, dummy)
+        ctx = paged[0] if paged is not None else dummy
+        self.relaunch((logits, ks_t, ke_t, ctx, idx_out, val_out if val_out is not None else idx_out, scratch, arrive,
+                       dummy, *self.tail))
+
+
+def _signature(logits, topk, ks, ke, idx_out, val_out, compressed, paged, cap, stats, tuning):
+    """The fast path's key for a CUDA call without stats or tuning, else None (the full path every time)."""
+    if stats is not None or tuning or TUNING or type(logits) is not torch.Tensor or not logits.is_cuda:
+        return None
+    ctx, next_n, max_ctx = paged if paged is not None else (None, 0, 0)
+    # _vec_ok reads the storage's size, which shapes and strides do not give: it picks the kernel (VEC)
+    return fastpath.signature((logits, ks, ke, idx_out, val_out, ctx),
+                              (topk, bool(compressed), next_n, max_ctx, cap, _vec_ok(logits)))
+
+
+def _record(sig, compiled, kernel, cfg, a) -> None:
+    """Remember the launch of `a` for later calls of `sig` (the integer arguments follow from the signature)."""
+    if len(_FAST) >= fastpath.MAX_ENTRIES:
+        _FAST.clear()
+    r = fastpath.relaunch(compiled, kernel, a, sig[0][1])
+    if r is None or len(a.args) < 9:
+        _FAST[sig] = _NOT_FAST
+        return
+    f = _Fast()
+    f.relaunch, f.tail = r, tuple(a.args[9:])
+    f.scratch, f.arrive = cfg.schedule["scratch_elems"], bool(cfg.schedule["arrive"])
+    f.window = bool(cfg.constexprs["WINDOW"])
+    _FAST[sig] = f
 
 
 def topk_select(logits: torch.Tensor, topk: int, ks: torch.Tensor | None = None, ke: torch.Tensor | None = None,
@@ -333,13 +387,18 @@ def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.T
     nb = max(1, min(B, int(chunk_batch)))
     idx = torch.empty(S, topk, dtype=torch.int32, device=q.device)
     val = torch.empty(S, topk, dtype=logits_dtype, device=q.device) if return_logits else None
+    if nb >= B:  # one block (a decode step): the caller's tensors as they are, no views to make
+        logits = fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta,
+                                      max_context_len, clean_logits=False, logits_dtype=logits_dtype)
+        _select_block_rows(logits, topk, None, None, idx, val, sorted, dict(paged=(context_lens, T, max_context_len),
+                                                                              cap=cap))
+        return (idx, val) if return_logits else idx
     for b0 in range(0, B, nb):
         b1 = min(B, b0 + nb)
         r0, r1 = b0 * T, b1 * T
-        meta = schedule_meta if (b0 == 0 and b1 == B) else None
-        ctx = context_lens if (b0 == 0 and b1 == B) else context_lens[b0:b1]
+        ctx = context_lens[b0:b1]
         logits = fp8_paged_mqa_logits(q[b0:b1], kv_cache, weights[r0:r1], ctx, block_table[b0:b1],
-                                      meta, max_context_len, clean_logits=False, logits_dtype=logits_dtype)
+                                      None, max_context_len, clean_logits=False, logits_dtype=logits_dtype)
         _select_block_rows(logits, topk, None, None, idx[r0:r1], None if val is None else val[r0:r1], sorted,
                            dict(paged=(ctx, T, max_context_len), cap=cap))
         del logits

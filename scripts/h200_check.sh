@@ -176,7 +176,8 @@ dg_env() {  # DeepGEMM importable in this shell (built or copied in place by the
 
 step_topk() {  # the top-k sweep (writes kernels/topk/tuned.py) with DeepGEMM's logits + torch.topk beside it
   dg_env
-  "$PY" scripts/sweep_topk.py --write-table
+  # shellcheck disable=SC2086
+  "$PY" scripts/sweep_topk.py ${TOPK_ARGS:---write-table}  # e.g. TOPK_ARGS="--only paged": decode rows, no table
   local rc=$?
   cp kernels/topk/tuned.py "$OUT/topk_tuned.py"
   return $rc

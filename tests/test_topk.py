@@ -475,3 +475,76 @@ def test_table_routes_and_tunes(monkeypatch):
     forced = C.topk_config(rows=8192, cols=8192, topk=2048, kind="split", **cuda)
     assert forced.kernel == "topk_split" and forced.options["num_warps"] == C.DEFAULTS["split"]["num_warps"]
     assert C.topk_config(rows=64, cols=90000, topk=2048, kind="split", **cuda).kernel == "topk_split"
+
+
+def test_repeated_selection_relaunches_with_the_full_paths_arguments(monkeypatch):
+    """The selection's fast path (a repeated call signature): the compiled launcher is called directly, with
+    exactly the argument list the full path builds for the new call's tensors (fresh scratch and zeroed arrive
+    counters, the same integers). The launch itself is replaced here (the fast path exists on CUDA only)."""
+    from mqa_cli import fastpath, launch
+
+    calls = {"full": [], "fast": []}
+
+    class Compiled:  # what run_kernel returns: the handles a direct launch needs
+        function, packed_metadata = object(), object()
+
+        def run(self, gx, gy, gz, stream, function, packed, meta, enter, exit_, *args):
+            calls["fast"].append(((gx, gy, gz), args))
+
+    def run_kernel(kernel, cfg, a, interpret):
+        calls["full"].append((cfg, a))
+        return Compiled()
+
+    class Cuda:
+        def stream(self, index):
+            return 7
+
+        def hooked(self):
+            return False
+
+    monkeypatch.setattr(launch, "run_kernel", run_kernel)
+    monkeypatch.setattr(fastpath, "_cuda", Cuda())
+    monkeypatch.setattr(fastpath, "_runtime", lambda: fastpath._cuda)
+    # the signature as on CUDA, for these CPU tensors
+    monkeypatch.setattr(T, "_signature", lambda logits, topk, ks, ke, i, v, comp, paged, cap, stats, tuning: (
+        (("opts",), 0), fastpath.key((logits, ks, ke, i, v, paged[0] if paged else None), (topk, comp, cap))))
+    monkeypatch.setattr(T, "_FAST", {})
+    R, cols, k = 6, 700, 64
+    for split in (False, True):
+        calls["full"].clear(), calls["fast"].clear()
+        T._FAST.clear()
+        tuning = None
+        if split:  # long rows over 3 programs each: scratch and arrive counters per call
+            monkeypatch.setattr(T, "TUNING", {})
+            monkeypatch.setattr(T, "_config", lambda *a, **kw: C.topk_config(
+                rows=a[0], cols=a[1], topk=a[2], backend="cuda", units=2, window=kw["window"],
+                compressed=kw["compressed"], paged=kw["paged"], values=kw["values"], stats=kw["stats"],
+                cap=kw["cap"], vec_ok=kw["vec_ok"], parts=3))
+        ins = []
+        for seed in (0, 1):
+            g = torch.Generator().manual_seed(seed)
+            logits = torch.randn(R, cols, generator=g)
+            ks = torch.randint(0, 100, (R,), generator=g, dtype=torch.int32)
+            ke = ks + torch.randint(300, 600, (R,), generator=g, dtype=torch.int32)
+            idx, val = torch.empty(R, k, dtype=torch.int32), torch.empty(R, k)
+            T._select_into(logits, k, ks, ke, idx, val, cap=128, tuning=tuning)
+            ins.append((logits, ks, ke, idx, val))
+        assert len(calls["full"]) == 1 and len(calls["fast"]) == 1, (len(calls["full"]), len(calls["fast"]))
+        cfg, a = calls["full"][0]
+        logits, ks, ke, idx, val = ins[1]
+        grid, got = calls["fast"][0]
+        assert grid == tuple(cfg.grid) + (1,) * (3 - len(cfg.grid))
+        names = [n for n in cfg.jitted().arg_names if n not in cfg.constexprs]
+        assert len(got) == len(names) + len(cfg.constexprs)
+        assert got[len(names):] == tuple(cfg.constexprs[n] for n in cfg.jitted().arg_names[len(names):])
+        want = T.select_args(cfg, logits, ks, ke, idx, val, scratch=got[6] if cfg.schedule["scratch_elems"] else None,
+                             arrive=got[7] if cfg.schedule["arrive"] else None).args
+        for x, y in zip(got[:len(names)], want):
+            if isinstance(y, torch.Tensor):
+                assert x is y or (x.shape == y.shape and x.dtype == y.dtype and x.data_ptr() == y.data_ptr())
+            else:
+                assert type(x) is type(y) and x == y
+        assert (got[0] is logits and got[4] is idx and got[5] is val and got[1] is ks and got[2] is ke)
+        if cfg.schedule["arrive"]:  # a fresh, zeroed counter per call
+            assert got[7] is not a.args[7] and got[7].shape == (R,) and not got[7].any()
+            assert got[6].numel() == cfg.schedule["scratch_elems"]
