@@ -19,7 +19,7 @@ MATH_REGS = REGS[2]["MATH_REGS"]
 SMALL_REGS = 24
 MAXNREG = REGS[2]["maxnreg"]
 DEFAULT_UNITS = 132  # H200 / H100 SXM SM count, when the caller does not say
-GROUPS = ((2, 1), (1, 3), (1, 4), (2, 2), (1, 2))  # the (Q_GROUPS, KV_GROUPS) the kernel runs
+GROUPS = ((2, 1), (1, 3), (1, 4), (2, 2))  # the (Q_GROUPS, KV_GROUPS) the kernel runs (all measured)
 SMEM_LIMIT = 227 * 1024
 
 
@@ -34,21 +34,19 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
                          stages: int | None = None, q_in_lanes: bool | None = None) -> KernelConfig:
     """Math warpgroups (a wgmma each: M = 64 kv rows x N = BLOCK_Q*heads) fed by a TMA producer warp.
 
-    groups = (Q_GROUPS, KV_GROUPS) (default: tuned.py's entry for the head count, else (2, 1)): a work item is Q_GROUPS query blocks of BLOCK_Q rows against every live kv
-    tile of KV_GROUPS * 64 rows; its Q_GROUPS * KV_GROUPS math warpgroups each take one query block and 64 rows of
-    each tile. (2, 1), the default: two warpgroups, each its own 4 query rows (N 256 at H 64), sharing each kv
-    tile; the tensor core idles whenever one warpgroup's epilogue (~380 instructions a tile) outlasts the
-    other's wgmma (512 cycles). (1, 4): four warpgroups share 2 query rows (N 128) and split a 256-row kv tile,
-    so each epilogue (~half as long) hides behind three other wgmmas.
+    groups = (Q_GROUPS, KV_GROUPS) (default: tuned.py's entry for the head count, else (2, 1)): a work item is
+    Q_GROUPS query blocks of BLOCK_Q rows against every live kv tile of KV_GROUPS * 64 rows; its
+    Q_GROUPS * KV_GROUPS math warpgroups each take one query block and 64 rows of each tile. (2, 1): two
+    warpgroups, each its own 4 query rows (N 256 at H 64), sharing each kv tile. Measured on the H200
+    (scripts/sweep_gluon_prefill.py, 2026-11-30, seed shapes, mean time relative to (2, 1)): (1, 3) three
+    warpgroups sharing 2 query rows (N 128, 160 registers) 1.10 at H 64, 1.01-1.10 at H 32 (N 128 reads twice
+    the shared memory per FLOP); (1, 4) and (2, 2) 1.7-1.8 (112 registers: spills in the tile loop).
 
-    q_in_lanes (default: whenever BLOCK_Q is 4; False in tuned.py's entry keeps the old order): the q tile is
-    loaded head-pair-major ([H/2, S, 2, D] view) so that each lane of a quad holds every head of one query row:
-    the head sum needs no shuffle and each logit is stored once (sm90 ptxas, H 64, the tile loop of a math
-    warpgroup: 380 -> ~290 instructions).
+    q_in_lanes (default: whenever BLOCK_Q is 4; tuned.py's entry decides): the q tile is loaded head-pair-major
+    ([H/2, S, 2, D] view) so that each lane of a quad holds every head of one query row: the head sum is one
+    in-thread FMA chain, no shuffle, and each logit is stored once (sm90, H 64: the tile loop of a math
+    warpgroup 405 -> 342 instructions). Measured: 0.914 of the old order's time at H 64 (3 stages), 0.856 at H 32.
 
-    H200 (2026-11-30, full op µs, (2, 1) / h64d128_sm90): 1x4096 causal 148 / 161, H 32 100 / 93,
-    1x8192 causal 548 / 588, 4x8192 ratio 4 670 / 755, S 4096 N 65536 full 4251 / 4561, 1x32768 causal
-    8774 / 9420 (scripts/gpu_gluon_ws_check.py; all checks exact). Measured on fp32 full logits.
     PINGPONG off: forcing the two math warpgroups to alternate their wgmma issue (turn mbarriers) measured
     2-4 % slower on every anchor shape on the H200 (2026-11-30); the tensor pipe interleaves them well enough.
     Shared memory: 2 q slots of BLOCK_Q*H*D per query group + STAGES kv tiles of KV_GROUPS*64*D (160 KiB at

@@ -8,9 +8,12 @@ Partitions (gl.warp_specialize, register reallocation by setmaxnreg):
 - worker 2 = -inf filler (1 warp, CLEAN only): vectorised -inf stores over each row's dead columns
   (full form: outside the item's live kv tiles; compressed form: each row's tail [ke - ks, max_seqlen_k)),
   running beside the math instead of before it.
-Work item = 2*BLOCK_Q query rows; math warpgroup g owns rows [q0 + g*BLOCK_Q, q0 + (g+1)*BLOCK_Q), so
-each kv tile [BLOCK_KV = 64, D] (the wgmma's M, A operand) is loaded once for both warpgroups and each
-warpgroup multiplies it by its own K-major q block [D, BLOCK_Q*H] (the wgmma's N, B operand; 256 at H 64).
+Work item = Q_GROUPS*BLOCK_Q query rows against its live kv tiles of KV_GROUPS*BLOCK_KV rows; math warpgroup g
+takes query block g % Q_GROUPS and the 64-row block g // Q_GROUPS of each tile. The default layout (2, 1): two
+warpgroups, g owning rows [q0 + g*BLOCK_Q, q0 + (g+1)*BLOCK_Q), so each kv tile [BLOCK_KV = 64, D] (the wgmma's
+M, A operand) is loaded once for both and each multiplies it by its own K-major q block [D, BLOCK_Q*H] (the
+wgmma's N, B operand; 256 at H 64). With Q_IN_LANES the q block is loaded head-pair-major so that each lane of a
+quad holds every head of one query row (_head_sum).
 Each math warpgroup waits for its own wgmma right away; the other warpgroup's MMA fills the tensor cores
 while it runs its fp32 epilogue (relu, x weight, head sum, x kv_scale, -inf mask on boundary tiles, store
 in fp32 or bf16). PINGPONG (off by default: 2-4 % slower on the H200) makes the warpgroups take turns
