@@ -29,11 +29,11 @@ def describable(t) -> bool:
 
 
 @functools.lru_cache(maxsize=32)
-def _layouts(np_heads: int, block_size: int, D: int):
+def _layouts(q_block: tuple, block_size: int, D: int):
     """Shared layouts of the q, kv and scale tiles (built once per shape: each costs µs of host time)."""
     from triton.experimental.gluon import language as gl
 
-    return (gl.NVMMASharedLayout.get_default_for([np_heads, D], gl.float8e4nv),
+    return (gl.NVMMASharedLayout.get_default_for(list(q_block), gl.float8e4nv),
             gl.NVMMASharedLayout.get_default_for([block_size, D], gl.float8e4nv),
             gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=2))
 
@@ -94,10 +94,14 @@ def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None)
     c = cfg.constexprs
     B, T, H, D = t.q.shape
     BS = t.block_size
-    q_layout, kv_layout, sc_layout = _layouts(c["NP"] * H, BS, D)
-    q_shape, q_block = [B * T * H, D], [c["NP"] * H, D]
     q_rows = _q_rows(t.q)
-    q_desc = TensorDescriptor(q_rows, q_shape, [D, 1], q_block, q_layout)  # validated once here
+    if c.get("Q_IN_LANES"):  # [H/R, B*T, R, D]: head group j, draft row, head j*R + r (R = 8 / NP; see the kernel)
+        R = 8 // c["NP"]
+        q_shape, q_block, q_strides = [H // R, B * T, R, D], [H // R, c["NP"], R, D], [R * D, H * D, D, 1]
+    else:
+        q_shape, q_block, q_strides = [B * T * H, D], [c["NP"] * H, D], [D, 1]
+    q_layout, kv_layout, sc_layout = _layouts(tuple(q_block), BS, D)
+    q_desc = TensorDescriptor(q_rows, q_shape, q_strides, q_block, q_layout)  # validated once here
     kv_desc, sc_desc = _cache_descs(t.kv_cache, D, BS, kv_layout, sc_layout)
     given_meta = schedule_meta
     if schedule_meta is None:

@@ -182,15 +182,19 @@ SWEEPS = {  # candidate choices by the wgmma's N: STAGES (ring slots per math wa
          dict(STAGES=4, SUBS=2, MATH_WG=2), dict(STAGES=5, SUBS=1, MATH_WG=4)],
     128: [dict(STAGES=5, SUBS=2, PIPE=True), dict(STAGES=5, SUBS=1, MATH_WG=3), dict(STAGES=6, SUBS=1, MATH_WG=3),
           dict(STAGES=8, SUBS=1, MATH_WG=2), dict(STAGES=4, SUBS=1, MATH_WG=4), dict(STAGES=5, SUBS=1, MATH_WG=4)],
-    256: [dict(STAGES=8, SUBS=1), dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MATH_WG=2)],
+    256: [dict(STAGES=8, SUBS=1), dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MATH_WG=2),
+          dict(STAGES=8, SUBS=1, Q_IN_LANES=True), dict(STAGES=8, SUBS=1, MATH_WG=2, Q_IN_LANES=True)],
 }
+# Q_IN_LANES (one draft row per lane of a quad, the head sum without shuffles; sm90 at next_n 4, two math
+# warpgroups: the wgmma loop 386 -> 343 instructions) prepared 2026-11-30, not yet timed: also tried at N 128
+SWEEPS[128].append(dict(STAGES=5, SUBS=1, MATH_WG=3, Q_IN_LANES=True))
 if os.environ.get("PAGED_WS_NO_WG") == "1":  # one math warpgroup per program only
     SWEEPS = {n: [c for c in cands if c.get("MATH_WG", 1) == 1] for n, cands in SWEEPS.items()}
 
 
 def label_of(ch: dict) -> str:
     return (f"st{ch['STAGES']}-sub{ch['SUBS']}" + ("-pipe" if ch.get("PIPE") else "")
-            + (f"-wg{ch['MATH_WG']}" if ch.get("MATH_WG", 1) > 1 else ""))
+            + (f"-wg{ch['MATH_WG']}" if ch.get("MATH_WG", 1) > 1 else "") + ("-lanes" if ch.get("Q_IN_LANES") else ""))
 
 
 SHAPES = [(B, C) for C in (65536, 8192) for B in (128, 64, 8, 1)] + [(4096, 8192)]

@@ -117,9 +117,10 @@ COMPILE = textwrap.dedent(r'''
     sys.path.insert(0, sys.argv[1])
     from test_paged_ws import meta_paged
 
-    T, H, D, clean, bf16, given, pipe, wg = (int(a) for a in sys.argv[2:10])
+    T, H, D, clean, bf16, given, pipe, wg, lanes = (int(a) for a in sys.argv[2:10] + (sys.argv[11:12] or ["0"]))
     t = meta_paged(B=4, T=T, H=H, D=D)
     ov = {"PIPE": bool(pipe)} if wg == 1 else {"MATH_WG": wg, "SUBS": 1, "STAGES": 6}
+    ov["Q_IN_LANES"] = bool(lanes)
     cfg = paged_ws_sm90_config(heads=H, dim=D, next_n=T, block_size=64, batch=4, max_context_len=8192,
                                clean=bool(clean), bf16=bool(bf16), units=132, override=ov)
     cfg = with_schedule_source(cfg, not given)
@@ -138,27 +139,29 @@ COMPILE = textwrap.dedent(r'''
     sass = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "-sass", cubin], capture_output=True, text=True).stdout
     usage = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "--dump-resource-usage", cubin], capture_output=True,
                            text=True).stdout
-    json.dump({"name": k.metadata.name, "expected": cfg.name, "sass": sass, "usage": usage},
+    json.dump({"name": k.metadata.name, "expected": cfg.name, "sass": sass, "usage": usage, "lanes": cfg.constexprs["Q_IN_LANES"]},
               open(os.path.join(folder, "result.json"), "w"))
 ''')
 
 
 @pytest.mark.skipif(not TRITON.startswith("3.6."), reason="the kernel is written against triton 3.6's Gluon API")
-@pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe, wg", [
-    (1, 64, 128, 0, 0, 0, 0, 1), (2, 64, 128, 1, 1, 1, 1, 1), (4, 64, 128, 1, 0, 0, 0, 2), (2, 32, 64, 0, 1, 1, 0, 1),
-    (2, 64, 128, 1, 0, 0, 0, 3)])
-def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, clean, bf16, given, pipe, wg):
+@pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe, wg, lanes", [
+    (1, 64, 128, 0, 0, 0, 0, 1, 0), (2, 64, 128, 1, 1, 1, 1, 1, 0), (4, 64, 128, 1, 0, 0, 0, 2, 0),
+    (2, 32, 64, 0, 1, 1, 0, 1, 0), (2, 64, 128, 1, 0, 0, 0, 3, 0), (4, 64, 128, 1, 0, 0, 0, 2, 1),
+    (3, 64, 128, 0, 1, 1, 0, 2, 1), (2, 64, 128, 1, 0, 0, 0, 3, 1)])
+def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, clean, bf16, given, pipe, wg, lanes):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
     r = subprocess.run([sys.executable, "-c", COMPILE, os.path.dirname(__file__), str(T), str(H), str(D), str(clean),
-                        str(bf16), str(given), str(pipe), str(wg), str(tmp_path)], capture_output=True, text=True, env=env,
-                       timeout=300)
+                        str(bf16), str(given), str(pipe), str(wg), str(tmp_path), str(lanes)], capture_output=True,
+                       text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.load(open(tmp_path / "result.json"))
     assert res["name"] == res["expected"]
     assert "UTMALDG.2D" in res["sass"]  # cache blocks, scales and q by TMA
     assert f"QGMMA.64x{padded_rows(T, H) * H}x32.F32.E4M3.E4M3" in res["sass"]  # one wgmma: all rows x heads
     assert "LOCAL:0" in res["usage"]  # no register spills
+    assert res["lanes"] == bool(lanes) and res["name"].endswith(f"_Q_IN_LANES_{lanes}")
 
 
 def test_sweep_csv_writes_the_table_the_config_reads(tmp_path):
@@ -187,3 +190,26 @@ def test_sweep_csv_writes_the_table_the_config_reads(tmp_path):
     assert mod.CUDA_TUNED[128]["small"] == {"PIPE": True, "STAGES": 5, "SUBS": 2}
     assert mod.CUDA_TUNED[128]["large"] == {"MATH_WG": 3, "STAGES": 5, "SUBS": 1}
     assert mod.CUDA_TUNED[64] == {"small": {"STAGES": 4, "SUBS": 3}}
+
+
+@pytest.mark.parametrize("T, R", [(4, 2), (3, 2), (2, 4)])
+def test_q_in_lanes_descriptor(T, R):
+    """Q_IN_LANES (a sweep option): q is described as [H/R, B*T, R, D] (R = 8 / NP) so that a block's shared row
+    n holds draft row (n % 8) // R and head (n // 8) * R + n % R, the order the kernel's head sum reads; the same
+    bytes as the [B*T*H, D] rows, read in place. Off by default and where NP is 1."""
+    from mqa_cli.launch import alloc_logits
+    from mqa_cli.launch_paged_ws import paged_ws_args
+    from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
+
+    t = meta_paged(B=4, T=T)
+    kw = dict(heads=64, dim=128, next_n=T, block_size=64, batch=4, max_context_len=8192, clean=False, units=132)
+    cfg = paged_ws_sm90_config(**kw, override={"Q_IN_LANES": True, "MATH_WG": 2, "SUBS": 1, "STAGES": 6})
+    a = paged_ws_args(t, cfg, alloc_logits(4 * T, 8192, "meta"), None)
+    NP = cfg.constexprs["NP"]
+    assert cfg.constexprs["Q_IN_LANES"] and 8 // NP == R
+    assert a.args[0].base is t.q
+    assert a.args[0].shape == [64 // R, 4 * T, R, 128] and a.args[0].strides == [R * 128, 64 * 128, 128, 1]
+    assert a.args[0].block_shape == [64 // R, NP, R, 128]
+    assert not paged_ws_sm90_config(**kw).constexprs["Q_IN_LANES"]  # the table's choice: off
+    one = dict(kw, next_n=1)
+    assert not paged_ws_sm90_config(**one, override={"Q_IN_LANES": True}).constexprs["Q_IN_LANES"]  # NP 1: no use

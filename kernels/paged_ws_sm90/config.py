@@ -62,7 +62,10 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
                          clean: bool, bf16: bool = False, units: int | None, override: dict | None = None
                          ) -> KernelConfig:
     """Config for one paged decode shape on Hopper. `units` = SM count (the schedule's range count P);
-    `override` (sweeps) may set STAGES, SUBS, PIPE, MATH_WG (math warpgroups per program), maxnreg."""
+    `override` (sweeps) may set STAGES, SUBS, PIPE, MATH_WG (math warpgroups per program), maxnreg and Q_IN_LANES
+    (the q block loaded so that each lane of a quad holds the heads of one draft row at 4 padded rows, of half a
+    row at 2: fewer shuffles in the head sum, fewer repeated stores; as the prefill kernel does; off unless the
+    table says so, NP 2 and 4 only)."""
     if not fits(next_n, heads):
         raise ValueError(f"next_n {next_n} x heads {heads} does not fit one wgmma of N <= {MAX_DOT_N}")
     if block_size != 64 or dim not in (64, 128):
@@ -89,7 +92,7 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
     constexprs = {"NEXT_N": next_n, "H": heads, "D": dim, "BS": block_size, "NP": np_, "STAGES": stages,
                   "SUBS": subs, "CLEAN": bool(clean), "SELF_SCHEDULE": True,
                   "PIPE": bool(choice.get("PIPE", False)), "MATH_WG": g, "MATH_REGS": math_regs,
-                  "SMALL_REGS": SMALL_REGS}
+                  "SMALL_REGS": SMALL_REGS, "Q_IN_LANES": bool(choice.get("Q_IN_LANES", False)) and np_ in (2, 4)}
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "blocks_max": cdiv(max(1, max_context_len), block_size), "batch": batch, "bf16": bool(bf16),
                 "smem_per_program": need, "size_class": regime(batch, max_context_len, block_size),

@@ -101,9 +101,10 @@ class Shape:
     CLEAN: gl.constexpr
     PIPE: gl.constexpr  # two accumulators: a block's epilogue overlaps the next block's wgmma
     G: gl.constexpr  # math warpgroups per program; block c of the program goes to warpgroup c % G
+    LANES: gl.constexpr  # Q_IN_LANES: wgmma column n = (draft row (n % 8) // (8 // NP), head ...): see _head_sum
 
     @gluon.constexpr_function
-    def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, G):
+    def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, G, LANES):
         self.NEXT_N = gl.constexpr(NEXT_N)
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
@@ -114,6 +115,7 @@ class Shape:
         self.CLEAN = gl.constexpr(CLEAN)
         self.PIPE = gl.constexpr(PIPE)
         self.G = gl.constexpr(G)
+        self.LANES = gl.constexpr(LANES)
 
 
 @aggregate
@@ -234,7 +236,11 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc):
             qs = i % 2
             mbarrier.wait(q.empty.index(qs), ((i // 2) & 1) ^ 1)
             mbarrier.expect(q.full.index(qs), q_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(q_desc, [b * (s.NEXT_N * s.H), 0], q.full.index(qs), q.smem.index(qs))
+            if s.LANES:  # the [H / R, B * next_n, R, D] view: draft rows b * next_n ..
+                q_at = [0, b * s.NEXT_N, 0, 0]
+            else:
+                q_at = [b * (s.NEXT_N * s.H), 0]
+            tma.async_copy_global_to_shared(q_desc, q_at, q.full.index(qs), q.smem.index(qs))
             i += 1
             row = p.table_ptr + b.to(gl.int64) * p.stride_table + u0
             n = (u1 - u0 + s.SUBS - 1) // s.SUBS  # this program's blocks of the segment
@@ -261,10 +267,27 @@ def _scales(sc_smem, st, BS: gl.constexpr, k_layout: gl.constexpr):
 
 
 @gluon.jit
+def _head_sum(x, s):
+    """[BS, NP * H] (wgmma accumulator layout, lane t of a quad holding columns 8j + 2t + {0, 1}) -> [BS, NP].
+
+    Row-major columns (n = row * H + head) spread each draft row's heads over the 4 lanes: two shuffle rounds per
+    sum. With LANES the q block is loaded (host: the [H / R, B * next_n, R, D] view, R = 8 / NP) so that column n
+    holds draft row (n % 8) // R and head (n // 8) * R + n % R: at NP 4 each lane holds every head of its own row
+    (no shuffle), at NP 2 a row's heads are in 2 lanes (one round)."""
+    if s.LANES:
+        R: gl.constexpr = 8 // s.NP
+        y = gl.reshape(x, [s.BS, (s.NP * s.H) // 8, s.NP, R])  # [kv, j, row, c]
+        y = gl.reshape(gl.permute(y, (0, 2, 1, 3)), [s.BS, s.NP, s.H])
+        return gl.sum(y, axis=2)
+    else:
+        return gl.sum(gl.reshape(x, [s.BS, s.NP, s.H]), axis=2)
+
+
+@gluon.jit
 def _store_block(p, s, acc, w2, sc, u, offs_k, ends2, out_rows, t_ok, seg_hi):
     """relu, x weight, head sum, x kv scale, -inf past each row's end (CLEAN), store [BS, NP] of block u."""
     x = gl.maximum(acc, 0.0) * w2
-    lg = gl.sum(gl.reshape(x, [s.BS, s.NP, s.H]), axis=2) * gl.expand_dims(sc, 1)
+    lg = _head_sum(x, s) * gl.expand_dims(sc, 1)
     k2 = gl.expand_dims(u * s.BS + offs_k, 1)
     if s.CLEAN:
         lg = gl.where(k2 < ends2, lg, float("-inf"))
@@ -282,7 +305,7 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
     mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, NPH, 32])
     acc = gl.zeros([BS, NPH], gl.float32, layout=mma_layout)
-    red_layout: gl.constexpr = gl.sum(gl.reshape(acc, [BS, NP, H]), axis=2).type.layout
+    red_layout: gl.constexpr = _head_sum(acc, s).type.layout
     t_layout: gl.constexpr = gl.SliceLayout(0, red_layout)
     k_layout: gl.constexpr = gl.SliceLayout(1, red_layout)
     cols = gl.arange(0, NPH, layout=gl.SliceLayout(0, mma_layout))
@@ -295,15 +318,20 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
         u0, u1, seg_hi = _segment(p, s, w, b, t_layout)
         if u0 < u1:
             b64 = b.to(gl.int64)
-            tc = cols // H
-            wts = gl.load(p.w_ptr + (b64 * s.NEXT_N + tc) * p.stride_w + cols % H, mask=tc < s.NEXT_N, other=0.0)
+            if s.LANES:  # column n: draft row (n % 8) // R, head (n // 8) * R + n % R, R = 8 / NP
+                tc = (cols % 8) // (8 // NP)
+                th = (cols // 8) * (8 // NP) + cols % (8 // NP)
+            else:
+                tc = cols // H
+                th = cols % H
+            wts = gl.load(p.w_ptr + (b64 * s.NEXT_N + tc) * p.stride_w + th, mask=tc < s.NEXT_N, other=0.0)
             w2 = gl.expand_dims(wts, 0)
             ends2 = gl.expand_dims(_row_ends(p, b, offs_t, s.NEXT_N), 0)
             out_rows = gl.expand_dims((b64 * s.NEXT_N + offs_t) * p.stride_out, 0)  # int64 [1, NP]
             t_ok = gl.expand_dims(offs_t < s.NEXT_N, 0)
             qs = i % 2
             mbarrier.wait(q.full.index(qs), (i // 2) & 1)
-            q_t = q.smem.index(qs).permute((1, 0))  # [D, NPH], K-major B operand
+            q_t = q.smem.index(qs).reshape([NPH, s.D]).permute((1, 0))  # [D, NPH], K-major B operand
             if s.PIPE:
                 # Two accumulators in fixed roles (A: even blocks, B: odd), so no register copy of an in-flight
                 # wgmma: block n+1's wgmma runs on the tensor cores while block n's epilogue runs.
@@ -379,7 +407,8 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
 
 @gluon.jit(repr=make_kernel_repr("paged_mqa_logits_ws_sm90", KEYS))
 def paged_mqa_logits_ws_sm90(
-    q_desc,  # TMA descriptor: fp8 q viewed [B*NEXT_N*H, D], block [NP*H, D]
+    q_desc,  # TMA descriptor: fp8 q viewed [B*NEXT_N*H, D], block [NP*H, D]; Q_IN_LANES: viewed
+    # [H/R, B*NEXT_N, R, D] (strides R*D, H*D, D, 1; R = 8 / NP), block [H/R, NP, R, D]
     kv_desc,  # TMA descriptor: the cache's fp8 rows [blocks*RPB, D], block [BS, D]
     sc_desc,  # TMA descriptor: the cache's fp32 scales [blocks, BS] (row stride stride_kv_block / 4), block [1, BS]
     w_ptr,  # fp32 [B*NEXT_N, H], heads contiguous
@@ -408,9 +437,11 @@ def paged_mqa_logits_ws_sm90(
     MATH_WG: gl.constexpr,  # math warpgroups per program (1-4), taking the program's blocks in turn
     MATH_REGS: gl.constexpr,  # registers per thread of math warpgroups 1.. (setmaxnreg; warpgroup 0 gets the rest)
     SMALL_REGS: gl.constexpr,  # registers per thread of the producer warp
+    Q_IN_LANES: gl.constexpr = False,  # draft rows spread over the lanes of a quad (see _head_sum)
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BS == 64, "a cache block = one warpgroup's 64 MMA rows")
+    gl.static_assert((not Q_IN_LANES) | (NP <= 4), "Q_IN_LANES: at most 4 draft rows (one per lane of a quad)")
     pid = gl.program_id(0)
     n_ranges = gl.num_programs(0) // SUBS
     r = pid % n_ranges
@@ -418,7 +449,7 @@ def paged_mqa_logits_ws_sm90(
     p = Decode(w_ptr, ctx_ptr, table_ptr, out_ptr, batch, max_context_len, rows_per_block, stride_w, stride_ctx_b,
                stride_ctx_t, ctx_causal, stride_table, stride_out)
     gl.static_assert((MATH_WG == 1) | (not PIPE), "two accumulators (PIPE) with one math warpgroup per program")
-    s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG)
+    s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG, Q_IN_LANES)
     if SELF_SCHEDULE:
         b_lo, u_lo, b_end, u_end = _split_points(p, r, n_ranges, NEXT_N, BS)
     else:
