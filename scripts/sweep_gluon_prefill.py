@@ -15,6 +15,7 @@ the candidate with the least time summed over the shapes relative to the old lay
 when it beats it by more than NOISE.
 
     python3 scripts/sweep_gluon_prefill.py [--write-table] [--only 1x8192]   (the H200; log and CSV under $OUT)
+    python3 scripts/sweep_gluon_prefill.py --table-from gluon_sweep.csv       (the table from a run's CSV; no GPU)
 """
 from __future__ import annotations
 
@@ -53,7 +54,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write-table", action="store_true")
     ap.add_argument("--only", default=None, help="shapes whose name contains this text")
+    ap.add_argument("--table-from", default=None, metavar="CSV",
+                    help="rewrite tuned.py from a GPU run's gluon_sweep.csv (no GPU; GLUON_WS_TABLE=FILE writes elsewhere)")
+    ap.add_argument("--device-name", default="NVIDIA H200", help="with --table-from: the GPU the run was on")
     args = ap.parse_args()
+    if args.table_from:
+        table_from_csv(Path(args.table_from), args.device_name)
+        return 0
     OUT.mkdir(parents=True, exist_ok=True)
     log = open(OUT / "gluon_sweep.log", "w")
 
@@ -124,6 +131,16 @@ def main() -> int:
     say("|---|---|---|---|---|---|")
     for name, clean, base, us, lab in rows:
         say(f"| {name} | {int(clean)} | {base:.1f} | {us:.1f} | {lab} | {us / base:.3f} |")
+    table = choose(rel, say)
+    if args.write_table:
+        write_table(table, say, torch.cuda.get_device_name())
+    say(f"total {time.time() - T0:.0f} s")
+    return 0
+
+
+def choose(rel: dict, say) -> dict:
+    """Per head count: the candidate with the least mean time relative to BASE over the runs every candidate
+    made, when it beats BASE by more than NOISE; else BASE. rel: (H, candidate) -> [sum of ratios, runs]."""
     table = {}
     for H in sorted({h for h, _ in rel}):
         full = max(n for (h, _), (_, n) in rel.items() if h == H)
@@ -132,19 +149,33 @@ def main() -> int:
         say(f"H {H}: mean time relative to (2, 1) st4 over {full} runs: "
             + ", ".join(f"{label(*k)} {v:.3f}" for k, v in sorted(cands.items(), key=lambda kv: kv[1])))
         table[H] = (best if cands[best] < 1 - NOISE else BASE, cands[best], full)
-    if args.write_table:
-        write_table(table, say)
-    say(f"total {time.time() - T0:.0f} s")
-    return 0
+    return table
 
 
-def write_table(table: dict, say) -> None:
-    import torch
+def table_from_csv(path: Path, device: str) -> None:
+    """Rewrite tuned.py from a GPU run's gluon_sweep.csv (for a run whose table file did not come back)."""
+    by_label = {label(*c): c for c in CANDIDATES}
+    runs: dict = {}
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            if r["status"] == "ok" and r["us"] and r["config"] in by_label:
+                runs.setdefault((r["shape"], r["clean"], int(r["H"])), {})[by_label[r["config"]]] = float(r["us"])
+    rel: dict = {}
+    for (_, _, H), res in runs.items():
+        if BASE in res:
+            for key, us in res.items():
+                agg = rel.setdefault((H, key), [0.0, 0])
+                agg[0] += us / res[BASE]
+                agg[1] += 1
+    write_table(choose(rel, print), print, device)
+
+
+def write_table(table: dict, say, device: str) -> None:
     import triton
 
     path = Path(os.environ.get("GLUON_WS_TABLE") or ROOT / "kernels" / "gluon_ws_sm90" / "tuned.py")
     lines = ['"""The H200 (sm90) warpgroup layout of the Gluon prefill kernel by head count: written by',
-             f'`python3 scripts/sweep_gluon_prefill.py --write-table` on {torch.cuda.get_device_name()}, '
+             f'`python3 scripts/sweep_gluon_prefill.py --write-table` on {device}, '
              f'{time.strftime("%Y-%m-%d")}, triton {triton.__version__}.',
              "Every candidate checked against the float32 reference, then timed (do_bench median, L2 flushed) on the",
              f"seed shapes, clean and not; the best kept when its mean time relative to (2, 1) st4 (query-major) is",

@@ -489,7 +489,7 @@ def write_table(summary: list, units: int, device: str | None = None) -> None:
             w_best = min(ws, key=ws.get)
             if ws[w_best] < 0.97 * ws[256 << 20]:
                 workspace[pow2_ceil(r["cols"])] = w_best
-    path = ROOT / "kernels" / "topk" / "tuned.py"
+    path = Path(os.environ.get("TOPK_TABLE") or ROOT / "kernels" / "topk" / "tuned.py")  # (TOPK_TABLE: tests)
     lines = ['"""The H200 (sm90) configs of the top-k selection, by regime (\'rows\': many rows, one program each at a',
              "time; 'split': few long rows, several programs each) and power-of-two row length: written by",
              f"`python3 scripts/sweep_topk.py --write-table` on {device or torch.cuda.get_device_name(0)} ({units} SMs), "
@@ -530,7 +530,7 @@ def table_from(log: Path, summary_csv: Path, units: int, device: str) -> None:
         for r in csv.DictReader(f):
             r["cols"] = int(r["cols"])
             for k, v in list(r.items()):
-                if k.startswith("fused_ws") and v:
+                if isinstance(k, str) and k.startswith("fused_ws") and v:
                     r[k] = float(v)
             summary.append(r)
     cols = {r["shape"]: r["cols"] for r in summary}
