@@ -118,15 +118,10 @@ def record(sig: tuple | None, launched, ins: tuple) -> None:
 
 def _entry(launched, ins: tuple, device_index: int) -> Entry | None:
     """The Entry, or None when this launch cannot be replayed through the compiled launcher."""
-    a, compiled, out = launched.args, launched.compiled, launched.out
-    if compiled is None or a.rebuild is None or len(a.grid) > 3:
+    a, out = launched.args, launched.out
+    r = relaunch(launched.compiled, launched.kernel, a, device_index) if a.rebuild is not None else None
+    if r is None:
         return None
-    run, function, packed = (getattr(compiled, n, None) for n in ("run", "function", "packed_metadata"))
-    if run is None or function is None or packed is None:
-        return None
-    names = list(launched.kernel.arg_names[len(a.args):])
-    if set(names) != set(a.constexprs):
-        return None  # the runner takes every parameter positionally: constexprs must be the trailing ones
     rows, cols = out.shape if out.dim() == 2 else (0, 0)
     padded = out.stride(0) if out.dim() == 2 else 0
     if (out.dim() != 2 or out.stride(1) != 1 or out.storage_offset() or padded < cols
@@ -135,9 +130,8 @@ def _entry(launched, ins: tuple, device_index: int) -> Entry | None:
     if not _same_args(a.rebuild(ins, out), a.args):
         return None
     e = Entry()
-    e.run, e.function, e.packed = run, function, packed
-    e.grid = tuple(int(g) for g in a.grid) + (1,) * (3 - len(a.grid))
-    e.rebuild, e.tail = a.rebuild, tuple(a.constexprs[n] for n in names)
+    e.run, e.function, e.packed, e.grid, e.tail = r.run, r.function, r.packed, r.grid, r.tail
+    e.rebuild = a.rebuild
     e.rows, e.padded, e.cols, e.dtype, e.device, e.index = rows, padded, cols, out.dtype, out.device, device_index
     e.view, e.view_strides, e.sliced = (rows, cols), (padded, 1), cols != padded
     return e
@@ -179,7 +173,7 @@ def relaunch(compiled, kernel, a, device_index: int) -> "Relaunch | None":
     run, function, packed = (getattr(compiled, n, None) for n in ("run", "function", "packed_metadata"))
     names = list(kernel.arg_names[len(a.args):])
     if run is None or function is None or packed is None or set(names) != set(a.constexprs):
-        return None
+        return None  # the runner takes every parameter positionally: constexprs must be the trailing ones
     _runtime()
     r = Relaunch()
     r.run, r.function, r.packed, r.index = run, function, packed, device_index

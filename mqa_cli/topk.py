@@ -186,13 +186,15 @@ class _Fast:
 
 
 def _signature(logits, topk, ks, ke, idx_out, val_out, compressed, paged, cap, stats, tuning):
-    """The fast path's key for a CUDA call without stats or tuning, else None (the full path every time)."""
-    if stats is not None or tuning or TUNING or type(logits) is not torch.Tensor or not logits.is_cuda:
+    """The fast path's key for a CUDA call without stats, else None (the full path every time). Config overrides
+    (TUNING, tuning) are part of it: a sweep's candidates each get their own entry."""
+    if stats is not None or type(logits) is not torch.Tensor or not logits.is_cuda:
         return None
     ctx, next_n, max_ctx = paged if paged is not None else (None, 0, 0)
+    over = tuple(sorted({**TUNING, **(tuning or {})}.items())) if (TUNING or tuning) else ()
     # _vec_ok reads the storage's size, which shapes and strides do not give: it picks the kernel (VEC)
     return fastpath.signature((logits, ks, ke, idx_out, val_out, ctx),
-                              (topk, bool(compressed), next_n, max_ctx, cap, _vec_ok(logits)))
+                              (topk, bool(compressed), next_n, max_ctx, cap, _vec_ok(logits), over))
 
 
 def _record(sig, compiled, kernel, cfg, a) -> None:

@@ -136,11 +136,7 @@ step_sanitize() {
 
 step_deepgemm() {
   local t=$1
-  if [ ! -d /tmp/DeepGEMM/deep_gemm ] && [ -f .anchor/run.sh ]; then
-    echo "DeepGEMM into place: ANCHOR_STEPS=build bash .anchor/run.sh (log: $SLOGS/anchor_build.txt)"
-    OUT=/tmp/anchor_build ANCHOR_STEPS=build ANCHOR_BUDGET_S=150 timeout 160 bash .anchor/run.sh >"$SLOGS/anchor_build.txt" 2>&1
-    echo "anchor build exit $?"; grep -E "import deep_gemm|NOT available|FAILED" "$SLOGS/anchor_build.txt" | head -3
-  fi
+  dg_env
   local root=${DG_ROOT:-/tmp/DeepGEMM}
   [ -f "$root/tests/test_attention.py" ] || root=$REPO/.anchor/DeepGEMM
   [ -f "$root/tests/test_attention.py" ] || root=""  # deepgemm_tests.py looks further, or says SKIP
@@ -162,7 +158,7 @@ dg_env() {  # DeepGEMM importable in this shell (built or copied in place by the
     OUT=/tmp/anchor_build ANCHOR_STEPS=build ANCHOR_BUDGET_S=150 timeout 160 bash .anchor/run.sh >"$SLOGS/anchor_build.txt" 2>&1
     echo "anchor build exit $?"; grep -E "import deep_gemm|NOT available|FAILED" "$SLOGS/anchor_build.txt" | head -3
   fi
-  [ -d /tmp/DeepGEMM/deep_gemm ] || { echo "DeepGEMM not in place: its column stays empty"; return 0; }
+  [ -d /tmp/DeepGEMM/deep_gemm ] || { echo "DeepGEMM not in place (the steps run without it)"; return 0; }
   # as the kit runs it: its JIT compiles with nvcc and the system g++ (the image's other g++ breaks it)
   local nvcc
   nvcc=$(ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -n1)

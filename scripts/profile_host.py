@@ -30,7 +30,7 @@ if SMOKE:
 import torch  # noqa: E402
 
 import mqa_cli  # noqa: E402
-from mqa_cli import api, fastpath  # noqa: E402
+from mqa_cli import api, fastpath, timing  # noqa: E402
 from mqa_cli.paged_problem import PagedSpec  # noqa: E402
 from mqa_cli.paged_tensors import random_paged  # noqa: E402
 from mqa_cli.problem import ProblemSpec  # noqa: E402
@@ -49,17 +49,7 @@ def sync() -> None:
 
 def host_us(fn) -> float:
     """Host µs per call of back-to-back calls (no sync inside a round); the best of ROUNDS rounds."""
-    best = float("inf")
-    for _ in range(ROUNDS):
-        for _ in range(WARM):
-            fn()
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(CALLS):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / CALLS * 1e6)
-        sync()
-    return best
+    return timing.host_us(fn, CALLS, ROUNDS, WARM, on_gpu=not SMOKE)
 
 
 def env_check(value: str | None):

@@ -401,33 +401,17 @@ def sweep_shape(name: str, kind: str, p: dict, k: int, dev: str, dg, rows_out: l
         f"; best {label(best[1])} [{r['seconds']} s]")
 
 
-def host_us(fn, calls: int = 100) -> float:
-    """Host µs per call, back to back with no sync (the best of 3 rounds)."""
-    import torch
-
-    best = float("inf")
-    for _ in range(3):
-        fn()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
-        torch.cuda.synchronize()
-    return best
-
-
 def decode_graphs(r: dict, fused, best: dict, dg, q, cache, w, ctx2d, table, maxlen: int, k: int) -> None:
     """Decode rows: CUDA-graph replays of (a) and (c) (engines capture decode steps; the eager figures carry each
     API's host time whenever it exceeds the GPU time) and (a)'s host µs per call."""
     import torch
 
     from mqa_cli import topk as T
-    from mqa_cli.timing import time_graph
+    from mqa_cli.timing import host_us, time_graph
 
     T.TUNING.update(best)
     try:
-        r["fused_host_us"] = host_us(fused)
+        r["fused_host_us"] = host_us(fused, calls=100)
         r["fused_graph_us"] = time_graph(fused)
     except Exception as e:  # noqa: BLE001
         say(f"  {r['shape']}: (a) graph failed: {type(e).__name__}: {str(e)[:200]}")

@@ -11,15 +11,11 @@ from . import KEYS
 # default partition). 232/40 spilled in the math loop (acc 128 + weights 64 registers per thread at N = 256).
 # Three math warpgroups (wgmma N = 128: acc 64 + weights 32 registers): 16 warps, maxnreg 128 at entry = 512 per
 # warpgroup-thread: 160 for each worker math warpgroup, 24 for the producer/filler one, the rest (168) for math 0.
-# Four: 20 warps, maxnreg 96 at entry = 480: 112 per worker math warpgroup, 24, the rest (120) for math 0 (spills
-# in the tile loop, sm90 ptxas).
-REGS = {2: {"maxnreg": 168, "MATH_REGS": 240}, 3: {"maxnreg": 128, "MATH_REGS": 160},
-        4: {"maxnreg": 96, "MATH_REGS": 112}}
-MATH_REGS = REGS[2]["MATH_REGS"]
+# (Four, at 112 registers, spilled in the tile loop and measured 1.7-1.8x the time: removed, see below.)
+REGS = {2: {"maxnreg": 168, "MATH_REGS": 240}, 3: {"maxnreg": 128, "MATH_REGS": 160}}
 SMALL_REGS = 24
-MAXNREG = REGS[2]["maxnreg"]
 DEFAULT_UNITS = 132  # H200 / H100 SXM SM count, when the caller does not say
-GROUPS = ((2, 1), (1, 3), (1, 4), (2, 2))  # the (Q_GROUPS, KV_GROUPS) the kernel runs (all measured)
+GROUPS = ((2, 1), (1, 3))  # the (Q_GROUPS, KV_GROUPS) the kernel runs
 SMEM_LIMIT = 227 * 1024
 
 
@@ -40,7 +36,8 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     warpgroups, each its own 4 query rows (N 256 at H 64), sharing each kv tile. Measured on the H200
     (scripts/sweep_gluon_prefill.py, 2026-11-30, seed shapes, mean time relative to (2, 1)): (1, 3) three
     warpgroups sharing 2 query rows (N 128, 160 registers) 1.10 at H 64, 1.01-1.10 at H 32 (N 128 reads twice
-    the shared memory per FLOP); (1, 4) and (2, 2) 1.7-1.8 (112 registers: spills in the tile loop).
+    the shared memory per FLOP); (1, 4) and (2, 2) measured 1.7-1.8 (112 registers: spills in the tile loop) and
+    were removed.
 
     q_in_lanes (default: whenever BLOCK_Q is 4; tuned.py's entry decides): the q tile is loaded head-pair-major
     ([H/2, S, 2, D] view) so that each lane of a quad holds every head of one query row: the head sum is one

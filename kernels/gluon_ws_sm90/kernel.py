@@ -488,13 +488,13 @@ def mqa_logits_gluon_ws_sm90(
     MATH_REGS: gl.constexpr,  # registers per thread of the worker math warpgroups (setmaxnreg; math 0 gets the rest)
     SMALL_REGS: gl.constexpr,  # registers per thread of the producer and filler warps
     Q_GROUPS: gl.constexpr = 2,  # query blocks per work item (2: each of two math warpgroups has its own)
-    KV_GROUPS: gl.constexpr = 1,  # math warpgroups splitting each kv tile (4: four share one query block)
+    KV_GROUPS: gl.constexpr = 1,  # math warpgroups splitting each kv tile (3: three share one query block)
     Q_IN_LANES: gl.constexpr = False,  # q tile in (head pair, query row, head parity) order: see _head_sum
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BLOCK_KV == 64, "a warpgroup's share of a kv tile = its 64 MMA rows")
     MATH_WG: gl.constexpr = Q_GROUPS * KV_GROUPS
-    gl.static_assert((MATH_WG >= 2) & (MATH_WG <= 4), "two to four math warpgroups")
+    gl.static_assert((MATH_WG == 2) | (MATH_WG == 3), "two or three math warpgroups")
     gl.static_assert((Q_GROUPS == 1) | (Q_GROUPS == 2), "one or two query blocks per work item")
     gl.static_assert((MATH_WG == 2) | (not PINGPONG), "PINGPONG takes turns between two math warpgroups")
     gl.static_assert((BLOCK_Q == 4) | (not Q_IN_LANES), "Q_IN_LANES puts one query row in each lane of a quad")
@@ -533,7 +533,7 @@ def mqa_logits_gluon_ws_sm90(
             (_load_partition, (p, t, kv, q0_ring, q1_ring, q_desc, kv_desc)),
             (_fill_partition, (p, t)),
         ], [4, 1, 1], [MATH_REGS, SMALL_REGS, SMALL_REGS])
-    elif MATH_WG == 3:  # (Q_GROUPS 1)
+    else:  # three warpgroups sharing one query block (Q_GROUPS 1)
         gl.warp_specialize([
             (_math_partition, (p, t, kv, q0_ring, turn, 0)),
             (_math_partition, (p, t, kv, q0_ring, turn, 1)),
@@ -541,12 +541,3 @@ def mqa_logits_gluon_ws_sm90(
             (_load_partition, (p, t, kv, q0_ring, q1_ring, q_desc, kv_desc)),
             (_fill_partition, (p, t)),
         ], [4, 4, 1, 1], [MATH_REGS, MATH_REGS, SMALL_REGS, SMALL_REGS])
-    else:
-        gl.warp_specialize([
-            (_math_partition, (p, t, kv, q0_ring, turn, 0)),
-            (_math_partition, (p, t, kv, q1_ring, turn, 1)),  # (q1_ring is q0_ring at Q_GROUPS 1)
-            (_math_partition, (p, t, kv, q0_ring, turn, 2)),
-            (_math_partition, (p, t, kv, q1_ring, turn, 3)),  # (q1_ring is q0_ring at Q_GROUPS 1)
-            (_load_partition, (p, t, kv, q0_ring, q1_ring, q_desc, kv_desc)),
-            (_fill_partition, (p, t)),
-        ], [4, 4, 4, 1, 1], [MATH_REGS, MATH_REGS, MATH_REGS, SMALL_REGS, SMALL_REGS])
