@@ -11,6 +11,7 @@ from typing import Callable
 
 from mqa_kernels.config import KernelConfig
 from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+from mqa_kernels.gluon_ws_sm90.config import tuned_shapes as gluon_tuned_shapes
 from mqa_kernels.h64d128.config import h64d128_config
 from mqa_kernels.paged.config import paged_config
 from mqa_kernels.paged_ws_sm90.config import fits as paged_ws_fits
@@ -186,12 +187,18 @@ def check_gluon(caps: Capabilities) -> list:
             Check("triton", "3.6.x (gluon API of 3.6)", v, _version_tuple(v) == (3, 6) if v[0].isdigit() else False)]
 
 
+def _check_swept(shape: Shape) -> Check:
+    """The Gluon prefill kernel takes the (heads, dim) shapes its sweeps measured it ahead on (its tuned.py)."""
+    swept = gluon_tuned_shapes()
+    return Check("heads x dim", "a shape the sweeps chose it for (tuned.py): " + ", ".join(f"H{h} D{d}" for h, d in swept),
+                 f"H{shape.heads} D{shape.dim}", (shape.heads, shape.dim) in swept)
+
+
 def _gluon_ws_sm90_conditions(shape, target, caps):
     return [
         check_eq("problem", shape.kind, "prefill"),
         check_eq("target", target.name, "sm90"),
-        check_in("heads", shape.heads, (32, 64, 128)),
-        check_eq("dim", shape.dim, 128),
+        _check_swept(shape),
         check_ge("seq_len (S)", shape.S, 1024),
         check_eq("fp8 flavour", shape.fp8, "e4m3fn"),
         *check_gluon(caps),
@@ -207,10 +214,9 @@ def _gluon_ws_sm90_config(shape, target):
 # The table, in order. The portable row comes last and holds wherever Triton runs.
 PREFILL_ROWS: list[Row] = [
     Row("gluon_ws_sm90", "warp-specialised Gluon on Hopper: TMA producer warp, two math warpgroups (wgmma "
-        "64 x 256, setmaxnreg 240/24) sharing each kv tile, one query row per lane of a quad (head sum without "
-        "shuffles), -inf filler warp, persistent snake-ordered grid; H 32, 64 and 128 (1x4096 causal H 32: "
-        "79.6-83.4 µs vs h64d128_sm90's 87.6-93.1; H 128 D 128: 1058 µs vs the tiled row's 1128-1140 on 1x8192 "
-        "causal: docs/PERFORMANCE.md)",
+        "64 x N 128/256, setmaxnreg 240/24) sharing each kv tile, query rows spread over the lanes of a quad (head "
+        "sum without shuffles), -inf filler warp, persistent snake-ordered grid; the (heads, dim) shapes where a "
+        "sweep measured it ahead (its table, tuned.py, says by how much; docs/PERFORMANCE.md)",
         _gluon_ws_sm90_conditions, _gluon_ws_sm90_config),
     Row("h64d128_gfx950", "aiter's rule: specialised H64D128 kernel on gfx950 for seq_len >= 4096; "
         "4 query rows x 64 heads per MMA, triple-buffered, unmasked interior tiles",

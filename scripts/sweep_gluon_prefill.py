@@ -11,8 +11,8 @@ at 112 registers and measured 1.7-1.8x the old time on 2026-11-30: no longer in 
 
 Every candidate is first checked against the float32 reference (exact -inf pattern with clean, relative error
 < 2e-3 on live entries, nothing left unwritten), then timed alone (do_bench median, L2 flushed), on the seed
-suite's shapes, clean and not. The table (--write-table: kernels/gluon_ws_sm90/tuned.py) keeps, per head count,
-the candidate with the least time summed over the shapes relative to the old layout (each shape weighs alike),
+suite's shapes, clean and not. The table (--write-table: its (H, 128) keys of kernels/gluon_ws_sm90/tuned.py,
+scripts/gluon_table.py) keeps, per head count, the candidate with the least time summed over the shapes relative to the old layout (each shape weighs alike),
 when it beats it by more than NOISE.
 
     python3 scripts/sweep_gluon_prefill.py [--write-table] [--only 1x8192]   (the H200; log and CSV under $OUT)
@@ -172,22 +172,14 @@ def table_from_csv(path: Path, device: str) -> None:
 
 
 def write_table(table: dict, say, device: str) -> None:
-    import triton
+    """This sweep's keys ((H, 128) for the swept head counts) into the kernel's table (scripts/gluon_table.py)."""
+    import gluon_table
 
-    path = Path(os.environ.get("GLUON_WS_TABLE") or ROOT / "kernels" / "gluon_ws_sm90" / "tuned.py")
-    lines = ['"""The H200 (sm90) warpgroup layout of the Gluon prefill kernel by head count: written by',
-             f'`python3 scripts/sweep_gluon_prefill.py --write-table` on {device}, '
-             f'{time.strftime("%Y-%m-%d")}, triton {triton.__version__}.',
-             "Every candidate checked against the float32 reference, then timed (do_bench median, L2 flushed) on the",
-             f"seed shapes, clean and not; the best kept when its mean time relative to (2, 1) st4 (query-major) is",
-             f"below {1 - NOISE}, else that baseline."
-             '"""', "", "CUDA_TUNED = {"]
-    for H, ((groups, stages, lanes), r, n) in sorted(table.items()):
-        lines.append(f"    {H}: {{'groups': {groups!r}, 'stages': {stages}, 'q_in_lanes': {lanes}}},  "
-                     f"# best: mean {r:.3f} of (2, 1) st4 over {n} runs")
-    lines.append("}")
-    path.write_text("\n".join(lines) + "\n")
-    say(f"wrote {path}")
+    day = time.strftime("%Y-%m-%d")
+    entries = {(H, 128): ({"groups": tuple(groups), "stages": stages, "q_in_lanes": lanes},
+                          f"sweep_gluon_prefill {day}: mean {r:.3f} of (2, 1) st4 over {n} runs")
+               for H, ((groups, stages, lanes), r, n) in table.items()}
+    gluon_table.write(entries, device, say)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ memory: at clean logits the [S, N] fp32 write); the floor's ceilings come from m
 
 Writes sweep_heads.csv (every candidate) and sweep_heads.log under $OUT (default /tmp/out). --write-table rewrites
 kernels/tiled/tuned.py (and copies it to $OUT/tuned.py; smoke: only there): per swept (H, D), the fastest checked
-tiled config when it beats the rule by more than NOISE; other shapes keep their entries. Gluon rows for shapes
-dispatch does not give them run last, after the table is written (`experiments`): a win there is a dispatch-row
-change, reported, not applied. SWEEP_BUDGET_S (255) stops starting shapes; compiles run ahead in worker processes.
+tiled config when it beats the rule by more than NOISE; other shapes keep their entries. On sm90 the Gluon kernel's
+layouts (N 128/256, 3/4 stages, a query row per lane of a quad) are candidates too: where the fastest beats every
+portable config by more than NOISE, --write-table puts its (H, D) entry in kernels/gluon_ws_sm90/tuned.py (copy:
+$OUT/gluon_tuned.py), and that entry is what makes dispatch give the shape to the Gluon kernel; where it does not,
+the entry goes. SWEEP_BUDGET_S (255) stops starting shapes; compiles run ahead in worker processes.
 
 Where the time goes, and so the candidates (H 8, D 128, 1x8192 causal: 0.069 TFLOP = 54 µs at 1270 TF/s; 278 MB,
 268 MB of it the fp32 output = 65 µs at 4.3 TB/s, the binding floor; measured 482 µs):
@@ -42,10 +44,23 @@ import csv
 import os
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _gluon_table():
+    """scripts/gluon_table.py (the Gluon kernel's table, shared with sweep_gluon_prefill.py), loaded by path: this
+    file is also loaded as a module from elsewhere."""
+    if "gluon_table" not in sys.modules:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("gluon_table", Path(__file__).with_name("gluon_table.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        sys.modules["gluon_table"] = mod
+    return sys.modules["gluon_table"]
 SMOKE = os.environ.get("SWEEP_SMOKE") == "1"  # CPU dry run through the interpreter: tiny shapes, no timing
 BUDGET_S = float(os.environ.get("SWEEP_BUDGET_S", "255"))  # stop starting shapes after this many seconds
 REL_TOL = 2e-3
@@ -69,8 +84,7 @@ class Candidate:
     kernel: str  # dispatch row
     label: str
     cfg: object  # KernelConfig
-    override: dict | None = None  # tiled: what tuned.py would hold
-    experiment: bool = False  # a row dispatch does not give this shape: run after the table is written
+    override: dict | None = None  # what the kernel's tuned.py would hold for this candidate
 
 
 @dataclass
@@ -110,8 +124,8 @@ def tiled_overrides(H: int, D: int) -> list[dict]:
     return out
 
 
-def candidates(H: int, D: int, shape, tgt, units: int) -> list[Candidate]:
-    """The rule, the dispatched row (when not tiled), tiled variants; Gluon for D 128 (and D 64) as experiments."""
+def candidates(H: int, D: int, shape, tgt, units: int, gluon_only: bool = False) -> list[Candidate]:
+    """The rule, the dispatched row (when not tiled), tiled variants, and on sm90 the Gluon kernel's layouts."""
     from mqa_cli import dispatch
     from mqa_kernels.tiled.config import tiled_config
 
@@ -124,16 +138,37 @@ def candidates(H: int, D: int, shape, tgt, units: int) -> list[Candidate]:
     plan = dispatch.plan(shape, tgt)
     if plan.chosen.row.name != "tiled":
         out.insert(0, Candidate(plan.chosen.row.name, "dispatched", plan.config))
-    elif plan.config.schedule.get("config") == "tuned.py":
-        out.append(Candidate("tiled", "dispatched (tuned.py)", plan.config))
-    for ov in [{**tiled_overrides(H, D)[0], "SPLIT_TILES": 1}] if SMOKE else tiled_overrides(H, D):
-        out.append(Candidate("tiled", tiled_label(ov), tiled(ov), ov))
-    if not SMOKE and 128 % H == 0 and D in (64, 128) and plan.chosen.row.name != "gluon_ws_sm90":
-        from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+    table = tiled(None, use_table=True)
+    if table.schedule.get("config") == "tuned.py":  # (no override: never a new table entry by itself)
+        lab = "dispatched (tuned.py)" if plan.chosen.row.name == "tiled" else "tiled (tuned.py)"
+        out.append(Candidate("tiled", lab, table))
+    if not gluon_only:
+        for ov in [{**tiled_overrides(H, D)[0], "SPLIT_TILES": 1}] if SMOKE else tiled_overrides(H, D):
+            out.append(Candidate("tiled", tiled_label(ov), tiled(ov), ov))
+    if not SMOKE and tgt.name == "sm90" and (H, D) not in _gluon_table().OWN_LAYOUT:
+        out += gluon_candidates(H, D, shape, units)
+    return out
 
-        g = gluon_ws_sm90_config(heads=H, dim=128, S=shape.S, N=shape.N, clean=True, units=units)
-        g = replace(g, constexprs={**g.constexprs, "D": D})  # the kernel is generic in D; its config says 128
-        out.append(Candidate("gluon_ws_sm90", f"gluon n{g.constexprs['BLOCK_Q'] * H}", g, experiment=True))
+
+def gluon_candidates(H: int, D: int, shape, units: int) -> list[Candidate]:
+    """The Gluon prefill kernel (mqa_kernels.gluon_ws_sm90) at wgmma N 128 and 256, 3 and 4 kv stages, a query
+    row per lane of a quad wherever BLOCK_Q = N / H is a multiple of 4; the layouts shared memory cannot hold are
+    left out. (H 32 and 64 at D 128 are sweep_gluon_prefill.py's: there the dispatched config is the candidate.)"""
+    from mqa_kernels.gluon_ws_sm90.config import HEADS, DIMS, gluon_ws_sm90_config
+
+    out = []
+    if H not in HEADS or D not in DIMS:
+        return out
+    for n in (128, 256):
+        for stages in (4, 3):
+            try:
+                g = gluon_ws_sm90_config(heads=H, dim=D, S=shape.S, N=shape.N, clean=True, units=units,
+                                         groups=(2, 1), stages=stages, n=n, q_in_lanes=None)
+            except ValueError:
+                continue
+            entry = {"groups": (2, 1), "stages": stages, "q_in_lanes": g.constexprs["Q_IN_LANES"], "n": n}
+            lab = f"gluon n{n} st{stages}" + (" lanes" if entry["q_in_lanes"] else "")
+            out.append(Candidate("gluon_ws_sm90", lab, g, entry))
     return out
 
 
@@ -224,7 +259,6 @@ class Sweep:
         self.floor_tgt = targets.get_target("sm90") if SMOKE else self.tgt  # smoke: the H200's ceilings, for form
         self.units = 4 if SMOKE else self.tgt.units
         self.t0 = time.time()
-        self.kept = {}  # (H, D) -> (problem, tensors, reference, output) for the experiments
 
     def say(self, *a):
         line = " ".join(str(x) for x in a)
@@ -288,7 +322,7 @@ class Sweep:
         self.csv_f.flush()
         return res
 
-    def plan(self, shapes, prewarm: Prewarm) -> dict:
+    def plan(self, shapes, prewarm: Prewarm, gluon_only: bool = False) -> dict:
         """(H, D) -> candidates, every one handed to the compile workers now, in the order they will run."""
         from mqa_cli import source
         from mqa_cli.problem import ProblemSpec
@@ -296,42 +330,25 @@ class Sweep:
         plans, shapes_of = {}, {}
         for H, D in shapes:
             shapes_of[(H, D)] = source.from_spec(ProblemSpec(batch=1, seq=SEQ, heads=H, dim=D, layout="causal")).shape
-            plans[(H, D)] = candidates(H, D, shapes_of[(H, D)], self.tgt, self.units)
-        for experiments in (False, True):  # the experiments run last: compile them last
-            for key, cands in plans.items():
-                for c in cands:
-                    if c.experiment == experiments:
-                        prewarm.submit(c, shapes_of[key])
+            plans[(H, D)] = candidates(H, D, shapes_of[(H, D)], self.tgt, self.units, gluon_only)
+        for key, cands in plans.items():
+            for c in cands:
+                prewarm.submit(c, shapes_of[key])
         return plans
 
-    def shape(self, H: int, D: int, cands: list, prewarm: Prewarm, keep: bool) -> list[Result]:
+    def shape(self, H: int, D: int, cands: list, prewarm: Prewarm, splits: bool = True) -> list[Result]:
         prob, t, ref, out = self.prepare(H, D)
         results = []
-        for c in (c for c in cands if not c.experiment):
+        for c in cands:
             results.append(self.evaluate(H, D, c, prob, t, ref, out, prewarm.wait(c)))
         ok = sorted((r for r in results if r.us is not None and r.kernel == "tiled" and "dispatched" not in r.label),
                     key=lambda r: r.us)
         tried = {r.label for r in results}
-        for c in split_variants(ok, H, D, prob.shape, self.tgt, self.units, tried):
+        for c in split_variants(ok, H, D, prob.shape, self.tgt, self.units, tried) if splits else []:
             results.append(self.evaluate(H, D, c, prob, t, ref, out))
-        experiments = [c for c in cands if c.experiment]
-        if keep and experiments:
-            self.kept[(H, D)] = (prob, t, ref, out, experiments)
-        else:
-            del t, ref, out
-            if not SMOKE:
-                self.torch.cuda.empty_cache()
-        return results
-
-    def experiments(self, prewarm: Prewarm) -> list[Result]:
-        results = []
-        for (H, D), (prob, t, ref, out, cands) in list(self.kept.items()):
-            for c in cands:
-                if self.elapsed() > BUDGET_S + 25:
-                    self.say(f"  budget reached: experiment {c.label} at H{H} D{D} not run")
-                    continue
-                results.append(self.evaluate(H, D, c, prob, t, ref, out, prewarm.wait(c)))
-            del self.kept[(H, D)]
+        del t, ref, out
+        if not SMOKE:
+            self.torch.cuda.empty_cache()
         return results
 
 
@@ -378,7 +395,7 @@ def table_entries(results: list[Result]) -> dict:
     (H, D) -> None where the rule holds (its entry, if any, goes)."""
     out = {}
     for (H, D), rs in best_by_shape(results).items():
-        tiled = [r for r in rs if r.kernel == "tiled" and r.us is not None and "dispatched" not in r.label]
+        tiled = [r for r in rs if r.kernel == "tiled" and r.us is not None and r.override is not None]
         rule = next((r for r in tiled if r.label == "rule"), None)
         if not tiled or rule is None:
             continue
@@ -386,6 +403,27 @@ def table_entries(results: list[Result]) -> dict:
         if best.override and best.us < rule.us * (1 - NOISE):
             out[(H, D)] = (dict(best.override), f"{best.label}: {best.us:.1f} us, {best.pct:.0f} % of the {best.binds} "
                                                 f"floor (rule {rule.us:.1f} us)")
+        else:
+            out[(H, D)] = None
+    return out
+
+
+def gluon_entries(results: list[Result]) -> dict:
+    """(H, D) -> (entry, comment) where the fastest checked Gluon layout beats the fastest checked portable config
+    by more than NOISE (the shape then dispatches to the Gluon kernel); None where it does not (the key goes).
+    Shapes without a Gluon result, and the keys sweep_gluon_prefill.py owns, are left alone."""
+    out = {}
+    day = time.strftime("%Y-%m-%d")
+    for (H, D), rs in best_by_shape(results).items():
+        ok = [r for r in rs if r.us is not None]
+        gl = [r for r in ok if r.kernel == "gluon_ws_sm90" and r.override is not None]  # (not "dispatched")
+        tl = [r for r in ok if r.kernel == "tiled"]
+        if not gl or not tl or (H, D) in _gluon_table().OWN_LAYOUT:
+            continue
+        g, t = min(gl, key=lambda r: r.us), min(tl, key=lambda r: r.us)
+        if g.us < t.us * (1 - NOISE):
+            out[(H, D)] = (dict(g.override), f"sweep_heads {day}: {g.label} {g.us:.1f} us, {g.pct:.0f} % of the "
+                                             f"{g.binds} floor (portable {t.us:.1f} us, {t.label})")
         else:
             out[(H, D)] = None
     return out
@@ -447,6 +485,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write-table", action="store_true", help="rewrite kernels/tiled/tuned.py from this sweep")
     ap.add_argument("--shapes", help="comma-separated HxD (default: all fifteen)")
+    ap.add_argument("--gluon-only", action="store_true",
+                    help="only the Gluon layouts against the portable kernel's current config (its table untouched)")
     args = ap.parse_args(argv)
     out_dir = Path(os.environ.get("OUT") or "/tmp/out")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -463,26 +503,26 @@ def main(argv=None) -> int:
     prewarm = Prewarm(0 if SMOKE else max(1, min(8, (os.cpu_count() or 4) - 4)), sw.tgt.name)
     results = []
     try:
-        plans = sw.plan(shapes, prewarm)
+        plans = sw.plan(shapes, prewarm, args.gluon_only)
         for H, D in shapes:
             if sw.elapsed() > BUDGET_S:
                 sw.say(f"budget of {BUDGET_S:.0f} s reached: H{H} D{D} and later shapes not swept")
                 break
             sw.say(f"H{H} D{D} ({sw.elapsed():.0f} s)")
-            results += sw.shape(H, D, plans[(H, D)], prewarm, keep=not SMOKE)
+            results += sw.shape(H, D, plans[(H, D)], prewarm, splits=not args.gluon_only)
         sw.say("")
         summary(results, sw.say)
-        if args.write_table:
+        if args.write_table and not args.gluon_only:
             path = out_dir / "tuned.py" if SMOKE else ROOT / "kernels" / "tiled" / "tuned.py"
             write_table(table_entries(results), path, device, triton.__version__, torch.__version__, sw.say)
             if path.parent != out_dir:  # the copy that comes back from a device machine
                 (out_dir / "tuned.py").write_text(path.read_text())
                 sw.say(f"and its copy {out_dir / 'tuned.py'}")
-        if sw.kept:
-            sw.say("\nexperiments (rows dispatch does not give these shapes; a win is a dispatch-row change):")
-            exp = sw.experiments(prewarm)
-            if exp:
-                summary(results + exp, sw.say)
+        if args.write_table:
+            gluon = gluon_entries(results)
+            if gluon and not SMOKE:
+                p = _gluon_table().write(gluon, device, sw.say)
+                (out_dir / "gluon_tuned.py").write_text(p.read_text())
     finally:
         prewarm.close()
     sw.say(f"total {sw.elapsed():.0f} s; CSV {out_dir / 'sweep_heads.csv'}")

@@ -24,7 +24,7 @@ def shape(S=8192, N=8192, H=64, D=128, clean=True, fp8="e4m3fn"):
 # (row, a shape and target that select it, a shape and target that rule it out, the condition that does)
 CASES = {
     "h64d128_gfx950": ((shape(), "gfx950"), (shape(S=4095), "gfx950"), "seq_len (S)"),
-    "gluon_ws_sm90": ((shape(H=32), "sm90"), (shape(H=16), "sm90"), "heads"),
+    "gluon_ws_sm90": ((shape(H=32), "sm90"), (shape(H=32, D=32), "sm90"), "heads x dim"),  # (D 32: never swept)
     "h64d128_sm90": ((shape(H=32), "sm90", "h64d128_sm90"), (shape(H=16), "sm90"), "heads"),  # (forced: with Gluon
     # the row above holds wherever this one does; this one runs where Gluon is not there)
     "tiled": ((shape(H=32, D=64), "gfx950"), (shape(H=48), "sm90"), "heads"),

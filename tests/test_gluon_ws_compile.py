@@ -47,14 +47,16 @@ SCRIPT = textwrap.dedent(r'''
 
     clean, compressed, bf16 = (a == "1" for a in sys.argv[1:4])
     S, N, H, msk, folder = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
-    D, f8, meta = 128, torch.float8_e4m3fn, dict(device="meta")
+    D = int(sys.argv[10]) if len(sys.argv) > 10 else 128
+    n = int(sys.argv[11]) if len(sys.argv) > 11 else None
+    f8, meta = torch.float8_e4m3fn, dict(device="meta")
     # The forms engines pass: row slices of bigger q / kv, [N, 1]-style and [S, 2]-style strided views.
     t = Prefill(torch.empty(S + 3, H, D, dtype=f8, **meta)[3:], torch.empty(N + 64, D, dtype=f8, **meta)[64:],
                 torch.empty(N, 2, **meta)[:, 0], torch.empty(S, H + 8, **meta)[:, :H],
                 torch.empty(S, 2, dtype=torch.int32, **meta)[:, 0], torch.empty(S, 2, dtype=torch.int32, **meta)[:, 1])
     groups = tuple(int(x) for x in sys.argv[9].split("x")) if len(sys.argv) > 9 else None
     cfg = gluon_ws_sm90_config(heads=H, dim=D, S=S, N=N, clean=clean, compressed=compressed, bf16=bf16, units=132,
-                               groups=groups)
+                               groups=groups, n=n)
     out = alloc_logits(S, msk if compressed else N, "meta", torch.bfloat16 if bf16 else torch.float32)
     la = tma_args(t, cfg, out, msk if compressed else 0)
     fn = cfg.jitted()
@@ -292,18 +294,50 @@ def test_config_schedule():
     assert not any(m.split(".")[0] in ("triton", "torch") for m in imported), imported
 
 
-def test_heads_128_compiles_without_spills(tmp_path):
-    """Dispatch gives H 128 (D 128) to this kernel too (BLOCK_Q 2 x 128 heads = N 256): it compiles for sm90 with
-    its config's name, fp8 wgmma of N 256, and no local memory."""
+def _tile_loops(sass: str) -> list[list[str]]:
+    """The innermost loops (a backward branch and what it jumps over) that issue a wgmma: the instructions of each."""
+    ins = [(int(a, 16), op) for a, op in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
+    spans = []
+    for a, op in ins:
+        m = re.search(r"\bBRA\b.*?0x([0-9a-f]+)", op)
+        if m and int(m.group(1), 16) <= a:
+            spans.append((int(m.group(1), 16), a))
+    inner = [(lo, hi) for lo, hi in spans if not any(lo <= l2 and h2 <= hi and (l2, h2) != (lo, hi) for l2, h2 in spans)]
+    bodies = [[op for a, op in ins if lo <= a <= hi] for lo, hi in inner]
+    return [b for b in bodies if any("GMMA" in op for op in b)]
+
+
+HEAD_LAYOUTS = [  # (H, D, wgmma N): BLOCK_Q = N / H query rows per math warpgroup
+    (128, 128, 256),  # BLOCK_Q 2: query-major columns
+    (8, 64, 128),  # BLOCK_Q 16: four query rows per lane of a quad
+    (16, 256, 128),  # BLOCK_Q 8, 8 k-steps
+    (8, 128, 256),  # BLOCK_Q 32
+]
+
+
+@pytest.mark.parametrize("H_,D_,n", HEAD_LAYOUTS, ids=[f"H{h}-D{d}-N{n}" for h, d, n in HEAD_LAYOUTS])
+def test_head_count_layouts_compile_without_spills(tmp_path, H_, D_, n):
+    """The layouts the head-count sweep tries (and dispatch gives a shape once the sweep measured it ahead): each
+    compiles for sm90 with its config's name, fp8 wgmma of N = BLOCK_Q * H, no local memory. Where BLOCK_Q is a
+    multiple of 4 the query rows are spread over the lanes of a quad: the head sum needs no shuffle and each logit
+    is stored once (two warpgroups x 2 kv rows x BLOCK_Q / 4 rows a thread = BLOCK_Q stores in the code)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-c", SCRIPT, "1", "0", "0", "2048", "2048", "128", "0", str(tmp_path)], env=env,
-                       capture_output=True, text=True, timeout=600)
+    args = ["1", "0", "0", 2048, 2048, H_, 0, tmp_path, "2x1", D_, n]
+    r = subprocess.run([sys.executable, "-c", SCRIPT, *map(str, args)], env=env, capture_output=True, text=True,
+                       timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
     res = json.loads((tmp_path / "result.json").read_text())
-    assert res["name"] == res["expected"] and "BLOCK_Q_2" in res["name"]
+    block_q, lanes = n // H_, (n // H_) % 4 == 0
+    assert res["name"] == res["expected"] and f"_H_{H_}_D_{D_}_BLOCK_Q_{block_q}_" in res["name"], res["name"]
+    assert res["name"].endswith(f"_Q_IN_LANES_{int(lanes)}"), res["name"]
     sass = (tmp_path / "sass").read_text()
-    assert "QGMMA.64x256x32" in sass
-    assert "LOCAL:0" in res["usage"]
+    assert len(re.findall(rf"QGMMA\.64x{n}x32\.F32\.E4M3\.E4M3", sass)) >= 2 * D_ // 32
+    assert not re.search(r"\b(LDL|STL)\b", sass) and "LOCAL:0" in res["usage"], res["usage"]
+    assert "C7514" not in res["ptxas"], res["ptxas"][-2000:]
+    if lanes:
+        loops = _tile_loops(sass)
+        assert loops and not [op for body in loops for op in body if "SHFL" in op], "a shuffle in the tile loop"
+        assert len(re.findall(r"STG\.E ", sass)) == block_q, len(re.findall(r"STG\.E ", sass))
 
 
 @pytest.mark.parametrize("variant", [(True, False, False), (False, True, True)], ids=_ids)

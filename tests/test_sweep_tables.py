@@ -38,10 +38,13 @@ def test_gluon_prefill_table_from_its_csv(tmp_path, monkeypatch):
     csv_path = tmp_path / "gluon_sweep.csv"
     csv_path.write_text("\n".join(rows) + "\n")
     table = tmp_path / "gluon_tuned.py"
+    other = "{'groups': (2, 1), 'stages': 4, 'q_in_lanes': True, 'n': 128}"
+    table.write_text(f"CUDA_TUNED = {{\n    (8, 64): {other},  # the head-count sweep's\n}}\n")
     _run("sweep_gluon_prefill.py", ["--table-from", str(csv_path)], {"GLUON_WS_TABLE": str(table)})
     got = _load(table).CUDA_TUNED
-    assert got[64] == {"groups": (2, 1), "stages": 3, "q_in_lanes": True}
-    assert got[32] == {"groups": (2, 1), "stages": 4, "q_in_lanes": False}  # 0.995: within the noise
+    assert got[(8, 64)]["n"] == 128 and "the head-count sweep's" in table.read_text()  # another writer's key kept
+    assert got[(64, 128)] == {"groups": (2, 1), "stages": 3, "q_in_lanes": True}
+    assert got[(32, 128)] == {"groups": (2, 1), "stages": 4, "q_in_lanes": False}  # 0.995: within the noise
     from mqa_kernels.gluon_ws_sm90 import config, tuned
 
     monkeypatch.setattr(tuned, "CUDA_TUNED", got)
@@ -49,6 +52,48 @@ def test_gluon_prefill_table_from_its_csv(tmp_path, monkeypatch):
     c32 = config.gluon_ws_sm90_config(heads=32, dim=128, S=4096, N=4096, clean=True).constexprs
     assert (c64["STAGES"], c64["Q_IN_LANES"], c64["Q_GROUPS"], c64["KV_GROUPS"]) == (3, True, 2, 1)
     assert (c32["STAGES"], c32["Q_IN_LANES"]) == (4, False)
+
+
+def test_head_sweep_gives_a_shape_to_the_gluon_kernel_only_where_it_wins(tmp_path, monkeypatch):
+    """sweep_heads.py: a shape's Gluon entry is written where its fastest checked layout beats the fastest portable
+    config by more than the noise, and dropped where it does not; a wrong layout never counts; the layout keys of
+    the other sweep are left alone. The entry is then what dispatch reads."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    monkeypatch.setenv("GLUON_WS_TABLE", str(tmp_path / "gluon_tuned.py"))
+    import gluon_table
+    import sweep_heads as sh
+
+    def res(H, D, kernel, label, us, override=None):
+        return sh.Result(H, D, kernel, label, us, None, 60.0, None if us is None else 6000 / us, "write", None,
+                         "ok" if us else "WRONG", override)
+
+    lanes = {"groups": (2, 1), "stages": 3, "q_in_lanes": True, "n": 128}
+    results = [res(8, 64, "tiled", "rule", 200.0), res(8, 64, "tiled", "hm-q16", 120.0),
+               res(8, 64, "gluon_ws_sm90", "gluon n128 st3 lanes", 80.0, lanes),
+               res(8, 64, "gluon_ws_sm90", "gluon n256 st4 lanes", None, {**lanes, "n": 256}),  # wrong: not ranked
+               res(16, 64, "tiled", "rule", 100.0), res(16, 64, "gluon_ws_sm90", "gluon n128 st4 lanes", 98.0, lanes),
+               res(64, 128, "tiled", "rule", 900.0), res(64, 128, "gluon_ws_sm90", "gluon n128 st4 lanes", 500.0, lanes)]
+    entries = sh.gluon_entries(results)
+    assert entries[(8, 64)][0] == lanes and "80.0 us" in entries[(8, 64)][1]
+    assert entries[(16, 64)] is None  # 2 % ahead: within the noise, the portable kernel keeps it
+    assert (64, 128) not in entries  # sweep_gluon_prefill.py's key
+    (tmp_path / "gluon_tuned.py").write_text("CUDA_TUNED = {(16, 64): {'groups': (2, 1), 'stages': 4}, "
+                                             "(64, 128): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True}}\n")
+    gluon_table.write(entries, "test", print)
+    got = _load(tmp_path / "gluon_tuned.py").CUDA_TUNED
+    assert set(got) == {(8, 64), (64, 128)}
+    from mqa_cli import dispatch, targets
+    from mqa_kernels.gluon_ws_sm90 import config, tuned
+
+    monkeypatch.setattr(tuned, "CUDA_TUNED", got)
+    assert config.tuned_shapes() == [(8, 64), (64, 128)]
+    c = config.gluon_ws_sm90_config(heads=8, dim=64, S=8192, N=8192, clean=True).constexprs
+    assert (c["BLOCK_Q"], c["STAGES"], c["Q_IN_LANES"]) == (16, 3, True)
+    shape = dispatch.Shape("prefill", 8192, 8192, 8, 64)
+    check = next(ch for ch in dispatch._gluon_ws_sm90_conditions(shape, targets.get_target("sm90"),
+                                                                  dispatch.Capabilities()) if ch.name == "heads x dim")
+    assert check.ok and "H8 D64" in check.required
+    assert not dispatch._check_swept(dispatch.Shape("prefill", 8192, 8192, 16, 64)).ok
 
 
 def test_topk_table_from_its_log(tmp_path, monkeypatch):

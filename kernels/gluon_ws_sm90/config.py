@@ -25,54 +25,79 @@ def _load():
     return mqa_logits_gluon_ws_sm90
 
 
+HEADS = (8, 16, 32, 64, 128)  # H/2 head pairs per TMA box row, N = BLOCK_Q * H of 128 or 256
+DIMS = (64, 128, 256)
+
+
+def tuned_entry(heads: int, dim: int) -> dict | None:
+    """The sweep's entry for (heads, dim) (tuned.py), None where no sweep chose this kernel for the shape."""
+    from .tuned import CUDA_TUNED
+
+    return CUDA_TUNED.get((heads, dim))
+
+
+def tuned_shapes() -> list[tuple[int, int]]:
+    """The (heads, dim) shapes the sweeps measured this kernel ahead on: the shapes dispatch gives it."""
+    from .tuned import CUDA_TUNED
+
+    return sorted(CUDA_TUNED)
+
+
 def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, compressed: bool = False,
                          bf16: bool = False, units: int | None = None, groups: tuple[int, int] | None = None,
-                         stages: int | None = None, q_in_lanes: bool | None = None) -> KernelConfig:
+                         stages: int | None = None, q_in_lanes: bool | None = None,
+                         n: int | None = None) -> KernelConfig:
     """Math warpgroups (a wgmma each: M = 64 kv rows x N = BLOCK_Q*heads) fed by a TMA producer warp.
 
-    groups = (Q_GROUPS, KV_GROUPS) (default: tuned.py's entry for the head count, else (2, 1)): a work item is
-    Q_GROUPS query blocks of BLOCK_Q rows against every live kv tile of KV_GROUPS * 64 rows; its
+    groups = (Q_GROUPS, KV_GROUPS), stages, q_in_lanes and n (the wgmma's N; default: tuned.py's entry for
+    (heads, dim), else (2, 1), 4 stages, N 256 at H >= 64 with two warpgroups and 128 otherwise): a work item is
+    Q_GROUPS query blocks of BLOCK_Q = n / heads rows against every live kv tile of KV_GROUPS * 64 rows; its
     Q_GROUPS * KV_GROUPS math warpgroups each take one query block and 64 rows of each tile. (2, 1): two
-    warpgroups, each its own 4 query rows (N 256 at H 64), sharing each kv tile. Measured on the H200
+    warpgroups, each its own query rows (N 256 at H 64), sharing each kv tile. Measured on the H200
     (scripts/sweep_gluon_prefill.py, 2026-11-30, seed shapes, mean time relative to (2, 1)): (1, 3) three
     warpgroups sharing 2 query rows (N 128, 160 registers) 1.10 at H 64, 1.01-1.10 at H 32 (N 128 reads twice
     the shared memory per FLOP); (1, 4) and (2, 2) measured 1.7-1.8 (112 registers: spills in the tile loop) and
     were removed.
 
-    q_in_lanes (default: whenever BLOCK_Q is 4; tuned.py's entry decides): the q tile is loaded head-pair-major
-    ([H/2, S, 2, D] view) so that each lane of a quad holds every head of one query row: the head sum is one
-    in-thread FMA chain, no shuffle, and each logit is stored once (sm90, H 64: the tile loop of a math
-    warpgroup 405 -> 342 instructions). Measured: 0.914 of the old order's time at H 64 (3 stages), 0.856 at H 32.
+    q_in_lanes (default: whenever BLOCK_Q is a multiple of 4; tuned.py's entry decides): the q tile is loaded
+    head-pair-major ([H/2, S, 2, D] view) so that each lane of a quad holds every head of its query rows: the
+    head sum is one in-thread FMA chain, no shuffle, and each logit is stored once (sm90, H 64: the tile loop of
+    a math warpgroup 405 -> 342 instructions). Measured: 0.914 of the old order's time at H 64 (3 stages), 0.856
+    at H 32.
 
     PINGPONG off: forcing the two math warpgroups to alternate their wgmma issue (turn mbarriers) measured
     2-4 % slower on every anchor shape on the H200 (2026-11-30); the tensor pipe interleaves them well enough.
     Shared memory: 2 q slots of BLOCK_Q*H*D per query group + STAGES kv tiles of KV_GROUPS*64*D (160 KiB at
-    (2, 1), STAGES 4, N 256): one program per SM, persistent over the work items.
+    (2, 1), STAGES 4, N 256, D 128): one program per SM, persistent over the work items.
     """
-    if heads * dim == 0 or 128 % heads or dim != 128:
-        raise ValueError(f"gluon ws sm90 kernel needs heads dividing 128 and dim 128, got heads={heads}, dim={dim}")
-    if groups is None:  # the sweep's table (tuned.py), else two warpgroups with their own query rows
-        from .tuned import CUDA_TUNED
-
-        entry = CUDA_TUNED.get(heads, {})
-        groups, stages = tuple(entry.get("groups", (2, 1))), stages or entry.get("stages")
-        q_in_lanes = entry.get("q_in_lanes") if q_in_lanes is None else q_in_lanes
+    if heads not in HEADS or dim not in DIMS:
+        raise ValueError(f"gluon ws sm90 kernel needs heads in {HEADS} and dim in {DIMS}, got heads={heads}, dim={dim}")
+    entry = (tuned_entry(heads, dim) or {}) if groups is None else {}  # a caller's layout is taken as given
+    groups = tuple(groups or entry.get("groups", (2, 1)))
+    stages = stages or entry.get("stages")
+    q_in_lanes = entry.get("q_in_lanes") if q_in_lanes is None else q_in_lanes
+    n = n or entry.get("n")
     q_groups, kv_groups = groups
     if (q_groups, kv_groups) not in GROUPS:
         raise ValueError(f"groups must be one of {GROUPS}, got {(q_groups, kv_groups)}")
     math_wg = q_groups * kv_groups
-    # N = 256 for H = 64 with two warpgroups; N = 128 below (H = 32 at N = 256 spills: 8 query rows of per-row
-    # state) and with four (their 112 registers hold a 64 x 128 accumulator).
-    block_q = 256 // heads if heads >= 64 and math_wg == 2 else 128 // heads
+    # N = 256 for H = 64 with two warpgroups; N = 128 below (H = 32 at N = 256 in query-major order spills: 8
+    # query rows of per-row state) and with three (their 160 registers hold a 64 x 128 accumulator).
+    n = n or (256 if heads >= 64 and math_wg == 2 else 128)
+    if n not in (128, 256) or n < heads or (n == 256 and math_wg != 2):
+        raise ValueError(f"wgmma N must be 128 or 256 (256 only with two math warpgroups) and >= heads, got {n}")
+    block_q = n // heads
     block_kv = 64
     stages = stages or 4
     bqh = block_q * heads
     smem = q_groups * 2 * bqh * dim + stages * kv_groups * block_kv * dim
     if smem > SMEM_LIMIT:
-        raise ValueError(f"{stages} stages of {kv_groups * block_kv}-row kv tiles need {smem} bytes of shared memory")
-    q_in_lanes = block_q == 4 if q_in_lanes is None else bool(q_in_lanes)
-    if q_in_lanes and block_q != 4:
-        raise ValueError(f"q_in_lanes needs 4 query rows per warpgroup (one per lane of a quad), got {block_q}")
+        raise ValueError(f"{stages} stages of {kv_groups * block_kv}-row kv tiles and q blocks of {bqh} x {dim} "
+                         f"need {smem} bytes of shared memory")
+    q_in_lanes = block_q % 4 == 0 if q_in_lanes is None else bool(q_in_lanes)
+    if q_in_lanes and block_q % 4:
+        raise ValueError(f"q_in_lanes spreads query rows over the 4 lanes of a quad: BLOCK_Q {block_q} is not a "
+                         "multiple of 4")
     items = cdiv(S, q_groups * block_q)
     programs = max(1, min(items, units or DEFAULT_UNITS))
     constexprs = {"H": heads, "D": dim, "BLOCK_Q": block_q, "BLOCK_KV": block_kv, "STAGES": stages,

@@ -144,7 +144,7 @@ class Tiling:
     KV_GROUPS: gl.constexpr  # math warpgroups sharing a query block, each taking BLOCK_KV rows of a kv tile
     ROWS: gl.constexpr  # query rows per work item = Q_GROUPS * BLOCK_Q
     KV_TILE: gl.constexpr  # kv rows per ring slot = KV_GROUPS * BLOCK_KV
-    Q_IN_LANES: gl.constexpr  # wgmma column n = (query row (n % 8) // 2, head 2 (n // 8) + n % 2): see _head_sum
+    Q_IN_LANES: gl.constexpr  # wgmma column n = (query row (n // 2) % BLOCK_Q, head 2 (n // 2 BLOCK_Q) + n % 2): _head_sum
 
     @gluon.constexpr_function
     def __init__(self, H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS,
@@ -253,12 +253,15 @@ def _head_sum(x, t):
     The accumulator gives lane t of each quad the columns 8j + 2t + {0, 1}. In query-major column order
     (n = q * H + h) a query row's heads are spread over the 4 lanes: an in-thread sum, then two shuffle rounds
     for each of the thread's 2 x BLOCK_Q sums, and every logit ends up in 4 lanes. With Q_IN_LANES the q tile is
-    loaded so that column n holds query row (n % 8) // 2 and head 2 (n // 8) + n % 2: lane t then holds every
-    head of query row t, and the head sum is in-thread only (no shuffle), each lane ending with its own row."""
+    loaded so that column n holds query row (n // 2) % BLOCK_Q and head 2 (n // (2 BLOCK_Q)) + n % 2: lane t then
+    holds every head of query rows t, t + 4, ..., and the head sum is in-thread only (no shuffle), each lane
+    ending with its own rows."""
     if t.Q_IN_LANES:
-        y = gl.reshape(x, [t.BLOCK_KV, (t.BLOCK_Q * t.H) // 8, 4, 2])  # [kv, j, q = lane in quad, e]
+        # column n = (head pair j, query row r, head parity e) in that order; r = 4 rq + lane, so rq and e are
+        # register bits and lane t of a quad holds every head of rows t, t + 4, ... (BLOCK_Q a multiple of 4)
+        y = gl.reshape(x, [t.BLOCK_KV, t.H // 2, t.BLOCK_Q // 4, 4, 2])  # [kv, j, rq, lane in quad, e]
         # one axis of the H in-thread values, so the sum is one chain of FMAs with the weights (not a tree)
-        y = gl.reshape(gl.permute(y, (0, 2, 1, 3)), [t.BLOCK_KV, 4, t.H])
+        y = gl.reshape(gl.permute(y, (0, 2, 3, 1, 4)), [t.BLOCK_KV, t.BLOCK_Q, t.H])
         return gl.sum(y, axis=2)
     else:
         return gl.sum(gl.reshape(x, [t.BLOCK_KV, t.BLOCK_Q, t.H]), axis=2)
@@ -291,9 +294,9 @@ def _math_partition(p, t, kv, q, turn, WG: gl.constexpr):
         t_lo, n_tiles = _live_tiles(p, q0, t.ROWS, t.KV_TILE, 4)
         my0 = q0 + QG * BLOCK_Q
 
-        if t.Q_IN_LANES:  # column n: query row (n % 8) // 2, head 2 (n // 8) + n % 2
-            c_row = my0 + (cols % 8) // 2
-            c_head = 2 * (cols // 8) + cols % 2
+        if t.Q_IN_LANES:  # column n: query row (n // 2) % BLOCK_Q, head 2 (n // (2 BLOCK_Q)) + n % 2
+            c_row = my0 + (cols // 2) % BLOCK_Q
+            c_head = 2 * (cols // (2 * BLOCK_Q)) + cols % 2
         else:
             c_row = my0 + cols // H
             c_head = cols % H
@@ -497,7 +500,7 @@ def mqa_logits_gluon_ws_sm90(
     gl.static_assert((MATH_WG == 2) | (MATH_WG == 3), "two or three math warpgroups")
     gl.static_assert((Q_GROUPS == 1) | (Q_GROUPS == 2), "one or two query blocks per work item")
     gl.static_assert((MATH_WG == 2) | (not PINGPONG), "PINGPONG takes turns between two math warpgroups")
-    gl.static_assert((BLOCK_Q == 4) | (not Q_IN_LANES), "Q_IN_LANES puts one query row in each lane of a quad")
+    gl.static_assert((BLOCK_Q % 4 == 0) | (not Q_IN_LANES), "Q_IN_LANES spreads query rows over the 4 lanes of a quad")
     gl.static_assert((out_ptr.dtype.element_ty == gl.bfloat16) == BF16, "BF16 must match the output dtype")
     BQH: gl.constexpr = BLOCK_Q * H
 

@@ -5,15 +5,15 @@ relative to the portable kernel on that shape)."""
 
 CUDA_TUNED = {
     64: {
-        'small': {'STAGES': 4, 'SUBS': 3},  # st4-sub3: mean 0.790 of the portable kernel's time over 5 shapes
-        'large': {'MATH_WG': 2, 'STAGES': 4, 'SUBS': 2},  # st4-sub2-wg2: mean 0.788 of the portable kernel's time over 4 shapes
+        'small': {'STAGES': 4, 'SUBS': 3},  # st4-sub3: mean 0.782 of the portable kernel's time over 5 shapes
+        'large': {'MATH_WG': 2, 'STAGES': 4, 'SUBS': 2},  # st4-sub2-wg2: mean 0.792 of the portable kernel's time over 4 shapes
     },
     128: {
-        'small': {'PIPE': True, 'STAGES': 5, 'SUBS': 2},  # st5-sub2-pipe: mean 0.716 of the portable kernel's time over 5 shapes
-        'large': {'MATH_WG': 3, 'STAGES': 5, 'SUBS': 1},  # st5-sub1-wg3: mean 0.771 of the portable kernel's time over 4 shapes
+        'small': {'PIPE': True, 'STAGES': 5, 'SUBS': 2},  # st5-sub2-pipe: mean 0.735 of the portable kernel's time over 5 shapes
+        'large': {'MATH_WG': 3, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg3: mean 0.762 of the portable kernel's time over 4 shapes
     },
     256: {
-        'small': {'MATH_WG': 2, 'STAGES': 8, 'SUBS': 1},  # st8-sub1-wg2: mean 0.714 of the portable kernel's time over 2 shapes
-        'large': {'MATH_WG': 2, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2: mean 0.837 of the portable kernel's time over 2 shapes
+        'small': {'Q_IN_LANES': True, 'STAGES': 8, 'SUBS': 1},  # st8-sub1-lanes: mean 0.716 of the portable kernel's time over 2 shapes
+        'large': {'MATH_WG': 2, 'Q_IN_LANES': True, 'STAGES': 8, 'SUBS': 1},  # st8-sub1-wg2-lanes: mean 0.797 of the portable kernel's time over 2 shapes
     },
 }

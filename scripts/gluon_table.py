@@ -1,0 +1,74 @@
+"""The Gluon prefill kernel's table (kernels/gluon_ws_sm90/tuned.py), keyed by (heads, dim), has two writers:
+sweep_gluon_prefill.py (the warpgroup layout at H 32 and 64, D 128, timed on the seed shapes) and sweep_heads.py
+(every other head count and dim, timed on 1x8192 causal against the portable kernel; an entry there is also
+what makes dispatch give the shape to this kernel). Each rewrites only the keys it swept and keeps the others'.
+
+GLUON_WS_TABLE=FILE writes elsewhere (the CPU tests rebuild tables from a run's files that way).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OWN_LAYOUT = {(32, 128), (64, 128)}  # the keys sweep_gluon_prefill.py owns; sweep_heads.py owns the rest
+
+
+def path() -> Path:
+    return Path(os.environ.get("GLUON_WS_TABLE") or ROOT / "kernels" / "gluon_ws_sm90" / "tuned.py")
+
+
+def read(p: Path) -> tuple[dict, dict]:
+    """(entries, comments) of the table at p: comments are the text after '#' on each entry's line."""
+    if not p.exists():
+        return {}, {}
+    spec = importlib.util.spec_from_file_location("_gluon_tuned_old", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    table = dict(getattr(mod, "CUDA_TUNED", {}))
+    comments = {}
+    for line in p.read_text().splitlines():
+        s = line.strip()
+        if s.startswith("(") and "#" in s:
+            key = s[:s.index(":")]
+            try:
+                comments[tuple(int(x) for x in key.strip("()").split(","))] = s[s.index("#") + 1:].strip()
+            except ValueError:
+                continue
+    return table, comments
+
+
+def write(entries: dict, device: str, say) -> Path:
+    """Merge entries {(H, D): (entry dict, comment) or None (drop the key)} into the table and write it."""
+    import triton
+
+    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+
+    p = path()
+    table, comments = read(p)
+    for key, value in entries.items():
+        if value is None:
+            table.pop(key, None)
+            comments.pop(key, None)
+        else:
+            table[key], comments[key] = value
+    for (H, D), e in table.items():  # a table the config refuses is never written
+        gluon_ws_sm90_config(heads=H, dim=D, S=4096, N=4096, clean=True, groups=tuple(e["groups"]),
+                             stages=e["stages"], q_in_lanes=e.get("q_in_lanes"), n=e.get("n"))
+    lines = ['"""The H200 (sm90) configs of the Gluon prefill kernel by (heads, dim); a shape listed here is one dispatch',
+             "gives this kernel. Two writers, each rewriting only the keys it swept (scripts/gluon_table.py):",
+             "`python3 scripts/sweep_gluon_prefill.py --write-table` (H 32 and 64 at D 128: warpgroup layout on the",
+             "seed shapes, kept when its mean time relative to (2, 1) st4 query-major is below 0.98) and",
+             "`python3 scripts/sweep_heads.py --write-table` (every other shape: 1x8192 causal, clean, kept when it",
+             "beats the fastest portable config by more than 3 %). Every candidate was checked against the float32",
+             "reference before it was timed (do_bench median, L2 flushed). The comment on each line says which run.",
+             f'Last written on {device}, {time.strftime("%Y-%m-%d")}, triton {triton.__version__}."""',
+             "", "CUDA_TUNED = {"]
+    for (H, D), e in sorted(table.items()):
+        lines.append(f"    ({H}, {D}): {e!r},  # {comments.get((H, D), '')}")
+    lines.append("}")
+    p.write_text("\n".join(lines) + "\n")
+    say(f"wrote {p} ({len(table)} entries)")
+    return p
