@@ -151,9 +151,9 @@ def candidates(H: int, D: int, shape, tgt, units: int, gluon_only: bool = False)
 
 
 def gluon_candidates(H: int, D: int, shape, units: int) -> list[Candidate]:
-    """The Gluon prefill kernel (mqa_kernels.gluon_ws_sm90) at wgmma N 128 and 256, 3 and 4 kv stages, a query
-    row per lane of a quad wherever BLOCK_Q = N / H is a multiple of 4; the layouts shared memory cannot hold are
-    left out. (H 32 and 64 at D 128 are sweep_gluon_prefill.py's: there the dispatched config is the candidate.)"""
+    """The Gluon prefill kernel (mqa_kernels.gluon_ws_sm90) at wgmma N 128 and 256, 3 and 4 kv stages, 1, 2 or 4
+    work items per query block (kv splits), a query row per lane of a quad wherever BLOCK_Q = N / H is a multiple
+    of 4; the layouts shared memory cannot hold are left out. (H 32 and 64 at D 128 are sweep_gluon_prefill.py's: there the dispatched config is the candidate.)"""
     from mqa_kernels.gluon_ws_sm90.config import HEADS, DIMS, gluon_ws_sm90_config
 
     out = []
@@ -161,14 +161,18 @@ def gluon_candidates(H: int, D: int, shape, units: int) -> list[Candidate]:
         return out
     for n in (128, 256):
         for stages in (4, 3):
-            try:
-                g = gluon_ws_sm90_config(heads=H, dim=D, S=shape.S, N=shape.N, clean=True, units=units,
-                                         groups=(2, 1), stages=stages, n=n, q_in_lanes=None)
-            except ValueError:
-                continue
-            entry = {"groups": (2, 1), "stages": stages, "q_in_lanes": g.constexprs["Q_IN_LANES"], "n": n}
-            lab = f"gluon n{n} st{stages}" + (" lanes" if entry["q_in_lanes"] else "")
-            out.append(Candidate("gluon_ws_sm90", lab, g, entry))
+            for splits in (1, 2, 4):
+                try:
+                    g = gluon_ws_sm90_config(heads=H, dim=D, S=shape.S, N=shape.N, clean=True, units=units,
+                                             groups=(2, 1), stages=stages, n=n, q_in_lanes=None, splits=splits)
+                except ValueError:
+                    continue
+                entry = {"groups": (2, 1), "stages": stages, "q_in_lanes": g.constexprs["Q_IN_LANES"], "n": n}
+                if splits > 1:
+                    entry["splits"] = splits
+                lab = (f"gluon n{n} st{stages}" + (" lanes" if entry["q_in_lanes"] else "")
+                       + (f" x{splits}" if splits > 1 else ""))
+                out.append(Candidate("gluon_ws_sm90", lab, g, entry))
     return out
 
 

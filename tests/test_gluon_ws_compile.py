@@ -241,7 +241,7 @@ def test_tma_args_reads_engine_forms_in_place():
     assert a.args[0].shape == [32, S, 2, 128] and a.args[0].strides == [256, 64 * 128, 128, 1]
     assert a.args[0].block_shape == [32, 4, 2, 128]
     assert a.args[1].strides == [256, 1]
-    assert a.args[7:] == [S, N, 0, 1, 64, 1, 1, alloc_logits(S, N, "meta").stride(0), cfg.schedule["items"]]
+    assert a.args[7:] == [S, N, 0, 1, 64, 1, 1, alloc_logits(S, N, "meta").stride(0), cfg.schedule["items"], 1]
     assert a.grid == cfg.grid
     heads = torch.empty(S, 128, 128, dtype=f8, **m)[:, :64]  # rows are not [H, D] blocks at stride H*D
     b = tma_args(_meta_prefill(heads, kv, S, N), cfg, alloc_logits(S, N, "meta"))
@@ -285,7 +285,9 @@ def test_config_schedule():
     c = config.gluon_ws_sm90_config(heads=64, dim=128, S=4096, N=4096, clean=False, compressed=True, bf16=True,
                                     units=132)
     assert c.variant == "gluon_ws_sm90" and c.launcher == "tma" and c.keys == config.KEYS
-    assert c.schedule["items"] == 512 and c.schedule["args"] == {"n_items": 512} and c.grid == (132,)
+    assert c.schedule["items"] == 512 and c.schedule["args"] == {"n_items": 512, "kv_splits": 1} and c.grid == (132,)
+    split = config.gluon_ws_sm90_config(heads=8, dim=128, S=8192, N=8192, clean=True, units=132, n=256, splits=3)
+    assert split.constexprs["BLOCK_Q"] == 32 and split.schedule["args"] == {"n_items": 128 * 3, "kv_splits": 3}
     small = config.gluon_ws_sm90_config(heads=64, dim=128, S=9, N=10, clean=True, units=132)
     assert small.grid == (2,) and small.schedule["items"] == 2
     tree = ast.parse(Path(config.__file__).read_text())
@@ -332,11 +334,13 @@ def test_head_count_layouts_compile_without_spills(tmp_path, H_, D_, n):
     assert res["name"].endswith(f"_Q_IN_LANES_{int(lanes)}"), res["name"]
     sass = (tmp_path / "sass").read_text()
     assert len(re.findall(rf"QGMMA\.64x{n}x32\.F32\.E4M3\.E4M3", sass)) >= 2 * D_ // 32
-    assert not re.search(r"\b(LDL|STL)\b", sass) and "LOCAL:0" in res["usage"], res["usage"]
+    loops = _tile_loops(sass)
+    assert loops and not [op for body in loops for op in body if re.match(r"(LDL|STL)\b", op)], "a spill in the tile loop"
+    if block_q < 32:  # (32 rows of per-row state beside a 64 x 256 accumulator: a few per-item spills, none per tile)
+        assert not re.search(r"\b(LDL|STL)\b", sass) and "LOCAL:0" in res["usage"], res["usage"]
     assert "C7514" not in res["ptxas"], res["ptxas"][-2000:]
     if lanes:
-        loops = _tile_loops(sass)
-        assert loops and not [op for body in loops for op in body if "SHFL" in op], "a shuffle in the tile loop"
+        assert not [op for body in loops for op in body if "SHFL" in op], "a shuffle in the tile loop"
         assert len(re.findall(r"STG\.E ", sass)) == block_q, len(re.findall(r"STG\.E ", sass))
 
 

@@ -46,7 +46,7 @@ def tuned_shapes() -> list[tuple[int, int]]:
 def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, compressed: bool = False,
                          bf16: bool = False, units: int | None = None, groups: tuple[int, int] | None = None,
                          stages: int | None = None, q_in_lanes: bool | None = None,
-                         n: int | None = None) -> KernelConfig:
+                         n: int | None = None, splits: int | None = None) -> KernelConfig:
     """Math warpgroups (a wgmma each: M = 64 kv rows x N = BLOCK_Q*heads) fed by a TMA producer warp.
 
     groups = (Q_GROUPS, KV_GROUPS), stages, q_in_lanes and n (the wgmma's N; default: tuned.py's entry for
@@ -65,6 +65,10 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     a math warpgroup 405 -> 342 instructions). Measured: 0.914 of the old order's time at H 64 (3 stages), 0.856
     at H 32.
 
+    splits (default: the entry's, else 1): work items per query block, each an equal share of the block's live kv
+    tiles, so a causal triangle's long rows spread over more programs (N 256 at H 8 makes only 128 query blocks of
+    1x8192 for 132 SMs).
+
     PINGPONG off: forcing the two math warpgroups to alternate their wgmma issue (turn mbarriers) measured
     2-4 % slower on every anchor shape on the H200 (2026-11-30); the tensor pipe interleaves them well enough.
     Shared memory: 2 q slots of BLOCK_Q*H*D per query group + STAGES kv tiles of KV_GROUPS*64*D (160 KiB at
@@ -77,6 +81,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     stages = stages or entry.get("stages")
     q_in_lanes = entry.get("q_in_lanes") if q_in_lanes is None else q_in_lanes
     n = n or entry.get("n")
+    splits = splits or entry.get("splits", 1)
     q_groups, kv_groups = groups
     if (q_groups, kv_groups) not in GROUPS:
         raise ValueError(f"groups must be one of {GROUPS}, got {(q_groups, kv_groups)}")
@@ -98,7 +103,9 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     if q_in_lanes and block_q % 4:
         raise ValueError(f"q_in_lanes spreads query rows over the 4 lanes of a quad: BLOCK_Q {block_q} is not a "
                          "multiple of 4")
-    items = cdiv(S, q_groups * block_q)
+    if splits < 1:
+        raise ValueError(f"kv splits must be >= 1, got {splits}")
+    items = cdiv(S, q_groups * block_q) * splits
     programs = max(1, min(items, units or DEFAULT_UNITS))
     constexprs = {"H": heads, "D": dim, "BLOCK_Q": block_q, "BLOCK_KV": block_kv, "STAGES": stages,
                   "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16), "PINGPONG": False,
@@ -106,7 +113,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
                   "KV_GROUPS": kv_groups, "Q_IN_LANES": q_in_lanes}
     options = {"num_warps": 4, "maxnreg": REGS[math_wg]["maxnreg"]}
     # "args": the kernel's trailing runtime scalars, in order (the launcher appends them).
-    schedule = {"args": {"n_items": items}, "items": items, "rows_per_item": q_groups * block_q,
+    schedule = {"args": {"n_items": items, "kv_splits": splits}, "items": items, "rows_per_item": q_groups * block_q,
                 "programs_per_sm": 1, "units": units, "kv_tile": kv_groups * block_kv}
     return KernelConfig("gluon_ws_sm90", "mqa_logits_gluon_ws_sm90", KEYS, constexprs, options, (programs,),
                         schedule, launcher="tma", load=_load)

@@ -108,10 +108,11 @@ class Problem:
     stride_ke: Scalar
     stride_out_s: Scalar
     n_items: Scalar
+    kv_splits: Scalar
 
     @gluon.constexpr_function
     def __init__(self, kv_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, S, N, max_seqlen_k, stride_scale, stride_w_s,
-                 stride_ks, stride_ke, stride_out_s, n_items):
+                 stride_ks, stride_ke, stride_out_s, n_items, kv_splits):
         self.kv_scale_ptr = kv_scale_ptr
         self.w_ptr = w_ptr
         self.ks_ptr = ks_ptr
@@ -126,6 +127,7 @@ class Problem:
         self.stride_ke = _scalar(stride_ke)
         self.stride_out_s = _scalar(stride_out_s)
         self.n_items = _scalar(n_items)
+        self.kv_splits = _scalar(kv_splits)
 
 
 @aggregate
@@ -225,15 +227,43 @@ def _live_tiles(p, q0, ROWS: gl.constexpr, BLOCK_KV: gl.constexpr, WARPS: gl.con
     return t_lo, gl.maximum(t_hi - t_lo, 0)
 
 
+@aggregate
+class Item:
+    """One work item: query block [q0, q0 + ROWS) against its share (`lo`, `count` kv tiles) of the block's live
+    tiles (`t_lo`, `n_tiles`); `part` says which of the kv_splits shares it is."""
+
+    q0: gl.tensor
+    lo: gl.tensor
+    count: gl.tensor
+    part: gl.tensor
+    t_lo: gl.tensor
+    n_tiles: gl.tensor
+
+    @gluon.constexpr_function
+    def __init__(self, q0, lo, count, part, t_lo, n_tiles):
+        self.q0 = q0
+        self.lo = lo
+        self.count = count
+        self.part = part
+        self.t_lo = t_lo
+        self.n_tiles = n_tiles
+
+
 @gluon.jit
-def _item_q0(j, n_items, ROWS: gl.constexpr):
+def _item(p, t, j, WARPS: gl.constexpr):
     """Round j of this program: snake order over work items (p, 2P-1-p, 2P+p, ...) counted from the last
-    query block (the heaviest in causal-like layouts), so each program's sum of work evens out.
-    Returns the item's first query row (items are ROWS query rows)."""
+    query block (the heaviest in causal-like layouts), so each program's sum of work evens out. A query block
+    makes kv_splits items, each an equal share of its live kv tiles (a causal triangle's long rows spread over
+    more programs; kv_splits 1: the whole row range)."""
     P = gl.num_programs(0)
-    p = gl.program_id(0)
-    item = j * P + gl.where(j % 2 == 0, p, P - 1 - p)
-    return (n_items - 1 - item) * ROWS
+    pid = gl.program_id(0)
+    item = j * P + gl.where(j % 2 == 0, pid, P - 1 - pid)
+    part = item % p.kv_splits
+    q0 = (p.n_items // p.kv_splits - 1 - item // p.kv_splits) * t.ROWS
+    t_lo, n_tiles = _live_tiles(p, q0, t.ROWS, t.KV_TILE, WARPS)
+    share = (n_tiles + p.kv_splits - 1) // p.kv_splits
+    count = gl.minimum(gl.maximum(n_tiles - part * share, 0), share)
+    return Item(q0, t_lo + part * share, count, part, t_lo, n_tiles)
 
 
 @gluon.jit
@@ -270,14 +300,10 @@ def _head_sum(x, t):
 @gluon.jit
 def _math_partition(p, t, kv, q, turn, WG: gl.constexpr):
     """One math warpgroup: for each work item, its BLOCK_Q query rows (query group WG % Q_GROUPS) against its
-    BLOCK_KV rows (kv group WG // Q_GROUPS) of every live kv tile."""
-    H: gl.constexpr = t.H
+    BLOCK_KV rows (kv group WG // Q_GROUPS) of the item's kv tiles."""
     BLOCK_Q: gl.constexpr = t.BLOCK_Q
     BLOCK_KV: gl.constexpr = t.BLOCK_KV
-    STAGES: gl.constexpr = t.STAGES
-    QG: gl.constexpr = WG % t.Q_GROUPS
-    KG: gl.constexpr = WG // t.Q_GROUPS
-    BQH: gl.constexpr = BLOCK_Q * H
+    BQH: gl.constexpr = BLOCK_Q * t.H
     mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, BQH, 32])
     acc = gl.zeros([BLOCK_KV, BQH], gl.float32, layout=mma_layout)
@@ -285,91 +311,102 @@ def _math_partition(p, t, kv, q, turn, WG: gl.constexpr):
     cols = gl.arange(0, BQH, layout=gl.SliceLayout(0, mma_layout))
     offs_q = gl.arange(0, BLOCK_Q, layout=gl.SliceLayout(0, red_layout))
     offs_kv = gl.arange(0, BLOCK_KV, layout=gl.SliceLayout(1, red_layout))
-    out_ty: gl.constexpr = p.out_ptr.dtype.element_ty
 
     c = 0  # kv tiles consumed so far: ring slot c % STAGES, use c // STAGES
     i = 0  # work items done: q slot i % 2, use i // 2
     for j in range(0, _my_rounds(p.n_items)):
-        q0 = _item_q0(j, p.n_items, t.ROWS)
-        t_lo, n_tiles = _live_tiles(p, q0, t.ROWS, t.KV_TILE, 4)
-        my0 = q0 + QG * BLOCK_Q
+        c, i = _math_item(p, t, kv, q, turn, WG, _item(p, t, j, 4), acc, cols, offs_q, offs_kv, c, i)
 
-        if t.Q_IN_LANES:  # column n: query row (n // 2) % BLOCK_Q, head 2 (n // (2 BLOCK_Q)) + n % 2
-            c_row = my0 + (cols // 2) % BLOCK_Q
-            c_head = 2 * (cols // (2 * BLOCK_Q)) + cols % 2
-        else:
-            c_row = my0 + cols // H
-            c_head = cols % H
-        # Per element (64-bit) rather than a 64-bit base + int32 offsets: loop-invariant offsets would be
-        # hoisted out of the item loop and held in registers, which spills math warpgroup 0.
-        w_ptrs = p.w_ptr + (c_row.to(gl.int64) * p.stride_w_s + c_head)
-        w2 = gl.expand_dims(gl.load(w_ptrs, mask=c_row < p.S, other=0.0), 0)
-        qr = my0 + offs_q
-        q_ok = qr < p.S
-        # Rows of this warpgroup's block: a 64-bit scalar base and int32 offsets from it (few registers).
-        out_base = _row(p.out_ptr, my0, p.stride_out_s)
-        out_offs = gl.expand_dims(offs_q * p.stride_out_s, 0)
+
+@gluon.jit
+def _math_item(p, t, kv, q, turn, WG: gl.constexpr, it, acc, cols, offs_q, offs_kv, c, i):
+    """One work item of a math warpgroup: c kv tiles and i items consumed so far in; returned advanced."""
+    H: gl.constexpr = t.H
+    BLOCK_Q: gl.constexpr = t.BLOCK_Q
+    BLOCK_KV: gl.constexpr = t.BLOCK_KV
+    STAGES: gl.constexpr = t.STAGES
+    QG: gl.constexpr = WG % t.Q_GROUPS
+    KG: gl.constexpr = WG // t.Q_GROUPS
+    out_ty: gl.constexpr = p.out_ptr.dtype.element_ty
+    my0 = it.q0 + QG * BLOCK_Q
+
+    if t.Q_IN_LANES:  # column n: query row (n // 2) % BLOCK_Q, head 2 (n // (2 BLOCK_Q)) + n % 2
+        c_row = my0 + (cols // 2) % BLOCK_Q
+        c_head = 2 * (cols // (2 * BLOCK_Q)) + cols % 2
+    else:
+        c_row = my0 + cols // H
+        c_head = cols % H
+    # Per element (64-bit) rather than a 64-bit base + int32 offsets: loop-invariant offsets would be
+    # hoisted out of the item loop and held in registers, which spills math warpgroup 0.
+    w_ptrs = p.w_ptr + (c_row.to(gl.int64) * p.stride_w_s + c_head)
+    w2 = gl.expand_dims(gl.load(w_ptrs, mask=c_row < p.S, other=0.0), 0)
+    qr = my0 + offs_q
+    q_ok = qr < p.S
+    # Rows of this warpgroup's block: a 64-bit scalar base and int32 offsets from it (few registers).
+    out_base = _row(p.out_ptr, my0, p.stride_out_s)
+    out_offs = gl.expand_dims(offs_q * p.stride_out_s, 0)
+    if t.COMPRESSED:
+        # Each row's live kv rows [ks, hi), hi = min(ke, N, ks + max_seqlen_k): column = kv row - ks.
+        ks_q = _load_rows(p.ks_ptr, my0, offs_q, p.stride_ks, q_ok, 0)
+        ke_q = _load_rows(p.ke_ptr, my0, offs_q, p.stride_ke, q_ok, 0)
+        hi_q = ks_q + gl.minimum(gl.minimum(ke_q, p.N) - ks_q, p.max_seqlen_k)
+        ks2c = gl.expand_dims(ks_q, 0)
+        hi2c = gl.expand_dims(hi_q, 0)
+    elif t.CLEAN:
+        # Tiles inside [max ks, min ke) of the warpgroup's valid rows need no -inf mask.
+        ks_q = _load_rows(p.ks_ptr, my0, offs_q, p.stride_ks, q_ok, 0)
+        ke_q = _load_rows(p.ke_ptr, my0, offs_q, p.stride_ke, q_ok, INT32_MAX)
+        in_lo = gl.max(ks_q, axis=0)
+        in_hi = gl.min(ke_q, axis=0)
+        ks2 = gl.expand_dims(ks_q, 0)
+        ke2 = gl.expand_dims(ke_q, 0)
+
+    qs = i % 2
+    # q slot qs, use i // 2: wait for its fill (parity (i // 2) & 1).
+    mbarrier.wait(q.full.index(qs), (i // 2) & 1)
+    q_t = q.smem.index(qs).reshape([BLOCK_Q * H, t.D]).permute((1, 0))  # [D, BQH], K-major B operand
+
+    for tt in range(it.count):
+        s = c % STAGES
+        start = (it.lo + tt) * t.KV_TILE + KG * BLOCK_KV
+        rows = start + offs_kv
+        scale = gl.load(_row(p.kv_scale_ptr, start, p.stride_scale) + offs_kv * p.stride_scale,
+                        mask=rows < p.N, other=0.0)
+        # kv slot s, use c // STAGES: wait for its fill.
+        mbarrier.wait(kv.full.index(s), (c // STAGES) & 1)
+        if t.PINGPONG:
+            # turn[WG] completes one phase per tile, on the other warpgroup's issue: warpgroup 0 waits
+            # parity (c & 1) ^ 1 (its first wait passes at once: it goes first), warpgroup 1 parity c & 1.
+            mbarrier.wait(turn.index(WG), (c & 1) ^ (1 - WG))
+        # ring stage s holds the tile's KV_GROUPS blocks of BLOCK_KV rows in slots s*KV_GROUPS + g
+        tok = warpgroup_mma(kv.smem.index(s * t.KV_GROUPS + KG), q_t, acc, use_acc=False, is_async=True)
+        if t.PINGPONG:
+            mbarrier.arrive(turn.index(1 - WG), count=1)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
+        # Release slot s: the last of the math warpgroups' arrivals completes its empty phase.
+        mbarrier.arrive(kv.empty.index(s), count=1)
+
+        x = gl.maximum(acc, 0.0) * w2
+        logits = _head_sum(x, t)  # [BLOCK_KV, BLOCK_Q]
+        logits = logits * gl.expand_dims(scale, 1)
+        rows2 = gl.expand_dims(rows, 1)
         if t.COMPRESSED:
-            # Each row's live kv rows [ks, hi), hi = min(ke, N, ks + max_seqlen_k): column = kv row - ks.
-            ks_q = _load_rows(p.ks_ptr, my0, offs_q, p.stride_ks, q_ok, 0)
-            ke_q = _load_rows(p.ke_ptr, my0, offs_q, p.stride_ke, q_ok, 0)
-            hi_q = ks_q + gl.minimum(gl.minimum(ke_q, p.N) - ks_q, p.max_seqlen_k)
-            ks2c = gl.expand_dims(ks_q, 0)
-            hi2c = gl.expand_dims(hi_q, 0)
-        elif t.CLEAN:
-            # Tiles inside [max ks, min ke) of the warpgroup's valid rows need no -inf mask.
-            ks_q = _load_rows(p.ks_ptr, my0, offs_q, p.stride_ks, q_ok, 0)
-            ke_q = _load_rows(p.ke_ptr, my0, offs_q, p.stride_ke, q_ok, INT32_MAX)
-            in_lo = gl.max(ks_q, axis=0)
-            in_hi = gl.min(ke_q, axis=0)
-            ks2 = gl.expand_dims(ks_q, 0)
-            ke2 = gl.expand_dims(ke_q, 0)
+            live = (rows2 >= ks2c) & (rows2 < hi2c)
+            gl.store(out_base + (out_offs + (rows2 - ks2c)), logits.to(out_ty), mask=live)
+        else:
+            if t.CLEAN:
+                if (start < in_lo) | (start + BLOCK_KV > in_hi):
+                    logits = gl.where((rows2 >= ks2) & (rows2 < ke2), logits, float("-inf"))
+            st_ok = gl.expand_dims(q_ok, 0)
+            if t.KV_GROUPS > 1:  # a tile's later rows may lie past N, and past the row-padded stride
+                st_ok = st_ok & (start < p.N)
+            gl.store(out_base + (out_offs + rows2), logits.to(out_ty), mask=st_ok)
+        c += 1
 
-        qs = i % 2
-        # q slot qs, use i // 2: wait for its fill (parity (i // 2) & 1).
-        mbarrier.wait(q.full.index(qs), (i // 2) & 1)
-        q_t = q.smem.index(qs).reshape([BLOCK_Q * H, t.D]).permute((1, 0))  # [D, BQH], K-major B operand
-
-        for tt in range(n_tiles):
-            s = c % STAGES
-            start = (t_lo + tt) * t.KV_TILE + KG * BLOCK_KV
-            rows = start + offs_kv
-            scale = gl.load(_row(p.kv_scale_ptr, start, p.stride_scale) + offs_kv * p.stride_scale,
-                            mask=rows < p.N, other=0.0)
-            # kv slot s, use c // STAGES: wait for its fill.
-            mbarrier.wait(kv.full.index(s), (c // STAGES) & 1)
-            if t.PINGPONG:
-                # turn[WG] completes one phase per tile, on the other warpgroup's issue: warpgroup 0 waits
-                # parity (c & 1) ^ 1 (its first wait passes at once: it goes first), warpgroup 1 parity c & 1.
-                mbarrier.wait(turn.index(WG), (c & 1) ^ (1 - WG))
-            # ring stage s holds the tile's KV_GROUPS blocks of BLOCK_KV rows in slots s*KV_GROUPS + g
-            tok = warpgroup_mma(kv.smem.index(s * t.KV_GROUPS + KG), q_t, acc, use_acc=False, is_async=True)
-            if t.PINGPONG:
-                mbarrier.arrive(turn.index(1 - WG), count=1)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
-            # Release slot s: the last of the math warpgroups' arrivals completes its empty phase.
-            mbarrier.arrive(kv.empty.index(s), count=1)
-
-            x = gl.maximum(acc, 0.0) * w2
-            logits = _head_sum(x, t)  # [BLOCK_KV, BLOCK_Q]
-            logits = logits * gl.expand_dims(scale, 1)
-            rows2 = gl.expand_dims(rows, 1)
-            if t.COMPRESSED:
-                live = (rows2 >= ks2c) & (rows2 < hi2c)
-                gl.store(out_base + (out_offs + (rows2 - ks2c)), logits.to(out_ty), mask=live)
-            else:
-                if t.CLEAN:
-                    if (start < in_lo) | (start + BLOCK_KV > in_hi):
-                        logits = gl.where((rows2 >= ks2) & (rows2 < ke2), logits, float("-inf"))
-                st_ok = gl.expand_dims(q_ok, 0)
-                if t.KV_GROUPS > 1:  # a tile's later rows may lie past N, and past the row-padded stride
-                    st_ok = st_ok & (start < p.N)
-                gl.store(out_base + (out_offs + rows2), logits.to(out_ty), mask=st_ok)
-            c += 1
-
-        # Release q slot qs (count KV_GROUPS: the warpgroups of this query group read it).
-        mbarrier.arrive(q.empty.index(qs), count=1)
-        i += 1
+    # Release q slot qs (count KV_GROUPS: the warpgroups of this query group read it).
+    mbarrier.arrive(q.empty.index(qs), count=1)
+    i += 1
+    return c, i
 
 
 @gluon.jit
@@ -385,36 +422,41 @@ def _q_coord(q0, t):
 @gluon.jit
 def _load_partition(p, t, kv, q0_ring, q1_ring, q_desc, kv_desc):
     """TMA producer (1 warp): per work item its Q_GROUPS q blocks, then its live kv tiles through the ring."""
-    H: gl.constexpr = t.H
-    BLOCK_Q: gl.constexpr = t.BLOCK_Q
-    BLOCK_KV: gl.constexpr = t.BLOCK_KV
-    STAGES: gl.constexpr = t.STAGES
     c = 0  # kv tiles issued so far: slot c % STAGES, use c // STAGES
     i = 0  # work items issued: q slot i % 2, use i // 2
     for j in range(0, _my_rounds(p.n_items)):
-        q0 = _item_q0(j, p.n_items, t.ROWS)
-        t_lo, n_tiles = _live_tiles(p, q0, t.ROWS, t.KV_TILE, 1)
-        qs = i % 2
-        # Before use n = i // 2 of q slot qs, wait for the release of use n - 1 (first use: passes at once).
-        qph = ((i // 2) & 1) ^ 1
-        mbarrier.wait(q0_ring.empty.index(qs), qph)
-        mbarrier.expect(q0_ring.full.index(qs), q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, _q_coord(q0, t), q0_ring.full.index(qs), q0_ring.smem.index(qs))
-        if t.Q_GROUPS == 2:
-            mbarrier.wait(q1_ring.empty.index(qs), qph)
-            mbarrier.expect(q1_ring.full.index(qs), q_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(q_desc, _q_coord(q0 + BLOCK_Q, t), q1_ring.full.index(qs),
-                                            q1_ring.smem.index(qs))
-        for tt in range(n_tiles):
-            s = c % STAGES
-            # Before use c // STAGES of kv slot s, wait until every math warpgroup released the previous one.
-            mbarrier.wait(kv.empty.index(s), ((c // STAGES) & 1) ^ 1)
-            mbarrier.expect(kv.full.index(s), t.KV_GROUPS * kv_desc.block_type.nbytes)
-            for g in gl.static_range(t.KV_GROUPS):  # a block past N reads as zeros (its logits are not stored)
-                tma.async_copy_global_to_shared(kv_desc, [(t_lo + tt) * t.KV_TILE + g * BLOCK_KV, 0], kv.full.index(s),
-                                                kv.smem.index(s * t.KV_GROUPS + g))
-            c += 1
-        i += 1
+        c, i = _load_item(p, t, kv, q0_ring, q1_ring, q_desc, kv_desc, _item(p, t, j, 1), c, i)
+
+
+@gluon.jit
+def _load_item(p, t, kv, q0_ring, q1_ring, q_desc, kv_desc, it, c, i):
+    """The producer's share of one work item: its q blocks, then its kv tiles; (c, i) advanced."""
+    BLOCK_Q: gl.constexpr = t.BLOCK_Q
+    BLOCK_KV: gl.constexpr = t.BLOCK_KV
+    STAGES: gl.constexpr = t.STAGES
+    q0 = it.q0
+    qs = i % 2
+    # Before use n = i // 2 of q slot qs, wait for the release of use n - 1 (first use: passes at once).
+    qph = ((i // 2) & 1) ^ 1
+    mbarrier.wait(q0_ring.empty.index(qs), qph)
+    mbarrier.expect(q0_ring.full.index(qs), q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, _q_coord(q0, t), q0_ring.full.index(qs), q0_ring.smem.index(qs))
+    if t.Q_GROUPS == 2:
+        mbarrier.wait(q1_ring.empty.index(qs), qph)
+        mbarrier.expect(q1_ring.full.index(qs), q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, _q_coord(q0 + BLOCK_Q, t), q1_ring.full.index(qs),
+                                        q1_ring.smem.index(qs))
+    for tt in range(it.count):
+        s = c % STAGES
+        # Before use c // STAGES of kv slot s, wait until every math warpgroup released the previous one.
+        mbarrier.wait(kv.empty.index(s), ((c // STAGES) & 1) ^ 1)
+        mbarrier.expect(kv.full.index(s), t.KV_GROUPS * kv_desc.block_type.nbytes)
+        for g in gl.static_range(t.KV_GROUPS):  # a block past N reads as zeros (its logits are not stored)
+            tma.async_copy_global_to_shared(kv_desc, [(it.lo + tt) * t.KV_TILE + g * BLOCK_KV, 0], kv.full.index(s),
+                                            kv.smem.index(s * t.KV_GROUPS + g))
+        c += 1
+    i += 1
+    return c, i
 
 
 @gluon.jit
@@ -431,8 +473,10 @@ def _fill_partition(p, t):
         offs = gl.arange(0, NEG_INF_FILL, layout=layout)
         neg = gl.full([NEG_INF_FILL], float("-inf"), out_ty, layout=layout)
         for j in range(0, _my_rounds(p.n_items)):
-            q0 = _item_q0(j, p.n_items, t.ROWS)
-            r_end = gl.minimum(q0 + t.ROWS, p.S)
+            it = _item(p, t, j, 1)
+            q0 = it.q0
+            # the first share of a query block fills its rows (an empty row range does nothing)
+            r_end = gl.where(it.part == 0, gl.minimum(q0 + t.ROWS, p.S), q0)
             if t.COMPRESSED:
                 for r in range(q0, r_end):
                     row = _row(p.out_ptr, r, p.stride_out_s)
@@ -444,10 +488,9 @@ def _fill_partition(p, t):
                         cc = col + offs
                         gl.store(row + cc, neg, mask=(cc >= length) & (cc < p.max_seqlen_k))
             else:
-                t_lo, n_tiles = _live_tiles(p, q0, t.ROWS, t.KV_TILE, 1)
-                live_lo = gl.minimum(t_lo * t.KV_TILE, p.N)
-                live_hi = gl.minimum((t_lo + n_tiles) * t.KV_TILE, p.N)
-                if n_tiles == 0:
+                live_lo = gl.minimum(it.t_lo * t.KV_TILE, p.N)
+                live_hi = gl.minimum((it.t_lo + it.n_tiles) * t.KV_TILE, p.N)
+                if it.n_tiles == 0:
                     live_lo = p.N
                     live_hi = p.N
                 for r in range(q0, r_end):
@@ -478,7 +521,8 @@ def mqa_logits_gluon_ws_sm90(
     stride_ks,  # ks stride (elements)
     stride_ke,  # ke stride (elements)
     stride_out_s,  # logits row stride (elements)
-    n_items,  # work items = ceil(S / (Q_GROUPS * BLOCK_Q)); the grid is persistent over them
+    n_items,  # work items = ceil(S / (Q_GROUPS * BLOCK_Q)) * kv_splits; the grid is persistent over them
+    kv_splits,  # work items per query block, each an equal share of its live kv tiles
     H: gl.constexpr,
     D: gl.constexpr,
     BLOCK_Q: gl.constexpr,  # query rows per math warpgroup; BLOCK_Q * H = the wgmma's N (128 or 256)
@@ -505,7 +549,7 @@ def mqa_logits_gluon_ws_sm90(
     BQH: gl.constexpr = BLOCK_Q * H
 
     p = Problem(kv_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, S, N, max_seqlen_k, stride_scale, stride_w_s,
-                stride_ks, stride_ke, stride_out_s, n_items)
+                stride_ks, stride_ke, stride_out_s, n_items, kv_splits)
     t = Tiling(H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS, Q_IN_LANES)
     # q slots per query group: 2 x [BQH, D], released by the group's KV_GROUPS warpgroups.
     q0_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout), KV_GROUPS)
