@@ -23,6 +23,8 @@
 #   sweeps    the checked, timed sweeps that write kernels/{paged_ws_sm90,tiled,topk}/tuned.py (copied to $OUT)
 #   pagedsweep  the decode kernel's sweep alone (scripts/paged_ws_experiment.py --write-table; table to $OUT)
 #   gluonsweep  the Gluon prefill kernel's warpgroup layouts (scripts/sweep_gluon_prefill.py --write-table)
+#   headsverify  mqa-logits verify on every (heads, dim) the Gluon prefill table dispatches, in four forms (causal
+#             clean; window without clean logits; compressed; bf16 logits), S 2048
 #   heads     the head-count sweep (scripts/sweep_heads.py --write-table ${HEADS_ARGS}, e.g. HEADS_ARGS="--gluon-only
 #             --shapes 8x64,8x128"): the portable kernel's table and the Gluon kernel's head-count keys, to $OUT
 #   topk      the top-k sweep alone, with DeepGEMM's logits + torch.topk beside it (DeepGEMM put in place as
@@ -52,13 +54,13 @@ SUMMARY=$SLOGS/summary.rows
 
 # per-step cap (s) and the least time worth starting it with
 declare -A CAP=([env]=60 [install]=120 [tests]=200 [verify]=180 [capture]=180 [hostcost]=120 [views]=150
-                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=90 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420)
+                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=90 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300)
 declare -A MIN=([env]=5 [install]=20 [tests]=30 [verify]=30 [capture]=20 [hostcost]=20 [views]=20
-                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90)
+                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60)
 # the line of each step's output that says how it went
 declare -A KEY=([tests]='passed|failed|error' [verify]='passed, [0-9]+ failed' [capture]='^gpu_checks [a-z]+: '
                 [hostcost]='worst eager|^gpu_checks [a-z]+: ' [views]='^gpu_checks [a-z]+: ' [large]='^gpu_checks [a-z]+: '
-                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
+                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^headsverify' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
 
 left() { echo $((T0 + BUDGET - $(date +%s))); }
 stamp() { echo; echo "=== $* (t=$(($(date +%s) - T0)) s, $(date -u +%H:%M:%S) UTC, $(left) s left)"; }
@@ -200,6 +202,23 @@ step_heads() {  # the head-count sweep: kernels/tiled/tuned.py and the Gluon ker
   SWEEP_BUDGET_S=$(( $1 - 60 )) "$PY" scripts/sweep_heads.py --write-table ${HEADS_ARGS:-}
 }
 
+step_headsverify() {  # every shape the Gluon prefill table dispatches, in four output forms, against the reference
+  local pass=0 fail=0 shapes hd form
+  shapes=$("$PY" -c "from mqa_kernels.gluon_ws_sm90.config import tuned_shapes; print(' '.join(f'{h}x{d}' for h, d in tuned_shapes()))")
+  for hd in $shapes; do
+    for form in "" "--no-clean-logits --layout window --window 700" "--max-seqlen-k 1500" "--logits-dtype bf16"; do
+      # shellcheck disable=SC2086
+      if mqa verify --seq 2048 --heads "${hd%x*}" --dim "${hd#*x}" $form 2>&1 | grep -q "1 passed, 0 failed"; then
+        pass=$((pass + 1))
+      else
+        fail=$((fail + 1)); echo "FAIL: H${hd%x*} D${hd#*x} $form"
+      fi
+    done
+  done
+  echo "headsverify: $pass passed, $fail failed (shapes: $shapes)"
+  [ "$fail" = 0 ]
+}
+
 step_sweeps() {  # the sweeps that write the tuned tables (each checks every candidate before timing it)
   local rc=0
   PAGED_WS_BUDGET_S=200 "$PY" scripts/paged_ws_experiment.py --write-table || rc=1
@@ -241,6 +260,7 @@ step_fn() {  # name t -> the command line of the step
     pagedsweep) echo "step_pagedsweep $2" ;;
     gluonsweep) echo "step_gluonsweep $2" ;;
     heads) echo "step_heads $2" ;;
+    headsverify) echo "step_headsverify" ;;
     anchor) echo "step_anchor $2" ;;
   esac
 }
@@ -277,7 +297,7 @@ run_step() {  # name rest [bg]: time-box it, log it, record a summary row; bg: s
   fi
   STEP_T0=$(date +%s)
   export STEP_T0 T0 BUDGET SLOGS REPO
-  export -f step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads dg_env installed left
+  export -f step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify dg_env installed left
   fn=$(step_fn "$s" "$t")
   if [ -n "$bg" ]; then
     ( timeout -k 10 "$t" bash -c "$fn" >"$SLOGS/$s.txt" 2>&1; echo "$? $(( $(date +%s) - STEP_T0 ))" >"$SLOGS/$s.rc" ) &
