@@ -23,8 +23,8 @@
 #   sweeps    the checked, timed sweeps that write kernels/{paged_ws_sm90,tiled,topk}/tuned.py (copied to $OUT)
 #   pagedsweep  the decode kernel's sweep alone (scripts/paged_ws_experiment.py --write-table; table to $OUT)
 #   gluonsweep  the Gluon prefill kernel's warpgroup layouts (scripts/sweep_gluon_prefill.py --write-table)
-#   headsverify  mqa-logits verify on every (heads, dim) the Gluon prefill table dispatches, in four forms (causal
-#             clean; window without clean logits; compressed; bf16 logits), S 2048
+#   headsverify  scripts/verify_heads.py: every (heads, dim) the Gluon prefill table dispatches, in four forms
+#             (causal clean; window without clean logits; compressed; bf16 logits), S 2048, one process
 #   heads     the head-count sweep (scripts/sweep_heads.py --write-table ${HEADS_ARGS}, e.g. HEADS_ARGS="--gluon-only
 #             --shapes 8x64,8x128"): the portable kernel's table and the Gluon kernel's head-count keys, to $OUT
 #   topk      the top-k sweep alone, with DeepGEMM's logits + torch.topk beside it (DeepGEMM put in place as
@@ -60,7 +60,7 @@ declare -A MIN=([env]=5 [install]=20 [tests]=30 [verify]=30 [capture]=20 [hostco
 # the line of each step's output that says how it went
 declare -A KEY=([tests]='passed|failed|error' [verify]='passed, [0-9]+ failed' [capture]='^gpu_checks [a-z]+: '
                 [hostcost]='worst eager|^gpu_checks [a-z]+: ' [views]='^gpu_checks [a-z]+: ' [large]='^gpu_checks [a-z]+: '
-                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^headsverify' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
+                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
 
 left() { echo $((T0 + BUDGET - $(date +%s))); }
 stamp() { echo; echo "=== $* (t=$(($(date +%s) - T0)) s, $(date -u +%H:%M:%S) UTC, $(left) s left)"; }
@@ -202,22 +202,7 @@ step_heads() {  # the head-count sweep: kernels/tiled/tuned.py and the Gluon ker
   SWEEP_BUDGET_S=$(( $1 - 60 )) "$PY" scripts/sweep_heads.py --write-table ${HEADS_ARGS:-}
 }
 
-step_headsverify() {  # every shape the Gluon prefill table dispatches, in four output forms, against the reference
-  local pass=0 fail=0 shapes hd form
-  shapes=$("$PY" -c "from mqa_kernels.gluon_ws_sm90.config import tuned_shapes; print(' '.join(f'{h}x{d}' for h, d in tuned_shapes()))")
-  for hd in $shapes; do
-    for form in "" "--no-clean-logits --layout window --window 700" "--max-seqlen-k 1500" "--logits-dtype bf16"; do
-      # shellcheck disable=SC2086
-      if mqa verify --seq 2048 --heads "${hd%x*}" --dim "${hd#*x}" $form 2>&1 | grep -q "1 passed, 0 failed"; then
-        pass=$((pass + 1))
-      else
-        fail=$((fail + 1)); echo "FAIL: H${hd%x*} D${hd#*x} $form"
-      fi
-    done
-  done
-  echo "headsverify: $pass passed, $fail failed (shapes: $shapes)"
-  [ "$fail" = 0 ]
-}
+step_headsverify() { "$PY" scripts/verify_heads.py; }  # every shape of the Gluon prefill table, four forms
 
 step_sweeps() {  # the sweeps that write the tuned tables (each checks every candidate before timing it)
   local rc=0
