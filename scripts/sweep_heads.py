@@ -151,28 +151,30 @@ def candidates(H: int, D: int, shape, tgt, units: int, gluon_only: bool = False)
 
 
 def gluon_candidates(H: int, D: int, shape, units: int) -> list[Candidate]:
-    """The Gluon prefill kernel (mqa_kernels.gluon_ws_sm90) at wgmma N 128 and 256, 3 and 4 kv stages, 1, 2 or 4
-    work items per query block (kv splits), a query row per lane of a quad wherever BLOCK_Q = N / H is a multiple
-    of 4; the layouts shared memory cannot hold are left out. (H 32 and 64 at D 128 are sweep_gluon_prefill.py's: there the dispatched config is the candidate.)"""
+    """The Gluon prefill kernel (mqa_kernels.gluon_ws_sm90): two math warpgroups with their own query rows at wgmma
+    N 128 and 256, 3 and 4 kv stages, 1, 2 or 4 work items per query block (kv splits); three sharing one query
+    block and splitting 192-row kv tiles (N 128, 160 registers: more warps to hide each epilogue's latency where
+    the fp32 epilogue, not the MMA, is the longer part, as at D 64); a query row per lane of a quad wherever
+    BLOCK_Q = N / H is a multiple of 4; the layouts shared memory cannot hold are left out. (H 32 and 64 at D 128 are sweep_gluon_prefill.py's: there the dispatched config is the candidate.)"""
     from mqa_kernels.gluon_ws_sm90.config import HEADS, DIMS, gluon_ws_sm90_config
 
     out = []
     if H not in HEADS or D not in DIMS:
         return out
-    for n in (128, 256):
-        for stages in (4, 3):
-            for splits in (1, 2, 4):
-                try:
-                    g = gluon_ws_sm90_config(heads=H, dim=D, S=shape.S, N=shape.N, clean=True, units=units,
-                                             groups=(2, 1), stages=stages, n=n, q_in_lanes=None, splits=splits)
-                except ValueError:
-                    continue
-                entry = {"groups": (2, 1), "stages": stages, "q_in_lanes": g.constexprs["Q_IN_LANES"], "n": n}
-                if splits > 1:
-                    entry["splits"] = splits
-                lab = (f"gluon n{n} st{stages}" + (" lanes" if entry["q_in_lanes"] else "")
-                       + (f" x{splits}" if splits > 1 else ""))
-                out.append(Candidate("gluon_ws_sm90", lab, g, entry))
+    layouts = [((2, 1), n, stages, splits) for n in (128, 256) for stages in (4, 3) for splits in (1, 2, 4)]
+    layouts += [((1, 3), 128, stages, splits) for stages in (5, 3) for splits in (1, 2)]
+    for groups, n, stages, splits in layouts:
+        try:
+            g = gluon_ws_sm90_config(heads=H, dim=D, S=shape.S, N=shape.N, clean=True, units=units, groups=groups,
+                                     stages=stages, n=n, q_in_lanes=None, splits=splits)
+        except ValueError:
+            continue
+        entry = {"groups": groups, "stages": stages, "q_in_lanes": g.constexprs["Q_IN_LANES"], "n": n}
+        if splits > 1:
+            entry["splits"] = splits
+        lab = (f"gluon {'3wg ' if groups == (1, 3) else ''}n{n} st{stages}" + (" lanes" if entry["q_in_lanes"] else "")
+               + (f" x{splits}" if splits > 1 else ""))
+        out.append(Candidate("gluon_ws_sm90", lab, g, entry))
     return out
 
 
