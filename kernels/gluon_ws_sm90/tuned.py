@@ -8,18 +8,18 @@ reference before it was timed (do_bench median, L2 flushed). The comment on each
 Last written on NVIDIA H200, 2026-11-30, triton 3.6.0."""
 
 CUDA_TUNED = {
-    (8, 64): {'groups': (2, 1), 'stages': 4, 'q_in_lanes': True, 'n': 256, 'splits': 2},  # sweep_heads 2026-11-30: gluon n256 st4 lanes x2 106.6 us, 60 % of the write floor (portable 114.9 us, dispatched (tuned.py))
-    (8, 128): {'groups': (2, 1), 'stages': 4, 'q_in_lanes': True, 'n': 128},  # sweep_heads 2026-11-30: gluon n128 st4 lanes 108.9 us, 59 % of the write floor (portable 125.5 us, tiled (tuned.py))
-    (8, 256): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True, 'n': 128},  # sweep_heads 2026-11-30: gluon n128 st3 lanes 125.4 us, 86 % of the fp8 floor (portable 185.6 us, tiled (tuned.py))
-    (16, 64): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True, 'n': 256},  # sweep_heads 2026-11-30: gluon n256 st3 lanes 129.3 us, 50 % of the write floor (portable 150.7 us, tiled (tuned.py))
-    (16, 128): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True, 'n': 256, 'splits': 2},  # sweep_heads 2026-11-30: gluon n256 st3 lanes x2 149.0 us, 73 % of the fp8 floor (portable 192.1 us, tiled (tuned.py))
-    (16, 256): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True, 'n': 128},  # sweep_heads 2026-11-30: gluon n128 st3 lanes 239.5 us, 90 % of the fp8 floor (portable 306.8 us, tiled (tuned.py))
-    (32, 64): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True, 'n': 256},  # sweep_heads 2026-11-30: gluon n256 st3 lanes 197.9 us, 55 % of the fp8 floor (portable 252.1 us, tiled (tuned.py))
+    (8, 64): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True, 'n': 256, 'splits': 2},  # sweep_heads 2026-11-30: gluon n256 st3 lanes x2 105.6 us, 60 % of the write floor (portable 114.7 us, tiled (tuned.py))
+    (8, 128): {'groups': (2, 1), 'stages': 4, 'q_in_lanes': True, 'n': 128},  # sweep_heads 2026-11-30: gluon n128 st4 lanes 108.7 us, 60 % of the write floor (portable 126.1 us, tiled (tuned.py))
+    (8, 256): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True, 'n': 128},  # sweep_heads 2026-11-30: gluon n128 st3 lanes 127.7 us, 85 % of the fp8 floor (portable 186.0 us, tiled (tuned.py))
+    (16, 64): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True, 'n': 256},  # sweep_heads 2026-11-30: gluon n256 st3 lanes 129.9 us, 50 % of the write floor (portable 150.6 us, tiled (tuned.py))
+    (16, 128): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True, 'n': 256, 'splits': 2},  # sweep_heads 2026-11-30: gluon n256 st3 lanes x2 150.8 us, 72 % of the fp8 floor (portable 195.2 us, tiled (tuned.py))
+    (16, 256): {'groups': (1, 3), 'stages': 3, 'q_in_lanes': True, 'n': 128},  # sweep_heads 2026-11-30: gluon 3wg n128 st3 lanes 232.3 us, 93 % of the fp8 floor (portable 309.4 us, tiled (tuned.py))
+    (32, 64): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True, 'n': 256},  # sweep_heads 2026-11-30: gluon n256 st3 lanes 197.3 us, 55 % of the fp8 floor (portable 247.8 us, tiled (tuned.py))
     (32, 128): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True},  # sweep_gluon_prefill 2026-11-30: mean 0.880 of (2, 1) st4 over 2 runs
-    (32, 256): {'groups': (2, 1), 'stages': 4, 'q_in_lanes': True, 'n': 128, 'splits': 2},  # sweep_heads 2026-11-30: gluon n128 st4 lanes x2 422.8 us, 102 % of the fp8 floor (portable 522.8 us, tiled (tuned.py))
-    (64, 64): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True, 'n': 256},  # sweep_heads 2026-11-30: gluon n256 st3 lanes 368.3 us, 59 % of the fp8 floor (portable 433.9 us, tiled (tuned.py))
+    (32, 256): {'groups': (1, 3), 'stages': 3, 'q_in_lanes': True, 'n': 128},  # sweep_heads 2026-11-30: gluon 3wg n128 st3 lanes 429.0 us, 101 % of the fp8 floor (portable 557.0 us, tiled (tuned.py))
+    (64, 64): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True, 'n': 256},  # sweep_heads 2026-11-30: gluon n256 st3 lanes 365.5 us, 59 % of the fp8 floor (portable 430.9 us, tiled (tuned.py))
     (64, 128): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True},  # sweep_gluon_prefill 2026-11-30: mean 0.886 of (2, 1) st4 over 10 runs
-    (128, 64): {'groups': (2, 1), 'stages': 4, 'q_in_lanes': False, 'n': 256, 'splits': 2},  # sweep_heads 2026-11-30: gluon n256 st4 x2 796.7 us, 54 % of the fp8 floor (portable 888.9 us, rule)
-    (128, 128): {'groups': (2, 1), 'stages': 4, 'q_in_lanes': False, 'n': 256},  # sweep_heads 2026-11-30: gluon n256 st4 1016.2 us, 85 % of the fp8 floor (portable 1186.0 us, rule)
-    (128, 256): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': False, 'n': 128, 'splits': 2},  # sweep_heads 2026-11-30: gluon n128 st3 x2 1665.0 us, 104 % of the fp8 floor (portable 1941.0 us, rule)
+    (128, 64): {'groups': (1, 3), 'stages': 5, 'q_in_lanes': False, 'n': 128},  # sweep_heads 2026-11-30: gluon 3wg n128 st5 789.6 us, 55 % of the fp8 floor (portable 883.6 us, rule)
+    (128, 128): {'groups': (1, 3), 'stages': 3, 'q_in_lanes': False, 'n': 128},  # sweep_heads 2026-11-30: gluon 3wg n128 st3 1027.8 us, 84 % of the fp8 floor (portable 1204.0 us, rule)
+    (128, 256): {'groups': (1, 3), 'stages': 3, 'q_in_lanes': False, 'n': 128, 'splits': 2},  # sweep_heads 2026-11-30: gluon 3wg n128 st3 x2 1579.2 us, 110 % of the fp8 floor (portable 1989.6 us, rule)
 }
