@@ -62,7 +62,8 @@ def tma_args(t, cfg, out: torch.Tensor, max_seqlen_k: int = 0) -> LaunchArgs:
 
     Runtime arguments, in the kernel's order: q_desc, kv_desc, kv_scales, weights, ks, ke, out, S, N,
     max_seqlen_k, kv_scales stride, weights row stride, ks stride, ke stride, out row stride, then the
-    config's schedule["args"] (n_items). kv_scales, ks and ke are passed as they are (any stride); weights
+    config's schedule["args"] (n_items, kv_splits), then the logits descriptor (TMA_STORE) or None. kv_scales,
+    ks and ke are passed as they are (any stride); weights
     need heads contiguous (stride(1) == 1, a Prefill guarantees it).
 
     Copies: none for the forms engines pass. q row slices ([s:e] of a contiguous [S, H, D]) and kv row
@@ -107,21 +108,38 @@ def tma_args(t, cfg, out: torch.Tensor, max_seqlen_k: int = 0) -> LaunchArgs:
         # q rows of [S*H, D]: row s*H + h at s*stride(0) + h*D (stride(0) == H*D, or S == 1).
         q_desc = TensorDescriptor(q, [S * H, D], [D, 1], [bqh, D], q_layout)
     kv_desc = TensorDescriptor(kv, [N, D], [kv.stride(0), 1], [c["BLOCK_KV"], D], kv_layout)
+    out_desc = _out_desc(out, S, N, c) if c.get("TMA_STORE") else None
     args = [q_desc, kv_desc, t.kv_scales, t.weights, t.ks, t.ke, out, S, N, int(max_seqlen_k),
             t.kv_scales.stride(0), t.weights.stride(0), t.ks.stride(0), t.ke.stride(0), out.stride(0),
-            *cfg.schedule.get("args", {}).values()]
+            *cfg.schedule.get("args", {}).values(), out_desc]
     # read in place, a later call's tensors go into the same descriptors; a copy (a new tensor per call) cannot
     rebuild = _rebuilder(args, q_desc, kv_desc) if q is t.q and kv is t.kv else None
     return LaunchArgs(tuple(cfg.grid), args, dict(c), dict(cfg.options), rebuild)
 
 
+def _out_desc(out: torch.Tensor, S: int, N: int, c: dict):
+    """TMA_STORE: the logits [S, N] at their row stride, block [BLOCK_Q, BLOCK_KV] (the store clips past S and N)."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    if (out.stride(0) * out.element_size()) % TMA_ALIGN or not _aligned(out):
+        raise UserError(f"{out.dtype} logits with row stride {out.stride(0)} cannot be written by TMA (16-byte base and "
+                        "row stride)")
+    bits = 16 if out.dtype == torch.bfloat16 else 32
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=bits, rank=2)
+    return TensorDescriptor(out, [S, N], [out.stride(0), 1], [c["BLOCK_Q"], c["BLOCK_KV"]], layout)
+
+
 def _rebuilder(args: list, q_desc, kv_desc):
-    """LaunchArgs.rebuild of tma_args: fresh descriptors over the call's q and kv, the rest as passed."""
-    tail, q_fields, kv_fields = tuple(args[7:]), _fields(q_desc), _fields(kv_desc)
+    """LaunchArgs.rebuild of tma_args: fresh descriptors over the call's q, kv (and logits, with TMA_STORE), the
+    rest as passed."""
+    tail, q_fields, kv_fields = tuple(args[7:-1]), _fields(q_desc), _fields(kv_desc)
+    out_fields = None if args[-1] is None else _fields(args[-1])
 
     def rebuild(ins, out):
         q, kv, kv_scales, weights, ks, ke = ins
-        return (_rebased(q_fields, q), _rebased(kv_fields, kv), kv_scales, weights, ks, ke, out, *tail)
+        od = None if out_fields is None else _rebased(out_fields, out)
+        return (_rebased(q_fields, q), _rebased(kv_fields, kv), kv_scales, weights, ks, ke, out, *tail, od)
 
     return rebuild
 

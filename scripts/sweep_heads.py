@@ -36,6 +36,10 @@ Where the time goes, and so the candidates (H 8, D 128, 1x8192 causal: 0.069 TFL
   D 64 the fp32 epilogue needs about as long as the MMA; at H >= 16, D 64 it, not the write, binds in practice.
 - compute-bound shapes (D 256, H >= 32): deeper pipelining (num_stages 4) and, at D 256, 2 stages so two programs
   fit in shared memory.
+- the Gluon kernel (warp-specialised: a TMA producer, two or three math warpgroups, an -inf filler warp) won on 14
+  of 15 shapes on the H200 (2026-11-30: 8 of 15 at >= 70 % of the floor, docs/PERFORMANCE.md). What still binds:
+  at H 8 how the logits leave the registers (2.5 TB/s written where the card fills at 4.4), at D 64 the fp32
+  epilogue, as long as the MMA and overlapped only across warpgroups.
 """
 from __future__ import annotations
 
@@ -155,25 +159,29 @@ def gluon_candidates(H: int, D: int, shape, units: int) -> list[Candidate]:
     N 128 and 256, 3 and 4 kv stages, 1, 2 or 4 work items per query block (kv splits); three sharing one query
     block and splitting 192-row kv tiles (N 128, 160 registers: more warps to hide each epilogue's latency where
     the fp32 epilogue, not the MMA, is the longer part, as at D 64); a query row per lane of a quad wherever
-    BLOCK_Q = N / H is a multiple of 4; the layouts shared memory cannot hold are left out. (H 32 and 64 at D 128 are sweep_gluon_prefill.py's: there the dispatched config is the candidate.)"""
+    BLOCK_Q = N / H is a multiple of 4; a few with the logits stored through shared memory by TMA (tma_store);
+    the layouts shared memory cannot hold are left out. (H 32 and 64 at D 128 are sweep_gluon_prefill.py's: there the dispatched config is the candidate.)"""
     from mqa_kernels.gluon_ws_sm90.config import HEADS, DIMS, gluon_ws_sm90_config
 
     out = []
     if H not in HEADS or D not in DIMS:
         return out
-    layouts = [((2, 1), n, stages, splits) for n in (128, 256) for stages in (4, 3) for splits in (1, 2, 4)]
-    layouts += [((1, 3), 128, stages, splits) for stages in (5, 3) for splits in (1, 2)]
-    for groups, n, stages, splits in layouts:
+    layouts = [((2, 1), n, stages, splits, False) for n in (128, 256) for stages in (4, 3) for splits in (1, 2, 4)]
+    layouts += [((1, 3), 128, stages, splits, False) for stages in (5, 3) for splits in (1, 2)]
+    layouts += [((2, 1), 128, 3, 1, True), ((2, 1), 256, 3, 1, True), ((1, 3), 128, 3, 1, True)]  # logits by TMA
+    for groups, n, stages, splits, tma_store in layouts:
         try:
             g = gluon_ws_sm90_config(heads=H, dim=D, S=shape.S, N=shape.N, clean=True, units=units, groups=groups,
-                                     stages=stages, n=n, q_in_lanes=None, splits=splits)
+                                     stages=stages, n=n, q_in_lanes=None, splits=splits, tma_store=tma_store)
         except ValueError:
             continue
         entry = {"groups": groups, "stages": stages, "q_in_lanes": g.constexprs["Q_IN_LANES"], "n": n}
         if splits > 1:
             entry["splits"] = splits
+        if tma_store:
+            entry["tma_store"] = True
         lab = (f"gluon {'3wg ' if groups == (1, 3) else ''}n{n} st{stages}" + (" lanes" if entry["q_in_lanes"] else "")
-               + (f" x{splits}" if splits > 1 else ""))
+               + (f" x{splits}" if splits > 1 else "") + (" tma" if tma_store else ""))
         out.append(Candidate("gluon_ws_sm90", lab, g, entry))
     return out
 

@@ -49,6 +49,7 @@ SCRIPT = textwrap.dedent(r'''
     S, N, H, msk, folder = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
     D = int(sys.argv[10]) if len(sys.argv) > 10 else 128
     n = int(sys.argv[11]) if len(sys.argv) > 11 else None
+    tma_store = len(sys.argv) > 12 and sys.argv[12] == "1"
     f8, meta = torch.float8_e4m3fn, dict(device="meta")
     # The forms engines pass: row slices of bigger q / kv, [N, 1]-style and [S, 2]-style strided views.
     t = Prefill(torch.empty(S + 3, H, D, dtype=f8, **meta)[3:], torch.empty(N + 64, D, dtype=f8, **meta)[64:],
@@ -56,7 +57,7 @@ SCRIPT = textwrap.dedent(r'''
                 torch.empty(S, 2, dtype=torch.int32, **meta)[:, 0], torch.empty(S, 2, dtype=torch.int32, **meta)[:, 1])
     groups = tuple(int(x) for x in sys.argv[9].split("x")) if len(sys.argv) > 9 else None
     cfg = gluon_ws_sm90_config(heads=H, dim=D, S=S, N=N, clean=clean, compressed=compressed, bf16=bf16, units=132,
-                               groups=groups, n=n)
+                               groups=groups, n=n, tma_store=tma_store)
     out = alloc_logits(S, msk if compressed else N, "meta", torch.bfloat16 if bf16 else torch.float32)
     la = tma_args(t, cfg, out, msk if compressed else 0)
     fn = cfg.jitted()
@@ -164,7 +165,7 @@ def test_named_after_config(builds, variant):
     assert r["name"] == r["expected"], r
     assert f"_CLEAN_{clean}_COMPRESSED_{compressed}_BF16_{bf16}_" in r["name"], r["name"]
     assert r["name"].startswith(f"mqa_logits_gluon_ws_sm90_H_{H}_D_128_BLOCK_Q_4_BLOCK_KV_64_STAGES_"), r["name"]
-    assert r["name"].endswith("_Q_GROUPS_2_KV_GROUPS_1_Q_IN_LANES_1"), r["name"]  # the H 64 layout the sweep chose
+    assert r["name"].endswith("_Q_GROUPS_2_KV_GROUPS_1_Q_IN_LANES_1_TMA_STORE_0"), r["name"]  # the H 64 layout the sweep chose
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=_ids)
@@ -241,7 +242,7 @@ def test_tma_args_reads_engine_forms_in_place():
     assert a.args[0].shape == [32, S, 2, 128] and a.args[0].strides == [256, 64 * 128, 128, 1]
     assert a.args[0].block_shape == [32, 4, 2, 128]
     assert a.args[1].strides == [256, 1]
-    assert a.args[7:] == [S, N, 0, 1, 64, 1, 1, alloc_logits(S, N, "meta").stride(0), cfg.schedule["items"], 1]
+    assert a.args[7:] == [S, N, 0, 1, 64, 1, 1, alloc_logits(S, N, "meta").stride(0), cfg.schedule["items"], 1, None]
     assert a.grid == cfg.grid
     heads = torch.empty(S, 128, 128, dtype=f8, **m)[:, :64]  # rows are not [H, D] blocks at stride H*D
     b = tma_args(_meta_prefill(heads, kv, S, N), cfg, alloc_logits(S, N, "meta"))
@@ -254,6 +255,36 @@ def test_tma_args_reads_engine_forms_in_place():
     assert d.args[0].base is q and d.args[0].shape == [S * 64, 128] and d.args[0].block_shape == [256, 128]
     e = tma_args(_meta_prefill(heads, kv, S, N), qmajor, alloc_logits(S, N, "meta"))
     assert e.args[0].base is not heads and e.args[0].base.is_contiguous()
+
+
+def test_tma_store_descriptor_follows_each_calls_logits():
+    """With tma_store the logits get a descriptor ([S, N] at their row stride, block [BLOCK_Q, 64]); the fast path's
+    rebuild puts a later call's logits under it; a row stride TMA cannot describe is refused in one line."""
+    import torch
+
+    from mqa_cli.errors import UserError
+    from mqa_cli.launch import alloc_logits
+    from mqa_cli.launch_tma import tma_args
+    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+
+    f8, m = torch.float8_e4m3fn, dict(device="meta")
+    S, N = 300, 1000
+    t = _meta_prefill(torch.empty(S, 8, 128, dtype=f8, **m), torch.empty(N, 128, dtype=f8, **m), S, N, H=8)
+    cfg = gluon_ws_sm90_config(heads=8, dim=128, S=S, N=N, clean=True, units=132, tma_store=True)
+    assert cfg.constexprs["TMA_STORE"] and cfg.constexprs["BLOCK_Q"] == 16
+    out = alloc_logits(S, N, "meta")
+    a = tma_args(t, cfg, out)
+    d = a.args[-1]
+    assert d.base is out and d.shape == [S, N] and d.strides == [out.stride(0), 1] and d.block_shape == [16, 64]
+    out2 = alloc_logits(S, N, "meta")
+    again = a.rebuild((t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke), out2)
+    assert again[-1].base is out2 and again[-1].shape == [S, N] and again[6] is out2
+    with pytest.raises(UserError, match="TMA"):
+        tma_args(t, cfg, torch.empty(S, 1027, **m)[:, :N])  # row stride 1027 x 4 bytes
+    assert not gluon_ws_sm90_config(heads=8, dim=128, S=S, N=N, clean=True, compressed=True,
+                                    tma_store=True).constexprs["TMA_STORE"]  # compressed rows: no tile to store
+    plain = gluon_ws_sm90_config(heads=8, dim=128, S=S, N=N, clean=True, units=132)
+    assert not plain.constexprs["TMA_STORE"] and tma_args(t, plain, out).args[-1] is None
 
 
 def test_tma_args_refuses_what_the_kernel_cannot_write():
@@ -331,7 +362,7 @@ def test_head_count_layouts_compile_without_spills(tmp_path, H_, D_, n):
     res = json.loads((tmp_path / "result.json").read_text())
     block_q, lanes = n // H_, (n // H_) % 4 == 0
     assert res["name"] == res["expected"] and f"_H_{H_}_D_{D_}_BLOCK_Q_{block_q}_" in res["name"], res["name"]
-    assert res["name"].endswith(f"_Q_IN_LANES_{int(lanes)}"), res["name"]
+    assert res["name"].endswith(f"_Q_IN_LANES_{int(lanes)}_TMA_STORE_0"), res["name"]
     sass = (tmp_path / "sass").read_text()
     assert len(re.findall(rf"QGMMA\.64x{n}x32\.F32\.E4M3\.E4M3", sass)) >= 2 * D_ // 32
     loops = _tile_loops(sass)
@@ -344,6 +375,31 @@ def test_head_count_layouts_compile_without_spills(tmp_path, H_, D_, n):
         assert len(re.findall(r"STG\.E ", sass)) == block_q, len(re.findall(r"STG\.E ", sass))
 
 
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
+def test_logits_through_shared_memory_by_tma(tmp_path, bf16):
+    """tma_store (a sweep option): each warpgroup's logits tile goes to one of its two shared buffers and out by one
+    TMA store; the tile loop has no global store of its own, the copy is issued by one elected thread after the
+    warpgroup's own named barrier (128 threads, never the CTA's), and a buffer is reused only once at most one copy
+    (the other buffer's) is still reading shared memory."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    args = ["1", "0", "1" if bf16 else "0", 2048, 2048, 8, 0, tmp_path, "2x1", 128, 128, "1"]
+    r = subprocess.run([sys.executable, "-c", SCRIPT, *map(str, args)], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    res = json.loads((tmp_path / "result.json").read_text())
+    assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_1"), res["name"]
+    sass, ptx = (tmp_path / "sass").read_text(), (tmp_path / "ptx").read_text()
+    assert sass.count("UTMASTG.2D") == 2, "one TMA store site per math warpgroup"
+    loops = _tile_loops(sass)
+    assert loops and not [op for body in loops for op in body if re.match(r"STG\.E", op) or re.match(r"(LDL|STL)\b", op)]
+    assert "LOCAL:0" in res["usage"], res["usage"]
+    for m in re.finditer(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", ptx):
+        before = ptx[max(0, m.start() - 600):m.start()]
+        assert re.search(r"bar\.sync\s+[1-9]\d*,\s*128;|bar\.sync\s+0,\s*128;", before), before[-300:]
+        assert "elect.sync" in before
+    assert ptx.count("cp.async.bulk.wait_group.read \t1;") >= 2 and "cp.async.bulk.wait_group.read \t0;" in ptx
+
+
 @pytest.mark.parametrize("variant", [(True, False, False), (False, True, True)], ids=_ids)
 def test_three_warpgroups_sharing_query_rows(tmp_path, variant):
     """groups (1, 3): three math warpgroups share a 2-row query block (wgmma N 128) and split each 192-row kv tile
@@ -354,7 +410,7 @@ def test_three_warpgroups_sharing_query_rows(tmp_path, variant):
                        timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
     res = json.loads((tmp_path / "result.json").read_text())
-    assert res["name"] == res["expected"] and res["name"].endswith("_Q_GROUPS_1_KV_GROUPS_3_Q_IN_LANES_0"), res["name"]
+    assert res["name"] == res["expected"] and res["name"].endswith("_Q_GROUPS_1_KV_GROUPS_3_Q_IN_LANES_0_TMA_STORE_0"), res["name"]
     assert "_BLOCK_Q_2_" in res["name"], res["name"]
     sass = (tmp_path / "sass").read_text()
     assert len(re.findall(r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3", sass)) >= 12, "4 k-steps in each of 3 warpgroups"

@@ -46,7 +46,8 @@ def tuned_shapes() -> list[tuple[int, int]]:
 def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, compressed: bool = False,
                          bf16: bool = False, units: int | None = None, groups: tuple[int, int] | None = None,
                          stages: int | None = None, q_in_lanes: bool | None = None,
-                         n: int | None = None, splits: int | None = None) -> KernelConfig:
+                         n: int | None = None, splits: int | None = None,
+                         tma_store: bool | None = None) -> KernelConfig:
     """Math warpgroups (a wgmma each: M = 64 kv rows x N = BLOCK_Q*heads) fed by a TMA producer warp.
 
     groups = (Q_GROUPS, KV_GROUPS), stages, q_in_lanes and n (the wgmma's N; default: tuned.py's entry for
@@ -65,6 +66,11 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     a math warpgroup 405 -> 342 instructions). Measured: 0.914 of the old order's time at H 64 (3 stages), 0.856
     at H 32.
 
+    tma_store (default: the entry's, else off; never with compressed logits): each logits tile [BLOCK_Q, 64] leaves
+    through a shared-memory buffer (two per math warpgroup) and one TMA store of whole rows, instead of 4-byte
+    stores of 8 consecutive columns per quad row (32-byte pieces); meant for the write-bound shapes (H 8: the
+    logits are most of the bytes, and the kernel writes at 2.5 TB/s where the card fills at 4.4).
+
     splits (default: the entry's, else 1): work items per query block, each an equal share of the block's live kv
     tiles, so a causal triangle's long rows spread over more programs (N 256 at H 8 makes only 128 query blocks of
     1x8192 for 132 SMs).
@@ -82,6 +88,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     q_in_lanes = entry.get("q_in_lanes") if q_in_lanes is None else q_in_lanes
     n = n or entry.get("n")
     splits = splits or entry.get("splits", 1)
+    tma_store = bool(entry.get("tma_store", False) if tma_store is None else tma_store) and not compressed
     q_groups, kv_groups = groups
     if (q_groups, kv_groups) not in GROUPS:
         raise ValueError(f"groups must be one of {GROUPS}, got {(q_groups, kv_groups)}")
@@ -96,6 +103,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     stages = stages or 4
     bqh = block_q * heads
     smem = q_groups * 2 * bqh * dim + stages * kv_groups * block_kv * dim
+    smem += 2 * math_wg * block_q * block_kv * (2 if bf16 else 4) if tma_store else 0
     if smem > SMEM_LIMIT:
         raise ValueError(f"{stages} stages of {kv_groups * block_kv}-row kv tiles and q blocks of {bqh} x {dim} "
                          f"need {smem} bytes of shared memory")
@@ -110,7 +118,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     constexprs = {"H": heads, "D": dim, "BLOCK_Q": block_q, "BLOCK_KV": block_kv, "STAGES": stages,
                   "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16), "PINGPONG": False,
                   "MATH_REGS": REGS[math_wg]["MATH_REGS"], "SMALL_REGS": SMALL_REGS, "Q_GROUPS": q_groups,
-                  "KV_GROUPS": kv_groups, "Q_IN_LANES": q_in_lanes}
+                  "KV_GROUPS": kv_groups, "Q_IN_LANES": q_in_lanes, "TMA_STORE": tma_store}
     options = {"num_warps": 4, "maxnreg": REGS[math_wg]["maxnreg"]}
     # "args": the kernel's trailing runtime scalars, in order (the launcher appends them).
     schedule = {"args": {"n_items": items, "kv_splits": splits}, "items": items, "rows_per_item": q_groups * block_q,

@@ -147,10 +147,11 @@ class Tiling:
     ROWS: gl.constexpr  # query rows per work item = Q_GROUPS * BLOCK_Q
     KV_TILE: gl.constexpr  # kv rows per ring slot = KV_GROUPS * BLOCK_KV
     Q_IN_LANES: gl.constexpr  # wgmma column n = (query row (n // 2) % BLOCK_Q, head 2 (n // 2 BLOCK_Q) + n % 2): _head_sum
+    TMA_STORE: gl.constexpr  # logits tiles leave through shared memory and a TMA store (full form only)
 
     @gluon.constexpr_function
     def __init__(self, H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS,
-                 Q_IN_LANES):
+                 Q_IN_LANES, TMA_STORE):
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
         self.BLOCK_Q = gl.constexpr(BLOCK_Q)
@@ -164,6 +165,7 @@ class Tiling:
         self.ROWS = gl.constexpr(Q_GROUPS * BLOCK_Q)
         self.KV_TILE = gl.constexpr(KV_GROUPS * BLOCK_KV)
         self.Q_IN_LANES = gl.constexpr(Q_IN_LANES)
+        self.TMA_STORE = gl.constexpr(TMA_STORE)
 
 
 @aggregate
@@ -298,7 +300,7 @@ def _head_sum(x, t):
 
 
 @gluon.jit
-def _math_partition(p, t, kv, q, turn, WG: gl.constexpr):
+def _math_partition(p, t, kv, q, turn, osm, out_desc, WG: gl.constexpr):
     """One math warpgroup: for each work item, its BLOCK_Q query rows (query group WG % Q_GROUPS) against its
     BLOCK_KV rows (kv group WG // Q_GROUPS) of the item's kv tiles."""
     BLOCK_Q: gl.constexpr = t.BLOCK_Q
@@ -315,11 +317,13 @@ def _math_partition(p, t, kv, q, turn, WG: gl.constexpr):
     c = 0  # kv tiles consumed so far: ring slot c % STAGES, use c // STAGES
     i = 0  # work items done: q slot i % 2, use i // 2
     for j in range(0, _my_rounds(p.n_items)):
-        c, i = _math_item(p, t, kv, q, turn, WG, _item(p, t, j, 4), acc, cols, offs_q, offs_kv, c, i)
+        c, i = _math_item(p, t, kv, q, turn, osm, out_desc, WG, _item(p, t, j, 4), acc, cols, offs_q, offs_kv, c, i)
+    if t.TMA_STORE:
+        tma.store_wait(0)  # the last tiles' copies have read their shared memory before the partition ends
 
 
 @gluon.jit
-def _math_item(p, t, kv, q, turn, WG: gl.constexpr, it, acc, cols, offs_q, offs_kv, c, i):
+def _math_item(p, t, kv, q, turn, osm, out_desc, WG: gl.constexpr, it, acc, cols, offs_q, offs_kv, c, i):
     """One work item of a math warpgroup: c kv tiles and i items consumed so far in; returned advanced."""
     H: gl.constexpr = t.H
     BLOCK_Q: gl.constexpr = t.BLOCK_Q
@@ -397,16 +401,34 @@ def _math_item(p, t, kv, q, turn, WG: gl.constexpr, it, acc, cols, offs_q, offs_
             if t.CLEAN:
                 if (start < in_lo) | (start + BLOCK_KV > in_hi):
                     logits = gl.where((rows2 >= ks2) & (rows2 < ke2), logits, float("-inf"))
-            st_ok = gl.expand_dims(q_ok, 0)
-            if t.KV_GROUPS > 1:  # a tile's later rows may lie past N, and past the row-padded stride
-                st_ok = st_ok & (start < p.N)
-            gl.store(out_base + (out_offs + rows2), logits.to(out_ty), mask=st_ok)
+            if t.TMA_STORE:
+                _tma_store_tile(logits.to(out_ty), osm.index(2 * WG + c % 2), out_desc, my0, start)
+            else:
+                st_ok = gl.expand_dims(q_ok, 0)
+                if t.KV_GROUPS > 1:  # a tile's later rows may lie past N, and past the row-padded stride
+                    st_ok = st_ok & (start < p.N)
+                gl.store(out_base + (out_offs + rows2), logits.to(out_ty), mask=st_ok)
         c += 1
 
     # Release q slot qs (count KV_GROUPS: the warpgroups of this query group read it).
     mbarrier.arrive(q.empty.index(qs), count=1)
     i += 1
     return c, i
+
+
+@gluon.jit
+def _tma_store_tile(logits, buf, out_desc, row0, col0):
+    """A warpgroup's [BLOCK_KV, BLOCK_Q] logits tile to out[row0:, col0:] through `buf` (one of its two shared
+    [BLOCK_Q, BLOCK_KV] buffers, used every other tile) and a TMA store, which clips rows past S and columns past
+    N. Only the issuing thread can wait for its copies: it waits until at most one (the other buffer's) is in
+    flight, and the warpgroup's barrier tells the rest that this buffer is free; a second barrier puts every
+    thread's part of the tile in shared memory before the copy is issued."""
+    tma.store_wait(1)
+    gl.thread_barrier()
+    buf.store(gl.permute(logits, (1, 0)))
+    fence_async_shared()
+    gl.thread_barrier()
+    tma.async_copy_shared_to_global(out_desc, [row0, col0], buf)
 
 
 @gluon.jit
@@ -523,6 +545,7 @@ def mqa_logits_gluon_ws_sm90(
     stride_out_s,  # logits row stride (elements)
     n_items,  # work items = ceil(S / (Q_GROUPS * BLOCK_Q)) * kv_splits; the grid is persistent over them
     kv_splits,  # work items per query block, each an equal share of its live kv tiles
+    out_desc,  # TMA_STORE: TMA descriptor of the logits [S, N] (row stride stride_out_s), block [BLOCK_Q, BLOCK_KV]; else None
     H: gl.constexpr,
     D: gl.constexpr,
     BLOCK_Q: gl.constexpr,  # query rows per math warpgroup; BLOCK_Q * H = the wgmma's N (128 or 256)
@@ -537,6 +560,7 @@ def mqa_logits_gluon_ws_sm90(
     Q_GROUPS: gl.constexpr = 2,  # query blocks per work item (2: each of two math warpgroups has its own)
     KV_GROUPS: gl.constexpr = 1,  # math warpgroups splitting each kv tile (3: three share one query block)
     Q_IN_LANES: gl.constexpr = False,  # q tile in (head pair, query row, head parity) order: see _head_sum
+    TMA_STORE: gl.constexpr = False,  # logits tiles through shared memory and a TMA store (not COMPRESSED)
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BLOCK_KV == 64, "a warpgroup's share of a kv tile = its 64 MMA rows")
@@ -550,7 +574,9 @@ def mqa_logits_gluon_ws_sm90(
 
     p = Problem(kv_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, S, N, max_seqlen_k, stride_scale, stride_w_s,
                 stride_ks, stride_ke, stride_out_s, n_items, kv_splits)
-    t = Tiling(H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS, Q_IN_LANES)
+    gl.static_assert(not (TMA_STORE and COMPRESSED), "compressed rows start at each row's ks: no rectangular tile")
+    t = Tiling(H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS, Q_IN_LANES,
+               TMA_STORE)
     # q slots per query group: 2 x [BQH, D], released by the group's KV_GROUPS warpgroups.
     q0_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout), KV_GROUPS)
     if Q_GROUPS == 2:
@@ -571,20 +597,24 @@ def mqa_logits_gluon_ws_sm90(
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for g in gl.static_range(2):
         mbarrier.init(turn.index(g), count=1)
+    if TMA_STORE:  # two [BLOCK_Q, BLOCK_KV] logits buffers per math warpgroup
+        osm = gl.allocate_shared_memory(out_desc.dtype, [2 * MATH_WG] + out_desc.block_type.shape, out_desc.layout)
+    else:
+        osm = kv.smem  # (not used)
     fence_async_shared()
 
     if MATH_WG == 2:  # warpgroup g: query group g % Q_GROUPS, kv group g // Q_GROUPS
         gl.warp_specialize([
-            (_math_partition, (p, t, kv, q0_ring, turn, 0)),
-            (_math_partition, (p, t, kv, q1_ring, turn, 1)),  # (q1_ring is q0_ring at Q_GROUPS 1)
+            (_math_partition, (p, t, kv, q0_ring, turn, osm, out_desc, 0)),
+            (_math_partition, (p, t, kv, q1_ring, turn, osm, out_desc, 1)),  # (q1_ring is q0_ring at Q_GROUPS 1)
             (_load_partition, (p, t, kv, q0_ring, q1_ring, q_desc, kv_desc)),
             (_fill_partition, (p, t)),
         ], [4, 1, 1], [MATH_REGS, SMALL_REGS, SMALL_REGS])
     else:  # three warpgroups sharing one query block (Q_GROUPS 1)
         gl.warp_specialize([
-            (_math_partition, (p, t, kv, q0_ring, turn, 0)),
-            (_math_partition, (p, t, kv, q0_ring, turn, 1)),
-            (_math_partition, (p, t, kv, q0_ring, turn, 2)),
+            (_math_partition, (p, t, kv, q0_ring, turn, osm, out_desc, 0)),
+            (_math_partition, (p, t, kv, q0_ring, turn, osm, out_desc, 1)),
+            (_math_partition, (p, t, kv, q0_ring, turn, osm, out_desc, 2)),
             (_load_partition, (p, t, kv, q0_ring, q1_ring, q_desc, kv_desc)),
             (_fill_partition, (p, t)),
         ], [4, 4, 1, 1], [MATH_REGS, MATH_REGS, SMALL_REGS, SMALL_REGS])
