@@ -1,7 +1,8 @@
-"""Hopper (sm90) prefill kernel in Gluon, warp-specialised: fp8 MQA logits with two math warpgroups.
+"""Hopper (sm90) prefill kernel in Gluon, warp-specialised: fp8 MQA logits with two or three math warpgroups.
 
 Partitions (gl.warp_specialize, register reallocation by setmaxnreg):
-- default partition = math warpgroup 0 (4 warps), worker 0 = math warpgroup 1 (4 warps);
+- default partition = math warpgroup 0 (4 warps), worker 0 = math warpgroup 1 (4 warps) (and worker 1 = math
+  warpgroup 2 in the (1, 3) layout);
 - worker 1 = TMA producer (1 warp): q blocks into a double-buffered slot per math warpgroup and kv tiles
   into a STAGES-deep ring, paced by empty/full mbarrier pairs (kv slots are released by both math
   warpgroups: empty count 2);
@@ -12,8 +13,10 @@ Work item = Q_GROUPS*BLOCK_Q query rows against its live kv tiles of KV_GROUPS*B
 takes query block g % Q_GROUPS and the 64-row block g // Q_GROUPS of each tile. The default layout (2, 1): two
 warpgroups, g owning rows [q0 + g*BLOCK_Q, q0 + (g+1)*BLOCK_Q), so each kv tile [BLOCK_KV = 64, D] (the wgmma's
 M, A operand) is loaded once for both and each multiplies it by its own K-major q block [D, BLOCK_Q*H] (the
-wgmma's N, B operand; 256 at H 64). With Q_IN_LANES the q block is loaded head-pair-major so that each lane of a
-quad holds every head of one query row (_head_sum).
+wgmma's N, B operand: BLOCK_Q * H = 128 or 256). With Q_IN_LANES the q block is loaded head-pair-major so that
+each lane of a quad holds every head of its query rows (_head_sum). kv_splits (a runtime argument) makes a query
+block kv_splits work items, each an equal share of its live kv tiles (_item). With TMA_STORE each logits tile
+leaves through a shared buffer and one TMA store (_tma_store_tile) instead of per-thread stores.
 Each math warpgroup waits for its own wgmma right away; the other warpgroup's MMA fills the tensor cores
 while it runs its fp32 epilogue (relu, x weight, head sum, x kv_scale, -inf mask on boundary tiles, store
 in fp32 or bf16). PINGPONG (off by default: 2-4 % slower on the H200) makes the warpgroups take turns
