@@ -95,6 +95,13 @@ def split_kernel_spec(spec: str | None) -> tuple[str | None, dict]:
     return (name.strip() or None), overrides
 
 
+def parse_overrides(cfg, overrides: dict) -> dict:
+    """{KEY: text} -> {KEY: value}, each typed like the config's own value of that key (constexpr, launch option or
+    schedule entry), or read as a bool / int / float where the config has none."""
+    known = {**cfg.schedule, **cfg.options, **cfg.constexprs}
+    return {k: _parse_value(text, known.get(k)) for k, text in overrides.items()}
+
+
 def apply_overrides(cfg, overrides: dict):
     """A KernelConfig with constexprs / launch options / schedule entries replaced by name."""
     if not overrides:

@@ -10,12 +10,16 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from mqa_kernels.config import KernelConfig
+from mqa_kernels.gluon_ws_sm90.config import OVERRIDE_KEYS as GLUON_KEYS
 from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
 from mqa_kernels.gluon_ws_sm90.config import tuned_shapes as gluon_tuned_shapes
 from mqa_kernels.h64d128.config import h64d128_config
+from mqa_kernels.paged.config import OVERRIDE_KEYS as PAGED_KEYS
 from mqa_kernels.paged.config import paged_config
 from mqa_kernels.paged_ws_sm90.config import fits as paged_ws_fits
+from mqa_kernels.paged_ws_sm90.config import OVERRIDE_KEYS as PAGED_WS_KEYS
 from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
+from mqa_kernels.tiled.config import OVERRIDE_KEYS as TILED_KEYS
 from mqa_kernels.tiled.config import tiled_config
 
 from .errors import UserError
@@ -135,6 +139,9 @@ class Row:
     summary: str
     conditions: Callable[[Shape, Target, Capabilities], list]
     config: Callable[[Shape, Target], KernelConfig]
+    # the config rebuilt with overrides {KEY: value} (schedule recomputed): what `run/verify --kernel NAME:KEY=V` use
+    variant: Callable[[Shape, Target, dict], KernelConfig] | None = None
+    variant_keys: tuple = ()  # the keys `variant` takes (the config module's OVERRIDE_KEYS)
 
 
 def check_offsets(shape: Shape) -> Check:
@@ -154,9 +161,10 @@ def _tiled_conditions(shape, target, caps):
     ]
 
 
-def _tiled_config(shape, target):
+def _tiled_config(shape, target, override=None):
     return tiled_config(heads=shape.heads, dim=shape.dim, S=shape.S, N=shape.N, clean=shape.clean_logits,
-                        compressed=shape.compressed, bf16=shape.bf16, backend=target.backend, units=target.units)
+                        compressed=shape.compressed, bf16=shape.bf16, backend=target.backend, units=target.units,
+                        override=override)
 
 
 def _h64d128_conditions(target_name: str, min_seq: int, heads=(64,)):
@@ -206,9 +214,9 @@ def _gluon_ws_sm90_conditions(shape, target, caps):
     ]
 
 
-def _gluon_ws_sm90_config(shape, target):
+def _gluon_ws_sm90_config(shape, target, override=None):
     return gluon_ws_sm90_config(heads=shape.heads, dim=shape.dim, S=shape.S, N=shape.N, clean=shape.clean_logits,
-                                compressed=shape.compressed, bf16=shape.bf16, units=target.units)
+                                compressed=shape.compressed, bf16=shape.bf16, units=target.units, override=override)
 
 
 # The table, in order. The portable row comes last and holds wherever Triton runs.
@@ -218,7 +226,7 @@ PREFILL_ROWS: list[Row] = [
         "tile loaded once for all, query rows spread over the lanes of a quad (head sum without shuffles), -inf "
         "filler warp, persistent snake-ordered grid, optional kv splits; the (heads, dim) shapes where a sweep "
         "measured it ahead (its table, tuned.py, says by how much; docs/PERFORMANCE.md)",
-        _gluon_ws_sm90_conditions, _gluon_ws_sm90_config),
+        _gluon_ws_sm90_conditions, _gluon_ws_sm90_config, _gluon_ws_sm90_config, GLUON_KEYS),
     Row("h64d128_gfx950", "aiter's rule: specialised H64D128 kernel on gfx950 for seq_len >= 4096; "
         "4 query rows x 64 heads per MMA, triple-buffered, unmasked interior tiles",
         _h64d128_conditions("gfx950", 4096), _h64d128_config),
@@ -226,7 +234,7 @@ PREFILL_ROWS: list[Row] = [
         "= MMA N 256, unmasked interior tiles, heaviest blocks first, wide -inf stores",
         _h64d128_conditions("sm90", 1024, (32, 64)), _h64d128_config),
     Row("tiled", "portable Triton kernel: kv tile = MMA M, BLOCK_Q x heads = N; live tiles only; -inf fused",
-        _tiled_conditions, _tiled_config),
+        _tiled_conditions, _tiled_config, _tiled_config, TILED_KEYS),
 ]
 
 def _paged_conditions(shape, target, caps):
@@ -242,10 +250,10 @@ def _paged_conditions(shape, target, caps):
     ]
 
 
-def _paged_config(shape, target):
+def _paged_config(shape, target, override=None):
     return paged_config(heads=shape.heads, dim=shape.dim, next_n=shape.next_n, block_size=shape.block_size,
                         batch=shape.batch, max_context_len=shape.N, clean=shape.clean_logits, bf16=shape.bf16,
-                        backend=target.backend, units=target.units)
+                        backend=target.backend, units=target.units, override=override)
 
 
 def _paged_ws_sm90_conditions(shape, target, caps):
@@ -263,10 +271,10 @@ def _paged_ws_sm90_conditions(shape, target, caps):
     ]
 
 
-def _paged_ws_sm90_config(shape, target):
+def _paged_ws_sm90_config(shape, target, override=None):
     return paged_ws_sm90_config(heads=shape.heads, dim=shape.dim, next_n=shape.next_n, block_size=shape.block_size,
                                 batch=shape.batch, max_context_len=shape.N, clean=shape.clean_logits, bf16=shape.bf16,
-                                units=target.units)
+                                units=target.units, override=override)
 
 
 # The paged decode form (fp8_paged_mqa_logits): the Hopper TMA kernel, then the portable row.
@@ -274,10 +282,12 @@ PAGED_ROWS: list[Row] = [
     Row("paged_ws_sm90", "warp-specialised Gluon decode on Hopper: a TMA producer warp streams whole cache blocks "
         "(fp8 rows + fp32 scales, ids read 32 at a time from the block table) into a ring; one wgmma per block for "
         "all next_n rows x heads; persistent length-balanced ranges, SUBS programs per SM. A cache whose block "
-        "stride TMA cannot describe runs the paged row", _paged_ws_sm90_conditions, _paged_ws_sm90_config),
+        "stride TMA cannot describe runs the paged row", _paged_ws_sm90_conditions, _paged_ws_sm90_config,
+        _paged_ws_sm90_config, PAGED_WS_KEYS),
     Row("paged", "paged decode: persistent grid, the cache blocks of all sequences split evenly over the SMs "
         "(schedule metadata, or computed by each program when none is given); each kv tile gathered once through "
-        "the block table for all next_n draft rows x heads (= MMA N); -inf fused", _paged_conditions, _paged_config),
+        "the block table for all next_n draft rows x heads (= MMA N); -inf fused", _paged_conditions, _paged_config,
+        _paged_config, PAGED_KEYS),
 ]
 
 TABLE: list[Row] = PREFILL_ROWS + PAGED_ROWS
@@ -331,6 +341,37 @@ def plan(shape: Shape, target: Target, kernel: str | None = None, force: bool = 
         why = "; ".join(f"{c.row.name}: {c.first_failure.sentence()}" for c in candidates)
         raise UserError(f"no kernel supports this problem on {target.name}: {why}")
     return Plan(shape, target, candidates, chosen, _configure(chosen.row, shape, target))
+
+
+def plan_spec(shape: Shape, target: Target, spec: str | None, force: bool = False,
+              caps: Capabilities | None = None) -> Plan:
+    """plan() for a --kernel value that may carry config overrides ('NAME:KEY=VALUE,...', ':KEY=VALUE' for the
+    dispatched row): the row's config rebuilt with them (its schedule recomputed), so a variant can be run and
+    checked, not only compiled. A row that cannot rebuild its config takes launch options only."""
+    from .compile import OPTION_KEYS, apply_overrides, parse_overrides, split_kernel_spec
+
+    name, overrides = split_kernel_spec(spec)
+    p = plan(shape, target, kernel=name, force=force, caps=caps)
+    if not overrides:
+        return p
+    row = p.chosen.row
+    if row.variant is None:
+        bad = [k for k in overrides if k not in OPTION_KEYS]
+        if bad:
+            raise UserError(f"kernel {row.name} cannot rebuild its schedule for {', '.join(bad)} (launch options "
+                            f"only); `mqa-logits dump --kernel {spec}` compiles that variant")
+        p.config = apply_overrides(p.config, overrides)
+    else:
+        unknown = [k for k in overrides if k not in row.variant_keys]
+        if unknown:
+            raise UserError(f"kernel {row.name} takes no config key {', '.join(map(repr, unknown))} to run; choose from "
+                            f"{', '.join(row.variant_keys)} (`mqa-logits dump --kernel` compiles any constexpr)")
+        try:
+            p.config = row.variant(shape, target, parse_overrides(p.config, overrides))
+        except ValueError as e:
+            raise UserError(f"kernel {row.name} cannot be configured with {spec.partition(':')[2]}: {e}") from None
+    p.notes.append("config overrides: " + ", ".join(f"{k}={v}" for k, v in overrides.items()))
+    return p
 
 
 def _configure(row: Row, shape: Shape, target: Target) -> KernelConfig:

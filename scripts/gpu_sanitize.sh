@@ -9,7 +9,8 @@
 #      SAN_ROWS      rows to check (default: every row `explain --json` lists for this GPU)
 #      SAN_EXTRA=0   leave out the memcheck variants (no-clean, compressed, bf16) of every row
 #      SAN_VARIANTS=0  leave out the config variants the tables pick by size (paged_ws_sm90 MATH_WG 2/3 at
-#                    next_n 4 and on a 16384-block cache; gluon_ws_sm90 at H 128, H 8 D 64 and H 16 D 128)
+#                    next_n 4 and on a 16384-block cache; gluon_ws_sm90 at H 128, H 8 D 64 and H 16 D 128, and
+#                    with TMA_STORE=1 at H 8)
 #      SAN_CMD       run (default; the kernel runs ~9 times under do_bench) or verify (twice, plus the reference)
 #      SAN_PREFILL_EXTRA  flags added to every prefill problem (e.g. "--layout window --window 256")
 #      SAN_API_ERRORS     --report-api-errors (default no: host-side CUDA API return codes of torch/triton,
@@ -151,6 +152,8 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
           # four query rows a lane (BLOCK_Q 32, N 256) with 2 kv splits; 2 splits at H 16 (BLOCK_Q 16)
           echo "$tool|$row|$row H8 D64|--seq 1024 --heads 8 --dim 64" >>"$JOBS"
           echo "$tool|$row|$row H16 D128|--seq 1024 --heads 16 --dim 128" >>"$JOBS"
+          # the logits through shared memory by TMA (a sweep option, off in the table)
+          echo "$tool|$row:TMA_STORE=1|$row tma_store H8|--seq 1024 --heads 8 --dim 128" >>"$JOBS"
         done ;;
     esac
   done <"$LOGS/rows.txt"

@@ -150,3 +150,17 @@ def test_internal_error_is_exit_3_with_one_line(monkeypatch, capsys):
     with pytest.raises(RuntimeError, match="planted bug"):
         cli.main()
     monkeypatch.delenv("MQA_LOGITS_DEBUG", raising=False)
+
+
+def test_run_and_verify_take_a_config_variant(run_cli):
+    """`--kernel NAME:KEY=VALUE,...` (as dump takes it): run and verify the row's config with the overrides applied,
+    the kernel named after them; an unknown key or a malformed override is bad input (one line, exit 2)."""
+    r = run_cli("run", *SMALL, "--kernel", "tiled:BLOCK_Q=2,HEAD_MAJOR=1", "--verify", "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads(r.stdout)
+    assert d["kernel"] == "tiled" and "_BLOCK_Q_2_" in d["kernel_name"] and d["kernel_name"].endswith("HEAD_MAJOR_1")
+    assert d["verify"]["ok"]
+    v = run_cli("verify", *SMALL, "--kernel", ":BLOCK_Q=2")
+    assert v.returncode == 0 and "_BLOCK_Q_2_" in v.stdout and "1 passed, 0 failed" in v.stdout, v.stdout[-2000:]
+    assert_one_line_error(run_cli("run", *SMALL, "--kernel", "tiled:NOT_A_KEY=1"), contains="takes no config key")
+    assert_one_line_error(run_cli("verify", *SMALL, "--kernel", "tiled:BLOCK_Q"), contains="KEY=VALUE")

@@ -119,3 +119,29 @@ def test_explain_imports_neither_torch_nor_triton():
 
 def test_explain_bad_target(run_cli):
     assert_one_line_error(run_cli("explain", "--target", "sm70"), contains="unknown target")
+
+
+def test_plan_spec_rebuilds_a_variant_with_its_schedule():
+    """`--kernel NAME:KEY=V` for run / verify: the row's config function is called again with the overrides, so
+    the schedule follows them (a query block's items with kv_splits, BLOCK_Q with N); a key the row cannot take,
+    or a row that cannot rebuild its config, is a one-line refusal."""
+    if not GLUON:
+        pytest.skip(f"the Gluon rows need triton 3.6.x; this is triton {version('triton')}")
+    sm90 = targets.get_target("sm90")
+    s8 = Shape("prefill", 8192, 8192, 8, 128)
+    base = dispatch.plan(s8, sm90).config
+    p = dispatch.plan_spec(s8, sm90, ":TMA_STORE=1,kv_splits=2")
+    assert p.chosen.row.name == "gluon_ws_sm90" and p.config.constexprs["TMA_STORE"] is True
+    assert p.config.schedule["args"]["kv_splits"] == 2 and p.config.schedule["items"] == 2 * base.schedule["items"]
+    assert {k: v for k, v in p.config.constexprs.items() if k != "TMA_STORE"} == \
+        {k: v for k, v in base.constexprs.items() if k != "TMA_STORE"}  # the table's layout kept
+    wide = dispatch.plan_spec(s8, sm90, "gluon_ws_sm90:BLOCK_Q=32").config
+    assert wide.constexprs["BLOCK_Q"] == 32 and wide.schedule["items"] == 8192 // 64
+    with pytest.raises(UserError, match="takes no config key 'num_warps'"):
+        dispatch.plan_spec(s8, sm90, "gluon_ws_sm90:num_warps=8")
+    with pytest.raises(UserError, match="cannot rebuild its schedule"):
+        dispatch.plan_spec(shape(H=64), sm90, "h64d128_sm90:BLOCK_Q=2", force=True)
+    with pytest.raises(UserError, match="cannot be configured"):
+        dispatch.plan_spec(s8, sm90, ":BLOCK_Q=3")  # N 24: not a wgmma width
+    paged = Shape("paged", 8, 8192, 64, 128, False, batch=8, next_n=1, block_size=64)
+    assert dispatch.plan_spec(paged, sm90, ":STAGES=6").config.constexprs["STAGES"] == 6

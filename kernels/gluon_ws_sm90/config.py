@@ -25,6 +25,8 @@ def _load():
     return mqa_logits_gluon_ws_sm90
 
 
+# the keys a caller may override (`run --kernel gluon_ws_sm90:KEY=V`), mapped onto the table entry's fields
+OVERRIDE_KEYS = ("BLOCK_Q", "STAGES", "Q_IN_LANES", "TMA_STORE", "Q_GROUPS", "KV_GROUPS", "kv_splits")
 HEADS = (8, 16, 32, 64, 128)  # H/2 head pairs per TMA box row, N = BLOCK_Q * H of 128 or 256
 DIMS = (64, 128, 256)
 
@@ -43,11 +45,26 @@ def tuned_shapes() -> list[tuple[int, int]]:
     return sorted(CUDA_TUNED)
 
 
+def _overridden(entry: dict, override: dict, heads: int) -> dict:
+    """The table entry with OVERRIDE_KEYS (constexpr names, as `run --kernel` spells them) applied."""
+    unknown = sorted(set(override) - set(OVERRIDE_KEYS))
+    if unknown:
+        raise ValueError(f"unknown key(s) {', '.join(unknown)}; choose from {', '.join(OVERRIDE_KEYS)}")
+    fields = {"STAGES": "stages", "Q_IN_LANES": "q_in_lanes", "TMA_STORE": "tma_store", "kv_splits": "splits"}
+    entry.update({fields[k]: v for k, v in override.items() if k in fields})
+    if "BLOCK_Q" in override:
+        entry["n"] = int(override["BLOCK_Q"]) * heads
+    if "Q_GROUPS" in override or "KV_GROUPS" in override:
+        q_groups, kv_groups = entry.get("groups", (2, 1))
+        entry["groups"] = (override.get("Q_GROUPS", q_groups), override.get("KV_GROUPS", kv_groups))
+    return entry
+
+
 def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, compressed: bool = False,
                          bf16: bool = False, units: int | None = None, groups: tuple[int, int] | None = None,
                          stages: int | None = None, q_in_lanes: bool | None = None,
                          n: int | None = None, splits: int | None = None,
-                         tma_store: bool | None = None) -> KernelConfig:
+                         tma_store: bool | None = None, override: dict | None = None) -> KernelConfig:
     """Math warpgroups (a wgmma each: M = 64 kv rows x N = BLOCK_Q*heads) fed by a TMA producer warp.
 
     groups = (Q_GROUPS, KV_GROUPS), stages, q_in_lanes and n (the wgmma's N; default: tuned.py's entry for
@@ -83,6 +100,8 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     if heads not in HEADS or dim not in DIMS:
         raise ValueError(f"gluon ws sm90 kernel needs heads in {HEADS} and dim in {DIMS}, got heads={heads}, dim={dim}")
     entry = (tuned_entry(heads, dim) or {}) if groups is None else {}  # a caller's layout is taken as given
+    if override:
+        entry = _overridden(dict(entry), override, heads)
     groups = tuple(groups or entry.get("groups", (2, 1)))
     stages = stages or entry.get("stages")
     q_in_lanes = entry.get("q_in_lanes") if q_in_lanes is None else q_in_lanes

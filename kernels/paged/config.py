@@ -49,6 +49,9 @@ def cuda_choice(rows: int, chunks: int, heads: int) -> dict:
     return tuned
 
 
+OVERRIDE_KEYS = ("ROWS", "BLOCK_KV", "SUBS", "num_warps", "num_stages", "maxnreg")  # what `override` may set
+
+
 def paged_config(*, heads: int, dim: int, next_n: int, block_size: int, batch: int, max_context_len: int,
                  clean: bool, bf16: bool = False, backend: str, units: int | None,
                  override: dict | None = None) -> KernelConfig:

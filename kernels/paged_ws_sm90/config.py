@@ -58,6 +58,9 @@ def default_choice(np_heads: int) -> dict:
     return {"STAGES": 6 if np_heads <= 64 else 5, "SUBS": 2}
 
 
+OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "maxnreg", "Q_IN_LANES")  # what `override` may set
+
+
 def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, batch: int, max_context_len: int,
                          clean: bool, bf16: bool = False, units: int | None, override: dict | None = None
                          ) -> KernelConfig:

@@ -8,13 +8,8 @@ from typing import Annotated, Optional, Tuple
 import typer
 
 from .app import app
-from .options import Force, Json, Target, problem_options
+from .options import Force, Json, KernelSpec, Target, problem_options
 
-KernelSpec = Annotated[Optional[str], typer.Option(
-    "--kernel", help="a dispatch row by name (see `explain`), optionally with config overrides: "
-                     "NAME:KEY=VALUE,... e.g. tiled:BLOCK_KV=128,num_warps=8 (KEY: a constexpr, a launch option "
-                     "such as num_warps / num_stages / waves_per_eu, or a schedule entry); ':num_warps=8' overrides "
-                     "the dispatched row")]
 DumpDir = Annotated[str, typer.Option("--dump-dir", help="folder that receives <target>/<kernel name>_w<warps>_s<stages>/")]
 Stage = Annotated[Optional[str], typer.Option(
     "--stage", help="print only this stage to stdout (writes nothing): ttir | ttgir | llir | ptx | sass (CUDA) | "

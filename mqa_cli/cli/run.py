@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
-from .options import Force, Json, Kernel, Target, problem_options
+from .options import Force, Json, KernelSpec, Target, problem_options
 
 Output = Annotated[Optional[str], typer.Option("--output", help="save the logits as safetensors key `logits` "
                                                "(with --topk: `indices` and `values`)")]
@@ -43,13 +43,14 @@ def _problem_argv(argv: list) -> list:
 
 @app.command()
 @problem_options
-def run(target: Target = None, kernel: Kernel = None, output: Output = None, save_problem: SaveProblem = None,
+def run(target: Target = None, kernel: KernelSpec = None, output: Output = None, save_problem: SaveProblem = None,
         force: Force = False, json_: Json = False, dump_asm: DumpAsm = False, dump_dir: DumpDir = "dumps",
         verify: Verify = False, topk: TopK = None, *, problem):
     """Run the kernel dispatch selects on the problem (built-in default, flags or --input) and time it.
 
     Examples: `mqa-logits run --seq 4096 --verify`; `mqa-logits run --dump-asm` (no GPU: the kernel compiled
-    for sm90); `mqa-logits run --paged --batch 8 --context-len 8192 --logits-dtype bf16`.
+    for sm90); `mqa-logits run --paged --batch 8 --context-len 8192 --logits-dtype bf16`;
+    `mqa-logits run --seq 4096 --heads 8 --kernel gluon_ws_sm90:TMA_STORE=1 --verify` (a config variant).
     """
     from .. import interpreter
 
@@ -69,7 +70,7 @@ def run(target: Target = None, kernel: Kernel = None, output: Output = None, sav
                             f"{target}` compiles for it without running")
     device = targets.device_for(run_tgt)
     prob = source.from_options(problem, run_tgt.fp8)
-    plan = dispatch.plan(prob.shape, run_tgt, kernel=kernel, force=force)
+    plan = dispatch.plan_spec(prob.shape, run_tgt, kernel, force=force)
     if dump_asm:
         asm_dump.check_folder(run_tgt, plan, dump_dir, force)
     t = prob.materialise(device)
@@ -104,8 +105,9 @@ def run(target: Target = None, kernel: Kernel = None, output: Output = None, sav
         if run_tgt.is_gpu and target in (None, run_tgt.name):
             result["dump"] = asm_dump.dump_launched(run_tgt, plan, prob.label, dump_dir, force)
         else:
-            result["dump"] = asm_dump.dump_for_target(_problem_argv(sys.argv[1:]), dump_target, plan.chosen.row.name,
-                                                      dump_dir, force)
+            overrides = kernel[kernel.index(":"):] if kernel and ":" in kernel else ""  # the run's row, its overrides
+            result["dump"] = asm_dump.dump_for_target(_problem_argv(sys.argv[1:]), dump_target,
+                                                      plan.chosen.row.name + overrides, dump_dir, force)
     if json_:
         print(json.dumps(result, indent=2, default=str))
     else:

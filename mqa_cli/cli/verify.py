@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
-from .options import Force, Json, Kernel, Target, problem_options
+from .options import Force, Json, KernelSpec, Target, problem_options
 
 Dtype = Annotated[str, typer.Option("--dtype", help="reference precision: float32 | float64")]
 
@@ -16,14 +16,14 @@ def _holds(dispatch, shape, tgt, kernel) -> bool:
     from ..errors import UserError
 
     try:
-        return dispatch.plan(shape, tgt, kernel=kernel).chosen.ok
+        return dispatch.plan_spec(shape, tgt, kernel).chosen.ok
     except UserError:  # the row's conditions fail for this shape
         return False
 
 
 @app.command()
 @problem_options
-def verify(target: Target = None, kernel: Kernel = None, dtype: Dtype = "float32", large: Annotated[bool, typer.Option(
+def verify(target: Target = None, kernel: KernelSpec = None, dtype: Dtype = "float32", large: Annotated[bool, typer.Option(
         "--large", help="add the large GPU shapes (S = N = 32768 causal, ...) to the built-in matrix")] = False,
            rel_tol: Annotated[float, typer.Option("--rel-tol", help="relative-error bound")] = 1e-3,
            topk: Annotated[Optional[int], typer.Option("--topk", help="also check the indexer's top-k selection: "
@@ -32,7 +32,7 @@ def verify(target: Target = None, kernel: Kernel = None, dtype: Dtype = "float32
     """Exact -inf pattern, relative error, calc_diff and bitwise repeatability; exit 1 on any failure.
 
     Examples: `mqa-logits verify` (the built-in matrix); `mqa-logits verify --paged`;
-    `mqa-logits verify --seq 1024 --max-seqlen-k 512 --no-clean`; `mqa-logits verify --kernel tiled --large`.
+    `mqa-logits verify --seq 1024 --max-seqlen-k 512 --no-clean`; `mqa-logits verify --kernel tiled --large`; `mqa-logits verify --kernel tiled:BLOCK_Q=8` (a config variant).
     """
     from .. import interpreter
 
@@ -69,7 +69,7 @@ def verify(target: Target = None, kernel: Kernel = None, dtype: Dtype = "float32
         problems = keep
     results, recalls = [], []
     for prob in problems:
-        plan = dispatch.plan(prob.shape, tgt, kernel=kernel, force=force)
+        plan = dispatch.plan_spec(prob.shape, tgt, kernel, force=force)
         t = prob.materialise(device)
         results.append(verify_one(t, plan.config, prob.shape.clean_logits, prob.label, getattr(torch, dtype),
                                   rel_tol=rel_tol, max_seqlen_k=prob.max_seqlen_k))
