@@ -151,10 +151,11 @@ class Tiling:
     KV_TILE: gl.constexpr  # kv rows per ring slot = KV_GROUPS * BLOCK_KV
     Q_IN_LANES: gl.constexpr  # wgmma column n = (query row (n // 2) % BLOCK_Q, head 2 (n // 2 BLOCK_Q) + n % 2): _head_sum
     TMA_STORE: gl.constexpr  # logits tiles leave through shared memory and a TMA store (full form only)
+    CHAINS: gl.constexpr  # Q_IN_LANES: independent FMA chains per logit in the head sum
 
     @gluon.constexpr_function
     def __init__(self, H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS,
-                 Q_IN_LANES, TMA_STORE):
+                 Q_IN_LANES, TMA_STORE, CHAINS):
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
         self.BLOCK_Q = gl.constexpr(BLOCK_Q)
@@ -169,6 +170,7 @@ class Tiling:
         self.KV_TILE = gl.constexpr(KV_GROUPS * BLOCK_KV)
         self.Q_IN_LANES = gl.constexpr(Q_IN_LANES)
         self.TMA_STORE = gl.constexpr(TMA_STORE)
+        self.CHAINS = gl.constexpr(CHAINS)
 
 
 @aggregate
@@ -297,6 +299,8 @@ def _head_sum(x, t):
         y = gl.reshape(x, [t.BLOCK_KV, t.H // 2, t.BLOCK_Q // 4, 4, 2])  # [kv, j, rq, lane in quad, e]
         # one axis of the H in-thread values, so the sum is one chain of FMAs with the weights (not a tree)
         y = gl.reshape(gl.permute(y, (0, 2, 3, 1, 4)), [t.BLOCK_KV, t.BLOCK_Q, t.H])
+        if t.CHAINS > 1:  # CHAINS independent chains of H / CHAINS FMAs per logit, then their sum: less latency
+            y = gl.sum(gl.reshape(y, [t.BLOCK_KV, t.BLOCK_Q, t.CHAINS, t.H // t.CHAINS]), axis=3)
         return gl.sum(y, axis=2)
     else:
         return gl.sum(gl.reshape(x, [t.BLOCK_KV, t.BLOCK_Q, t.H]), axis=2)
@@ -564,6 +568,7 @@ def mqa_logits_gluon_ws_sm90(
     KV_GROUPS: gl.constexpr = 1,  # math warpgroups splitting each kv tile (3: three share one query block)
     Q_IN_LANES: gl.constexpr = False,  # q tile in (head pair, query row, head parity) order: see _head_sum
     TMA_STORE: gl.constexpr = False,  # logits tiles through shared memory and a TMA store (not COMPRESSED)
+    CHAINS: gl.constexpr = 1,  # Q_IN_LANES: the head sum as CHAINS independent FMA chains per logit, then added
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BLOCK_KV == 64, "a warpgroup's share of a kv tile = its 64 MMA rows")
@@ -578,8 +583,9 @@ def mqa_logits_gluon_ws_sm90(
     p = Problem(kv_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, S, N, max_seqlen_k, stride_scale, stride_w_s,
                 stride_ks, stride_ke, stride_out_s, n_items, kv_splits)
     gl.static_assert(not (TMA_STORE and COMPRESSED), "compressed rows start at each row's ks: no rectangular tile")
+    gl.static_assert((CHAINS == 1) | (Q_IN_LANES and (H % (2 * CHAINS) == 0)), "CHAINS splits a lane's H heads")
     t = Tiling(H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS, Q_IN_LANES,
-               TMA_STORE)
+               TMA_STORE, CHAINS)
     # q slots per query group: 2 x [BQH, D], released by the group's KV_GROUPS warpgroups.
     q0_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout), KV_GROUPS)
     if Q_GROUPS == 2:
