@@ -160,21 +160,25 @@ def gluon_candidates(H: int, D: int, shape, units: int) -> list[Candidate]:
     block and splitting 192-row kv tiles (N 128, 160 registers: more warps to hide each epilogue's latency where
     the fp32 epilogue, not the MMA, is the longer part, as at D 64); a query row per lane of a quad wherever
     BLOCK_Q = N / H is a multiple of 4; a few with the logits stored through shared memory by TMA (tma_store)
-    or the head sum as 4 independent FMA chains (chains); the layouts shared memory cannot hold are left out. (H 32 and 64 at D 128 are sweep_gluon_prefill.py's: there the dispatched config is the candidate.)"""
+    or the head sum as 4 independent FMA chains (chains) or two accumulators a warpgroup (pipe, N 128); the layouts
+    shared memory cannot hold are left out. (H 32 and 64 at D 128 are sweep_gluon_prefill.py's: there the dispatched config is the candidate.)"""
     from mqa_kernels.gluon_ws_sm90.config import HEADS, DIMS, gluon_ws_sm90_config
 
     out = []
     if H not in HEADS or D not in DIMS:
         return out
-    layouts = [((2, 1), n, stages, splits, False, 1) for n in (128, 256) for stages in (4, 3) for splits in (1, 2, 4)]
-    layouts += [((1, 3), 128, stages, splits, False, 1) for stages in (5, 3) for splits in (1, 2)]
-    layouts += [((2, 1), 128, 3, 1, True, 1), ((2, 1), 256, 3, 1, True, 1), ((1, 3), 128, 3, 1, True, 1)]  # TMA
-    layouts += [((2, 1), 128, 3, 1, False, 4), ((2, 1), 256, 3, 1, False, 4)]  # 4 FMA chains per logit
-    for groups, n, stages, splits, tma_store, chains in layouts:
+    # (groups, N, stages, kv splits, tma_store, chains, pipe)
+    layouts = [((2, 1), n, st, x, False, 1, False) for n in (128, 256) for st in (4, 3) for x in (1, 2, 4)]
+    layouts += [((1, 3), 128, st, x, False, 1, False) for st in (5, 3) for x in (1, 2)]
+    layouts += [((2, 1), 128, 3, 1, True, 1, False), ((2, 1), 256, 3, 1, True, 1, False),
+                ((1, 3), 128, 3, 1, True, 1, False)]  # logits through shared memory by TMA
+    layouts += [((2, 1), 128, 3, 1, False, 4, False), ((2, 1), 256, 3, 1, False, 4, False)]  # 4 FMA chains a logit
+    layouts += [((2, 1), 128, 3, 1, False, 1, True), ((2, 1), 128, 3, 1, False, 4, True)]  # two accumulators
+    for groups, n, stages, splits, tma_store, chains, pipe in layouts:
         try:
             g = gluon_ws_sm90_config(heads=H, dim=D, S=shape.S, N=shape.N, clean=True, units=units, groups=groups,
                                      stages=stages, n=n, q_in_lanes=None, splits=splits, tma_store=tma_store,
-                                     chains=chains)
+                                     chains=chains, pipe=pipe)
         except ValueError:
             continue
         entry = {"groups": groups, "stages": stages, "q_in_lanes": g.constexprs["Q_IN_LANES"], "n": n}
@@ -184,9 +188,11 @@ def gluon_candidates(H: int, D: int, shape, units: int) -> list[Candidate]:
             entry["tma_store"] = True
         if chains > 1:
             entry["chains"] = chains
+        if pipe:
+            entry["pipe"] = True
         lab = (f"gluon {'3wg ' if groups == (1, 3) else ''}n{n} st{stages}" + (" lanes" if entry["q_in_lanes"] else "")
                + (f" x{splits}" if splits > 1 else "") + (" tma" if tma_store else "")
-               + (f" c{chains}" if chains > 1 else ""))
+               + (f" c{chains}" if chains > 1 else "") + (" pipe" if pipe else ""))
         out.append(Candidate("gluon_ws_sm90", lab, g, entry))
     return out
 

@@ -4,4 +4,4 @@
 # config.py (the config) and kernel.py (the kernel's repr).
 KEYS = ("H", "D", "BLOCK_Q", "BLOCK_KV", "STAGES", "CLEAN", "COMPRESSED", "BF16", "PINGPONG", "MATH_REGS",
         "SMALL_REGS", "Q_GROUPS", "KV_GROUPS", "Q_IN_LANES", "TMA_STORE",
-        "CHAINS")
+        "CHAINS", "PIPE")

@@ -26,7 +26,8 @@ def _load():
 
 
 # the keys a caller may override (`run --kernel gluon_ws_sm90:KEY=V`), mapped onto the table entry's fields
-OVERRIDE_KEYS = ("BLOCK_Q", "STAGES", "Q_IN_LANES", "TMA_STORE", "CHAINS", "Q_GROUPS", "KV_GROUPS", "kv_splits")
+OVERRIDE_KEYS = ("BLOCK_Q", "STAGES", "Q_IN_LANES", "TMA_STORE", "CHAINS", "PIPE", "Q_GROUPS", "KV_GROUPS",
+                 "kv_splits")
 HEADS = (8, 16, 32, 64, 128)  # H/2 head pairs per TMA box row, N = BLOCK_Q * H of 128 or 256
 DIMS = (64, 128, 256)
 
@@ -51,7 +52,7 @@ def _overridden(entry: dict, override: dict, heads: int) -> dict:
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(unknown)}; choose from {', '.join(OVERRIDE_KEYS)}")
     fields = {"STAGES": "stages", "Q_IN_LANES": "q_in_lanes", "TMA_STORE": "tma_store", "CHAINS": "chains",
-              "kv_splits": "splits"}
+              "PIPE": "pipe", "kv_splits": "splits"}
     entry.update({fields[k]: v for k, v in override.items() if k in fields})
     if "BLOCK_Q" in override:
         entry["n"] = int(override["BLOCK_Q"]) * heads
@@ -65,7 +66,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
                          bf16: bool = False, units: int | None = None, groups: tuple[int, int] | None = None,
                          stages: int | None = None, q_in_lanes: bool | None = None,
                          n: int | None = None, splits: int | None = None,
-                         tma_store: bool | None = None, chains: int | None = None,
+                         tma_store: bool | None = None, chains: int | None = None, pipe: bool | None = None,
                          override: dict | None = None) -> KernelConfig:
     """Math warpgroups (a wgmma each: M = 64 kv rows x N = BLOCK_Q*heads) fed by a TMA producer warp.
 
@@ -94,6 +95,9 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     FMA chains, then added: at H 64 one chain is 64 dependent FMAs (about 256 cycles of latency for the 2 logits
     a thread holds), which an epilogue as long as the MMA (D 64) cannot hide.
 
+    pipe (default: the entry's, else off): two accumulators per math warpgroup, so its own next wgmma runs while
+    it does a tile's epilogue (at N 128: 2 x 64 accumulator registers; at N 256 they do not fit).
+
     splits (default: the entry's, else 1): work items per query block, each an equal share of the block's live kv
     tiles, so a causal triangle's long rows spread over more programs (N 256 at H 8 makes only 128 query blocks of
     1x8192 for 132 SMs).
@@ -115,6 +119,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     splits = splits or entry.get("splits", 1)
     tma_store = bool(entry.get("tma_store", False) if tma_store is None else tma_store) and not compressed
     chains = int(chains or entry.get("chains", 1))
+    pipe = bool(entry.get("pipe", False) if pipe is None else pipe)
     q_groups, kv_groups = groups
     if (q_groups, kv_groups) not in GROUPS:
         raise ValueError(f"groups must be one of {GROUPS}, got {(q_groups, kv_groups)}")
@@ -134,6 +139,8 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
         raise ValueError(f"{stages} stages of {kv_groups * block_kv}-row kv tiles and q blocks of {bqh} x {dim} "
                          f"need {smem} bytes of shared memory")
     q_in_lanes = block_q % 4 == 0 if q_in_lanes is None else bool(q_in_lanes)
+    if pipe and n != 128:
+        raise ValueError(f"pipe holds two accumulators: wgmma N 128 only, got {n}")
     if chains > 1 and not (q_in_lanes and heads % (2 * chains) == 0):
         raise ValueError(f"chains {chains} needs q_in_lanes and an even number of heads per chain (H {heads})")
     if q_in_lanes and block_q % 4:
@@ -147,7 +154,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
                   "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16), "PINGPONG": False,
                   "MATH_REGS": REGS[math_wg]["MATH_REGS"], "SMALL_REGS": SMALL_REGS, "Q_GROUPS": q_groups,
                   "KV_GROUPS": kv_groups, "Q_IN_LANES": q_in_lanes, "TMA_STORE": tma_store,
-                  "CHAINS": chains}
+                  "CHAINS": chains, "PIPE": pipe}
     options = {"num_warps": 4, "maxnreg": REGS[math_wg]["maxnreg"]}
     # "args": the kernel's trailing runtime scalars, in order (the launcher appends them).
     schedule = {"args": {"n_items": items, "kv_splits": splits}, "items": items, "rows_per_item": q_groups * block_q,
