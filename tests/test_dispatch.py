@@ -121,12 +121,15 @@ def test_explain_bad_target(run_cli):
     assert_one_line_error(run_cli("explain", "--target", "sm70"), contains="unknown target")
 
 
-def test_plan_spec_rebuilds_a_variant_with_its_schedule():
+def test_plan_spec_rebuilds_a_variant_with_its_schedule(monkeypatch):
     """`--kernel NAME:KEY=V` for run / verify: the row's config function is called again with the overrides, so
     the schedule follows them (a query block's items with kv_splits, BLOCK_Q with N); a key the row cannot take,
     or a row that cannot rebuild its config, is a one-line refusal."""
     if not GLUON:
         pytest.skip(f"the Gluon rows need triton 3.6.x; this is triton {version('triton')}")
+    from mqa_kernels.gluon_ws_sm90 import tuned
+
+    monkeypatch.setattr(tuned, "CUDA_TUNED", {(8, 128): {"groups": (2, 1), "stages": 4, "q_in_lanes": True, "n": 128}})
     sm90 = targets.get_target("sm90")
     s8 = Shape("prefill", 8192, 8192, 8, 128)
     base = dispatch.plan(s8, sm90).config
