@@ -111,8 +111,8 @@ def main() -> int:
                     if not cmp.ok:
                         status, us = "WRONG: " + cmp.line(), None
                     else:
-                        us = triton.testing.do_bench(lambda: launchers.run(t, cfg, out), warmup=10, rep=60,
-                                                     return_mode="median") * 1e3
+                        us = triton.testing.do_bench(lambda t=t, cfg=cfg, out=out: launchers.run(t, cfg, out),
+                                                     warmup=10, rep=60, return_mode="median") * 1e3
                         status = "ok"
                     err = cmp.rel_error
                 except Exception as e:  # noqa: BLE001  (a layout that does not fit is a result)

@@ -153,7 +153,7 @@ def test_internal_error_is_exit_3_with_one_line(monkeypatch, capsys):
 
 
 def test_run_and_verify_take_a_config_variant(run_cli):
-    """`--kernel NAME:KEY=VALUE,...` (as dump takes it): run and verify the row's config with the overrides applied,
+    """`--kernel NAME:KEY=VALUE,...` (as dump takes it): run, verify and explain the row's config with the overrides,
     the kernel named after them; an unknown key or a malformed override is bad input (one line, exit 2)."""
     r = run_cli("run", *SMALL, "--kernel", "tiled:BLOCK_Q=2,HEAD_MAJOR=1", "--verify", "--json")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -162,5 +162,7 @@ def test_run_and_verify_take_a_config_variant(run_cli):
     assert d["verify"]["ok"]
     v = run_cli("verify", *SMALL, "--kernel", ":BLOCK_Q=2")
     assert v.returncode == 0 and "_BLOCK_Q_2_" in v.stdout and "1 passed, 0 failed" in v.stdout, v.stdout[-2000:]
+    e = run_cli("explain", *SMALL, "--kernel", "tiled:BLOCK_Q=2", "--json")  # explain shows the config run runs
+    assert e.returncode == 0 and json.loads(e.stdout)["plan"]["config"]["constexprs"]["BLOCK_Q"] == 2, e.stdout[-2000:]
     assert_one_line_error(run_cli("run", *SMALL, "--kernel", "tiled:NOT_A_KEY=1"), contains="takes no config key")
     assert_one_line_error(run_cli("verify", *SMALL, "--kernel", "tiled:BLOCK_Q"), contains="KEY=VALUE")

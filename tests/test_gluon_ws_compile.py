@@ -329,6 +329,18 @@ def test_config_schedule():
     assert not any(m.split(".")[0] in ("triton", "torch") for m in imported), imported
 
 
+def _compile(folder, args: list) -> tuple[dict, str, str]:
+    """One variant compiled by SCRIPT in a subprocess (argv `args`, writing into `folder`): its result.json (named
+    after its config), SASS and PTX."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", SCRIPT, *map(str, args)], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    res = json.loads((folder / "result.json").read_text())
+    assert res["name"] == res["expected"], res
+    return res, (folder / "sass").read_text(), (folder / "ptx").read_text()
+
+
 def _tile_loops(sass: str) -> list[list[str]]:
     """The innermost loops (a backward branch and what it jumps over) that issue a wgmma: the instructions of each."""
     ins = [(int(a, 16), op) for a, op in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
@@ -356,16 +368,11 @@ def test_head_count_layouts_compile_without_spills(tmp_path, H_, D_, n):
     compiles for sm90 with its config's name, fp8 wgmma of N = BLOCK_Q * H, no local memory. Where BLOCK_Q is a
     multiple of 4 the query rows are spread over the lanes of a quad: the head sum needs no shuffle and each logit
     is stored once (two warpgroups x 2 kv rows x BLOCK_Q / 4 rows a thread = BLOCK_Q stores in the code)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     args = ["1", "0", "0", 2048, 2048, H_, 0, tmp_path, "2x1", D_, n]
-    r = subprocess.run([sys.executable, "-c", SCRIPT, *map(str, args)], env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, r.stderr[-4000:]
-    res = json.loads((tmp_path / "result.json").read_text())
+    res, sass, ptx = _compile(tmp_path, args)
     block_q, lanes = n // H_, (n // H_) % 4 == 0
     assert res["name"] == res["expected"] and f"_H_{H_}_D_{D_}_BLOCK_Q_{block_q}_" in res["name"], res["name"]
     assert res["name"].endswith(f"_Q_IN_LANES_{int(lanes)}_TMA_STORE_0_CHAINS_1_PIPE_0"), res["name"]
-    sass = (tmp_path / "sass").read_text()
     assert len(re.findall(rf"QGMMA\.64x{n}x32\.F32\.E4M3\.E4M3", sass)) >= 2 * D_ // 32
     loops = _tile_loops(sass)
     assert loops and not [op for body in loops for op in body if re.match(r"(LDL|STL)\b", op)], "a spill in the tile loop"
@@ -383,14 +390,9 @@ def test_logits_through_shared_memory_by_tma(tmp_path, bf16):
     TMA store; the tile loop has no global store of its own, the copy is issued by one elected thread after the
     warpgroup's own named barrier (128 threads, never the CTA's), and a buffer is reused only once at most one copy
     (the other buffer's) is still reading shared memory."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     args = ["1", "0", "1" if bf16 else "0", 2048, 2048, 8, 0, tmp_path, "2x1", 128, 128, "1"]
-    r = subprocess.run([sys.executable, "-c", SCRIPT, *map(str, args)], env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, r.stderr[-4000:]
-    res = json.loads((tmp_path / "result.json").read_text())
+    res, sass, ptx = _compile(tmp_path, args)
     assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_1_CHAINS_1_PIPE_0"), res["name"]
-    sass, ptx = (tmp_path / "sass").read_text(), (tmp_path / "ptx").read_text()
     assert sass.count("UTMASTG.2D") == 2, "one TMA store site per math warpgroup"
     loops = _tile_loops(sass)
     assert loops and not [op for body in loops for op in body if re.match(r"STG\.E", op) or re.match(r"(LDL|STL)\b", op)]
@@ -406,14 +408,10 @@ def test_head_sum_in_independent_chains(tmp_path):
     """chains 4 (a sweep option): each logit's in-thread head sum is 4 independent FMA chains of H / 4, then 3 adds,
     instead of one chain of H dependent FMAs (H 64: 64 x 4 cycles of latency per logit); still no shuffle and no
     spill in the tile loop."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     args = ["1", "0", "0", 2048, 2048, 64, 0, tmp_path, "2x1", 64, 256, "0", 4]
-    r = subprocess.run([sys.executable, "-c", SCRIPT, *map(str, args)], env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, r.stderr[-4000:]
-    res = json.loads((tmp_path / "result.json").read_text())
+    res, sass, ptx = _compile(tmp_path, args)
     assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_0_CHAINS_4_PIPE_0"), res["name"]
-    loops = _tile_loops((tmp_path / "sass").read_text())
+    loops = _tile_loops(sass)
     ops = [op for body in loops for op in body]
     assert loops and not [op for op in ops if "SHFL" in op or re.match(r"(LDL|STL)\b", op)]
     # 2 logits a thread x 3 adds joining the chains, in each math warpgroup's loop
@@ -425,14 +423,9 @@ def test_two_accumulators_overlap_a_warpgroups_own_wgmma(tmp_path, variant):
     """pipe (a sweep option, wgmma N 128): a math warpgroup issues tile n+1's wgmma before tile n's epilogue and
     waits for tile n with one wgmma still in flight (wait_group 1); ptxas keeps the wgmmas asynchronous (no C7514)
     and nothing spills, clean or compressed/bf16."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     args = [*("1" if x else "0" for x in variant), 2048, 2048, 8, MAX_SEQLEN_K, tmp_path, "2x1", 64, 128, "0", 1, "1"]
-    r = subprocess.run([sys.executable, "-c", SCRIPT, *map(str, args)], env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, r.stderr[-4000:]
-    res = json.loads((tmp_path / "result.json").read_text())
+    res, sass, ptx = _compile(tmp_path, args)
     assert res["name"] == res["expected"] and res["name"].endswith("_CHAINS_1_PIPE_1"), res["name"]
-    sass, ptx = (tmp_path / "sass").read_text(), (tmp_path / "ptx").read_text()
     assert "wgmma.wait_group.sync.aligned 1;" in ptx and "C7514" not in res["ptxas"], res["ptxas"][-2000:]
     assert not re.search(r"\b(LDL|STL)\b", sass) and "LOCAL:0" in res["usage"], res["usage"]
 
@@ -441,15 +434,10 @@ def test_two_accumulators_overlap_a_warpgroups_own_wgmma(tmp_path, variant):
 def test_three_warpgroups_sharing_query_rows(tmp_path, variant):
     """groups (1, 3): three math warpgroups share a 2-row query block (wgmma N 128) and split each 192-row kv tile
     into their 64-row blocks (three TMA loads a ring stage); 160 registers each, and nothing spills."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     args = [*("1" if x else "0" for x in variant), S, N, H, MAX_SEQLEN_K, tmp_path, "1x3"]
-    r = subprocess.run([sys.executable, "-c", SCRIPT, *map(str, args)], env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, r.stderr[-4000:]
-    res = json.loads((tmp_path / "result.json").read_text())
+    res, sass, ptx = _compile(tmp_path, args)
     assert res["name"] == res["expected"] and res["name"].endswith("_Q_GROUPS_1_KV_GROUPS_3_Q_IN_LANES_0_TMA_STORE_0_CHAINS_1_PIPE_0"), res["name"]
     assert "_BLOCK_Q_2_" in res["name"], res["name"]
-    sass = (tmp_path / "sass").read_text()
     assert len(re.findall(r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3", sass)) >= 12, "4 k-steps in each of 3 warpgroups"
     assert len(re.findall(r"UTMALDG", sass)) >= 2, "q and kv blocks by TMA"
     assert not re.search(r"\b(LDL|STL)\b", sass)

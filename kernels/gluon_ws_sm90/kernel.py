@@ -677,7 +677,6 @@ def mqa_logits_gluon_ws_sm90(
     gl.static_assert((MATH_WG == 2) | (not PINGPONG), "PINGPONG takes turns between two math warpgroups")
     gl.static_assert((BLOCK_Q % 4 == 0) | (not Q_IN_LANES), "Q_IN_LANES spreads query rows over the 4 lanes of a quad")
     gl.static_assert((out_ptr.dtype.element_ty == gl.bfloat16) == BF16, "BF16 must match the output dtype")
-    BQH: gl.constexpr = BLOCK_Q * H
 
     p = Problem(kv_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, S, N, max_seqlen_k, stride_scale, stride_w_s,
                 stride_ks, stride_ke, stride_out_s, n_items, kv_splits)

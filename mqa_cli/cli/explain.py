@@ -7,24 +7,25 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
-from .options import Json, Kernel, Target, problem_options
+from .options import Json, KernelSpec, Target, problem_options
 
 
 @app.command()
 @problem_options
-def explain(target: Target = None, kernel: Kernel = None, json_: Json = False,
+def explain(target: Target = None, kernel: KernelSpec = None, json_: Json = False,
             topk: Annotated[Optional[int], typer.Option("--topk", help="show the memory of the top-k plan "
                                                         "(run --topk K) instead of the full logits")] = None,
             *, problem):
     """Print the problem, every dispatch row with its conditions, the choice, its config and the time floor.
 
-    Examples: `mqa-logits explain --heads 64 --dim 128 --seq 8192`; `mqa-logits explain --target gfx950 --seq 4096 --json`.
+    Examples: `mqa-logits explain --heads 64 --dim 128 --seq 8192`; `mqa-logits explain --target gfx950 --seq 4096 --json`;
+    `mqa-logits explain --heads 8 --seq 8192 --target sm90 --kernel :TMA_STORE=1` (the config `run` would run).
     """
     from .. import dispatch, report, source, targets
 
     tgt = targets.resolve(target)
     prob = source.from_options(problem, tgt.fp8)
-    plan = dispatch.plan(prob.shape, tgt, kernel=kernel, force=True)
+    plan = dispatch.plan_spec(prob.shape, tgt, kernel, force=True)
     tk = None
     if topk is not None and prob.shape.kind == "prefill":
         from ..topk import topk_memory  # imports torch: only when asked

@@ -161,11 +161,10 @@ def problem_options(fn):
 
 
 Target = Annotated[Optional[str], typer.Option("--target", help="sm90 | sm100 | gfx942 | gfx950 | cpu [the GPU found, else cpu]")]
-Kernel = Annotated[Optional[str], typer.Option("--kernel", help="force a dispatch row by name (see `explain`)")]
 KernelSpec = Annotated[Optional[str], typer.Option(
     "--kernel", help="a dispatch row by name (see `explain`), optionally with config overrides: "
-                     "NAME:KEY=VALUE,... e.g. tiled:BLOCK_KV=128,num_warps=8 (KEY: a constexpr, a launch option "
-                     "such as num_warps / num_stages / waves_per_eu, or a schedule entry, taken as given: the "
-                     "schedule is not recomputed); ':num_warps=8' overrides the dispatched row")]
+                     "NAME:KEY=VALUE,... e.g. tiled:BLOCK_Q=8,num_warps=8; ':KEY=VALUE' overrides the dispatched "
+                     "row. dump compiles any constexpr, launch option or schedule entry as given; run, verify and "
+                     "explain rebuild the row's config with the keys it takes, so its schedule follows")]
 Force = Annotated[bool, typer.Option("--force", help="overwrite existing files; run a --kernel whose conditions fail")]
 Json = Annotated[bool, typer.Option("--json", help="print one JSON object on stdout (messages go to stderr)")]
