@@ -65,7 +65,8 @@ def write(entries: dict, device: str, say) -> Path:
              "seed shapes, kept when its mean time relative to (2, 1) st4 query-major is below 0.98) and",
              "`python3 scripts/sweep_heads.py --write-table` (every other shape: 1x8192 causal, clean, kept when it",
              "beats the fastest portable config by more than 3 %). Every candidate was checked against the float32",
-             "reference before it was timed (do_bench median, L2 flushed). The comment on each line says which run.",
+             "reference before it was timed (a CUDA-graph replay per sample after an L2 flush, median; runs before",
+             "2026-11-30 17:30 UTC timed the call itself with do_bench). The comment on each line says which run.",
              f'Last written on {device}, {time.strftime("%Y-%m-%d")}, triton {triton.__version__}."""',
              "", "CUDA_TUNED = {"]
     for (H, D), e in sorted(table.items()):

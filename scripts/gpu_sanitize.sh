@@ -149,11 +149,12 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
         for tool in racecheck memcheck synccheck; do
           [[ " $TOOLS " == *" $tool "* ]] || continue
           echo "$tool|$row|$row H128|--seq 1024 --heads 128 --dim 128" >>"$JOBS"
-          # four query rows a lane (BLOCK_Q 32, N 256) with 2 kv splits; 2 splits at H 16 (BLOCK_Q 16)
+          # the table's H 8 D 64: three warpgroups, four query rows a lane, logits through shared memory by TMA
           echo "$tool|$row|$row H8 D64|--seq 1024 --heads 8 --dim 64" >>"$JOBS"
+          # H 16: the head sum as 4 FMA chains (chains), two query rows a lane at N 256
           echo "$tool|$row|$row H16 D128|--seq 1024 --heads 16 --dim 128" >>"$JOBS"
-          # the logits through shared memory by TMA (a sweep option, off in the table)
-          echo "$tool|$row:TMA_STORE=1|$row tma_store H8|--seq 1024 --heads 8 --dim 128" >>"$JOBS"
+          # the TMA store with two warpgroups and kv splits (a sweep option there)
+          echo "$tool|$row:TMA_STORE=1,kv_splits=2|$row tma_store x2 H8 D128|--seq 1024 --heads 8 --dim 128" >>"$JOBS"
         done ;;
     esac
   done <"$LOGS/rows.txt"

@@ -25,6 +25,13 @@
 #   gluonsweep  the Gluon prefill kernel's warpgroup layouts (scripts/sweep_gluon_prefill.py --write-table)
 #   headsverify  scripts/verify_heads.py: every (heads, dim) the Gluon prefill table dispatches, in four forms
 #             (causal clean; window without clean logits; compressed; bf16 logits), S 2048, one process
+#   variants  each config variant in VARIANTS ("ROW:KEY=V,... HEADS DIM" entries separated by ';'; default: the
+#             Gluon prefill options tma_store, chains, pipe) through `mqa-logits verify --seq 2048`, one process
+#             each, so that a variant that faults loses only its own line (the sweeps check in one process)
+#   ncu       Nsight Compute (--clock-control none) on one launch of each problem in NCU_PROBES (';'-separated
+#             scripts/ncu_probe.py arguments; default two prefill head counts and two decode shapes): speed of
+#             light, memory, warp stall and scheduler sections, to $OUT/ncu.txt
+#   ceilings  python3 scripts/mma_ceiling.py (fp8 wgmma alone) and scripts/write_ceiling.py (fill, copy)
 #   heads     the head-count sweep (scripts/sweep_heads.py --write-table ${HEADS_ARGS}, e.g. HEADS_ARGS="--gluon-only
 #             --shapes 8x64,8x128"): the portable kernel's table and the Gluon kernel's head-count keys, to $OUT
 #   topk      the top-k sweep alone, with DeepGEMM's logits + torch.topk beside it (DeepGEMM put in place as
@@ -54,13 +61,13 @@ SUMMARY=$SLOGS/summary.rows
 
 # per-step cap (s) and the least time worth starting it with
 declare -A CAP=([env]=60 [install]=120 [tests]=200 [verify]=180 [capture]=180 [hostcost]=120 [views]=150
-                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=90 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300)
+                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=90 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300 [variants]=200 [ncu]=240 [ceilings]=90)
 declare -A MIN=([env]=5 [install]=20 [tests]=30 [verify]=30 [capture]=20 [hostcost]=20 [views]=20
-                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60)
+                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60 [variants]=30 [ncu]=40 [ceilings]=20)
 # the line of each step's output that says how it went
 declare -A KEY=([tests]='passed|failed|error' [verify]='passed, [0-9]+ failed' [capture]='^gpu_checks [a-z]+: '
                 [hostcost]='worst eager|^gpu_checks [a-z]+: ' [views]='^gpu_checks [a-z]+: ' [large]='^gpu_checks [a-z]+: '
-                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
+                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [variants]='^variants:' [ncu]='^ncu:' [ceilings]='TF/s|TB/s' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
 
 left() { echo $((T0 + BUDGET - $(date +%s))); }
 stamp() { echo; echo "=== $* (t=$(($(date +%s) - T0)) s, $(date -u +%H:%M:%S) UTC, $(left) s left)"; }
@@ -199,8 +206,56 @@ step_gluonsweep() {  # the Gluon prefill kernel's warpgroup layouts (writes kern
 
 step_heads() {  # the head-count sweep: kernels/tiled/tuned.py and the Gluon kernel's head-count keys (copies: $OUT)
   # shellcheck disable=SC2086
-  SWEEP_BUDGET_S=$(( $1 - 60 )) "$PY" scripts/sweep_heads.py --write-table ${HEADS_ARGS:-}
+  # an option a `variants` check failed is left out (a fault would end the sweep's process)
+  local skip
+  skip=$(sort -u "$SLOGS/variants_failed" 2>/dev/null | paste -sd, -)
+  [ -n "$skip" ] && echo "heads: leaving out the options that failed their check: $skip"
+  SWEEP_SKIP_OPTIONS=$skip SWEEP_BUDGET_S=$(( $1 - 60 )) "$PY" scripts/sweep_heads.py --write-table ${HEADS_ARGS:-}
 }
+
+export VARIANTS_DEFAULT="gluon_ws_sm90:TMA_STORE=1 8 64;gluon_ws_sm90:TMA_STORE=1 8 128;gluon_ws_sm90:TMA_STORE=1 64 128;\
+gluon_ws_sm90:TMA_STORE=1 128 128;gluon_ws_sm90:CHAINS=4 64 64;gluon_ws_sm90:CHAINS=4 64 128;\
+gluon_ws_sm90:PIPE=1,BLOCK_Q=4 32 64;gluon_ws_sm90:PIPE=1,CHAINS=4,BLOCK_Q=4 32 64;gluon_ws_sm90:PIPE=1 32 128"
+step_variants() {  # each variant verified in its own process (a fault loses its line only)
+  local ok=0 bad=0 v k h d rc
+  : >"$SLOGS/variants_failed"
+  IFS=';' read -ra vs <<<"${VARIANTS:-$VARIANTS_DEFAULT}"
+  for v in "${vs[@]}"; do
+    read -r k h d <<<"$v"
+    timeout 90 "$PY" -m mqa_cli verify --kernel "$k" --heads "$h" --dim "$d" --seq 2048 --force >"$SLOGS/variant.txt" 2>&1
+    rc=$?
+    if [ "$rc" = 0 ]; then ok=$((ok + 1)); else
+      bad=$((bad + 1))
+      case $k in *TMA_STORE=1*) echo tma_store ;; esac >>"$SLOGS/variants_failed"
+      case $k in *CHAINS=4*) echo chains ;; esac >>"$SLOGS/variants_failed"
+      case $k in *PIPE=1*) echo pipe ;; esac >>"$SLOGS/variants_failed"
+    fi
+    echo "variant $k H$h D$d: exit $rc | $(grep -vE '^\s*$' "$SLOGS/variant.txt" | tail -2 | tr '\n' ' ' | cut -c1-300)"
+  done
+  echo "variants: $ok passed, $bad failed"
+  [ "$bad" = 0 ]
+}
+
+step_ncu() {  # hardware counters on one launch per probe (the 3rd: compiled, warm)
+  local ncu probe n=0
+  ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n1)
+  [ -n "$ncu" ] || { echo "ncu: not found"; return 99; }
+  IFS=';' read -ra probes <<<"${NCU_PROBES:-prefill 8 128;prefill 64 64;paged 8 8192 1;paged 128 65536 2}"
+  for probe in "${probes[@]}"; do
+    echo "===== ncu: $probe" | tee -a "$OUT/ncu.txt"
+    # shellcheck disable=SC2086
+    timeout 100 "$ncu" --clock-control none --target-processes all -k regex:mqa_logits --launch-skip 2 \
+      --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+      --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
+      "$PY" scripts/ncu_probe.py $probe >>"$OUT/ncu.txt" 2>&1 && n=$((n + 1))
+    grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per|Warp Cycles Per Issued" \
+      "$OUT/ncu.txt" | tail -6
+  done
+  echo "ncu: $n of ${#probes[@]} probes profiled"
+  [ "$n" -gt 0 ]
+}
+
+step_ceilings() { "$PY" scripts/mma_ceiling.py && "$PY" scripts/write_ceiling.py; }
 
 step_headsverify() { "$PY" scripts/verify_heads.py; }  # every shape of the Gluon prefill table, four forms
 
@@ -246,6 +301,9 @@ step_fn() {  # name t -> the command line of the step
     gluonsweep) echo "step_gluonsweep $2" ;;
     heads) echo "step_heads $2" ;;
     headsverify) echo "step_headsverify" ;;
+    variants) echo "step_variants" ;;
+    ncu) echo "step_ncu" ;;
+    ceilings) echo "step_ceilings" ;;
     anchor) echo "step_anchor $2" ;;
   esac
 }
@@ -282,7 +340,7 @@ run_step() {  # name rest [bg]: time-box it, log it, record a summary row; bg: s
   fi
   STEP_T0=$(date +%s)
   export STEP_T0 T0 BUDGET SLOGS REPO
-  export -f step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify dg_env installed left
+  export -f step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify step_variants step_ncu step_ceilings dg_env installed left
   fn=$(step_fn "$s" "$t")
   if [ -n "$bg" ]; then
     ( timeout -k 10 "$t" bash -c "$fn" >"$SLOGS/$s.txt" 2>&1; echo "$? $(( $(date +%s) - STEP_T0 ))" >"$SLOGS/$s.rc" ) &

@@ -14,7 +14,7 @@ only here; at H 64 the config refuses it and the row records why). (Four warpgro
 112 registers and measured 1.7-1.8x the old time on 2026-11-30: no longer in the kernel.)
 
 Every candidate is first checked against the float32 reference (exact -inf pattern with clean, relative error
-< 2e-3 on live entries, nothing left unwritten), then timed alone (do_bench median, L2 flushed), on the seed
+< 2e-3 on live entries, nothing left unwritten), then timed alone (graph replay, L2 flushed, median), on the seed
 suite's shapes, clean and not. The table (--write-table: its (H, 128) keys of kernels/gluon_ws_sm90/tuned.py,
 scripts/gluon_table.py) keeps, per head count, the candidate with the least time summed over the shapes relative to the old layout (each shape weighs alike),
 when it beats it by more than NOISE.
@@ -111,8 +111,8 @@ def main() -> int:
                     if not cmp.ok:
                         status, us = "WRONG: " + cmp.line(), None
                     else:
-                        us = triton.testing.do_bench(lambda t=t, cfg=cfg, out=out: launchers.run(t, cfg, out),
-                                                     warmup=10, rep=60, return_mode="median") * 1e3
+                        us = timing.time_kernel(lambda t=t, cfg=cfg, out=out: launchers.run(t, cfg, out),
+                                                rep_ms=60)  # graph replay, L2 flushed: the kernel alone
                         status = "ok"
                     err = cmp.rel_error
                 except Exception as e:  # noqa: BLE001  (a layout that does not fit is a result)

@@ -133,12 +133,12 @@ def test_the_sweep_writes_a_table_the_config_reads(tmp_path, monkeypatch):
 def test_binding_floor_is_the_larger_of_fp8_and_bytes():
     c8 = counts(ProblemSpec(batch=1, seq=8192, heads=8, dim=128))
     f = timing.binding_floor(c8.flop, c8.bytes, SM90)
-    assert (f.fp8_tflops, f.copy_tbs, f.measured) == (1270.0, 4.3, True)
-    assert f.bound == "memory" and f.us == pytest.approx(64.705, abs=1e-3) and f.compute_us == pytest.approx(54.116, abs=1e-3)
+    assert (f.fp8_tflops, f.copy_tbs, f.measured) == (1635.0, 4.3, True)
+    assert f.bound == "memory" and f.us == pytest.approx(64.705, abs=1e-3) and f.compute_us == pytest.approx(42.035, abs=1e-3)
     assert round(100 * f.fraction(482.0)) == 13  # the H 8 D 128 figure
     c128 = counts(ProblemSpec(batch=1, seq=8192, heads=128, dim=128))
     g = timing.binding_floor(c128.flop, c128.bytes, SM90)
-    assert g.bound == "compute" and g.us == pytest.approx(865.86, abs=0.01)
+    assert g.bound == "compute" and g.us == pytest.approx(672.57, abs=0.01)
     assert timing.binding_floor(c8.flop, c8.bytes, targets.get_target("cpu")) is None
     assert timing.binding_floor(c8.flop, c8.bytes, targets.get_target("sm100")).measured is False
 
@@ -163,5 +163,5 @@ def test_heads_suite_rows_show_floor_binding_and_fraction():
     assert "floor µs" in text and "binds" in text and "% of floor" in text
     lines = text.splitlines()
     assert "write" in lines[3] and "64.7" in lines[3] and "13%" in lines[3]  # H 8 D 128
-    assert "fp8" in lines[4] and "865.9" in lines[4] and "75%" in lines[4]
-    assert "1270 TF/s" in bench.floor_note(SM90) and "4.3 TB/s" in bench.floor_note(SM90)
+    assert "fp8" in lines[4] and "672.6" in lines[4] and "58%" in lines[4]
+    assert "1635 TF/s" in bench.floor_note(SM90) and "4.3 TB/s" in bench.floor_note(SM90)

@@ -28,7 +28,7 @@ def test_plot_draws_ceilings_ours_and_the_reference(tmp_path):
     labels = plot.render(rows, str(path), SM90, "made-up rows", reference_label="DeepGEMM")
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
-    assert "fp8 ceiling 1270 TF/s (measured)" in labels and any(lb.startswith("copy rate 4.3 TB/s") for lb in labels)
+    assert "fp8 ceiling 1635 TF/s (measured)" in labels and any(lb.startswith("copy rate 4.3 TB/s") for lb in labels)
     assert {"tiled", "gluon_ws_sm90", "DeepGEMM"} <= set(labels)
 
 

@@ -1,0 +1,41 @@
+"""Launches one problem through the public API a few times, for Nsight Compute to profile one of the launches
+(see scripts/h200_check.sh, step `ncu`): what binds a kernel that stops short of its floor, read from the
+hardware counters rather than guessed from instruction counts.
+
+    python3 scripts/ncu_probe.py prefill H D [S]        (1xS causal, clean logits; S 8192)
+    python3 scripts/ncu_probe.py paged B C NEXT_N       (H 64 D 128, block 64, no clean logits, as the harness)
+"""
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str]) -> int:
+    import torch
+
+    import mqa_cli
+    from mqa_cli import source
+    from mqa_cli.paged_problem import PagedSpec
+    from mqa_cli.paged_tensors import random_paged
+    from mqa_cli.problem import ProblemSpec
+
+    kind, *nums = argv
+    if kind == "prefill":
+        H, D, S = (int(x) for x in (nums + ["8192"])[:3])
+        t = source.from_spec(ProblemSpec(batch=1, seq=S, heads=H, dim=D, layout="causal")).materialise("cuda")
+        fn = lambda: mqa_cli.mqa_logits(t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke)  # noqa: E731
+    elif kind == "paged":
+        B, C, T = (int(x) for x in nums)
+        t = random_paged(PagedSpec(batch=B, next_n=T, context_len=C, clean_logits=False), device="cuda")
+        fn = lambda: mqa_cli.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, t.context_lens, t.block_table,  # noqa: E731
+                                                  None, t.max_context_len, clean_logits=False)
+    else:
+        raise SystemExit(f"unknown problem kind {kind!r}: prefill or paged")
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
