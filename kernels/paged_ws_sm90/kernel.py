@@ -202,8 +202,9 @@ def _split_points(p, r, P, NEXT_N: gl.constexpr, BS: gl.constexpr):
 
     Every warp holds a whole chunk (the layout covers SPLIT_CHUNK in one warp; the warps' copies are equal), so
     its sums and scans stay inside the warp: no shared memory and no CTA barrier between the context lengths'
-    arrival and the first block-table load. Spread over the 4 warps they took 13 barriers and cost a decode call
-    0.6-1.4 µs beside metadata given (H200, 2026-11-30, scripts/decode_split_ab.py)."""
+    arrival and the first block-table load (then one cross-warp pass hands the results on: _through_shared). Spread
+    over the 4 warps they took 13 barriers and cost a decode call 0.6-1.4 µs beside metadata given (H200,
+    2026-11-30, scripts/decode_split_ab.py)."""
     layout: gl.constexpr = gl.BlockedLayout([SPLIT_CHUNK // 32], [32], [gl.num_warps()], [0])
     offs = gl.arange(0, SPLIT_CHUNK, layout=layout)
     ok0 = offs < p.batch
@@ -225,7 +226,24 @@ def _split_points(p, r, P, NEXT_N: gl.constexpr, BS: gl.constexpr):
         b_lo, off_lo = _locate(u, bidx, ok, carry, t_lo, b_lo, off_lo, p.batch)
         b_hi, off_hi = _locate(u, bidx, ok, carry, t_hi, b_hi, off_hi, p.batch)
         carry += gl.sum(u, axis=0)
-    return b_lo, off_lo.to(gl.int32), b_hi, off_hi.to(gl.int32)
+    return _through_shared(b_lo, off_lo.to(gl.int32), b_hi, off_hi.to(gl.int32))
+
+
+@gluon.jit
+def _max4(a0, b0, c0, d0, a1, b1, c1, d1):
+    return gl.maximum(a0, a1), gl.maximum(b0, b1), gl.maximum(c0, c1), gl.maximum(d0, d1)
+
+
+@gluon.jit
+def _through_shared(a, b, c, d):
+    """The split's four scalars (equal in every thread) as one cross-warp reduction reads them back: from one
+    shared-memory address, which the compiler knows to be the same for the whole warp, so the blocks, slots and
+    descriptors derived from them stay in uniform registers. Straight from the warp shuffles they do not, and the
+    decode loop grew by R2UR moves and warp syncs (sm90 PIPE loop 637 -> 689 instructions, next_n 2 up to 12 %
+    slower on the H200). One barrier pair instead of the 13 barriers the split took when spread over the warps."""
+    lay: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    z = gl.zeros([32 * gl.num_warps()], gl.int32, layout=lay)
+    return gl.reduce((z + a, z + b, z + c, z + d), 0, _max4)
 
 
 @gluon.jit
