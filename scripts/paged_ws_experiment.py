@@ -6,8 +6,10 @@
    cache TMA cannot describe (the portable kernel runs); each against the float32 reference (exact -inf pattern
    with clean, relative error of live entries < 2e-3, no unwritten live entry) and bitwise repeatable;
 2. a checked, timed sweep of (STAGES, SUBS) beside the portable paged kernel (kernels/paged), one CUDA-graph replay
-   per sample after an L2 flush (the cold cache a decode step meets, as the harness times it), schedule computed in the kernel (as the API runs with schedule_meta=None); `--write-table` writes the
-   winners by wgmma N to kernels/paged_ws_sm90/tuned.py.
+   per sample after an L2 flush (the cold cache a decode step meets, as the harness times it), 2-D context
+   lengths [B, next_n] (the form vLLM passes; PAGED_WS_ONE_D=1: 1-D), schedule computed in the kernel (as the
+   API runs with schedule_meta=None); `--write-table` writes the winners by wgmma N to
+   kernels/paged_ws_sm90/tuned.py.
 
     python3 scripts/paged_ws_experiment.py [--write-table]      (log and CSV under $OUT)
     python3 scripts/paged_ws_experiment.py --table-from paged_ws_sweep.csv   (the table from a sweep's CSV; no GPU;
@@ -151,11 +153,18 @@ def correctness():
 
 
 def nbytes(t):
-    return int(t.context_lens.long().sum()) * (t.dim + 4) + t.S * t.max_context_len * 4
+    ctx = t.context_lens.long()
+    per_seq = ctx.max(dim=1).values if ctx.dim() == 2 else ctx  # a sequence's cache is read once for its rows
+    return int(per_seq.sum()) * (t.dim + 4) + t.S * t.max_context_len * 4
 
 
 def live_flop(t):
     return 2 * t.heads * t.dim * int(t.row_ends().sum())
+
+
+# The sweep's context lengths: 2-D [B, next_n] as vLLM (2026) and DeepGEMM's tests pass them (and the harness
+# times); PAGED_WS_ONE_D=1 for the 1-D form (the sweeps until 2026-11-30 18:10 UTC).
+TWO_D = os.environ.get("PAGED_WS_ONE_D") != "1"
 
 
 def bench(fn):
@@ -214,7 +223,7 @@ def sweep(write: bool):
         if time.time() - T0 > BUDGET_S:
             say(f"budget reached before n{n} B{B} C{C}")
             break
-        t = make(B, C, n, seed=B + C + n)
+        t = make(B, C, n, seed=B + C + n, two_d=TWO_D)
         byts, flop = nbytes(t), live_flop(t)
         floor_us = max(byts / (COPY_TBS * 1e12), flop / (FP8_TFS * 1e12)) * 1e6
         out = launch.alloc_logits(t.S, t.max_context_len, "cuda")
@@ -273,7 +282,8 @@ def write_table(totals: dict) -> None:
     lines = ['"""The H200 (sm90) choices of the Gluon paged decode kernel, by the wgmma\'s N = NP x H and the size class',
              f"(config.regime): written by `python3 scripts/paged_ws_experiment.py` on {DEVICE_NAME}, "
              f"{time.strftime('%Y-%m-%d')}, triton {triton.__version__}: every candidate checked against the reference,",
-             "then timed by CUDA-graph replay from a cold L2; kept: the least time summed over the swept shapes of the",
+             f"then timed by CUDA-graph replay from a cold L2 ({'2-D' if TWO_D else '1-D'} context lengths); kept: the least time"
+             " summed over the swept shapes of the",
              'class (each relative to the portable kernel on that shape)."""', "", "CUDA_TUNED = {"]
     for N in sorted({n for n, _ in totals}):
         lines.append(f"    {N}: {{")
