@@ -280,11 +280,11 @@ def write_table(totals: dict) -> None:
     summed time relative to the portable kernel over the shapes where every candidate ran. The config reads it;
     nothing is copied by hand."""
     lines = ['"""The H200 (sm90) choices of the Gluon paged decode kernel, by the wgmma\'s N = NP x H and the size class',
-             f"(config.regime): written by `python3 scripts/paged_ws_experiment.py` on {DEVICE_NAME}, "
-             f"{time.strftime('%Y-%m-%d')}, triton {triton.__version__}: every candidate checked against the reference,",
-             f"then timed by CUDA-graph replay from a cold L2 ({'2-D' if TWO_D else '1-D'} context lengths); kept: the least time"
-             " summed over the swept shapes of the",
-             'class (each relative to the portable kernel on that shape)."""', "", "CUDA_TUNED = {"]
+             "(config.regime): written by `python3 scripts/paged_ws_experiment.py` on",
+             f"{DEVICE_NAME}, {time.strftime('%Y-%m-%d')}, triton {triton.__version__}: every candidate checked against the",
+             f"reference, then timed by CUDA-graph replay from a cold L2 ({'2-D' if TWO_D else '1-D'} context lengths); kept:",
+             "the least time summed over the swept shapes of the class (each relative to the portable kernel on that",
+             'shape)."""', "", "CUDA_TUNED = {"]
     for N in sorted({n for n, _ in totals}):
         lines.append(f"    {N}: {{")
         for reg in ("small", "large"):
@@ -295,7 +295,7 @@ def write_table(totals: dict) -> None:
             full = {k: v for k, v in per.items() if v[1] == most}
             items, (tot, cnt) = min(full.items(), key=lambda kv: kv[1][0])
             lines.append(f"        {reg!r}: {dict(items)!r},  # {label_of(dict(items))}: mean {tot / cnt:.3f} of the "
-                         f"portable kernel's time over {cnt} shapes")
+                         f"portable kernel's time, {cnt} shapes")
         lines.append("    },")
     lines.append("}")
     path = Path(os.environ.get("PAGED_WS_TABLE") or ROOT / "kernels" / "paged_ws_sm90" / "tuned.py")

@@ -1,19 +1,21 @@
 """The H200 (sm90) choices of the Gluon paged decode kernel, by the wgmma's N = NP x H and the size class
-(config.regime): written by `python3 scripts/paged_ws_experiment.py` on NVIDIA H200, 2026-11-30, triton 3.6.0: every candidate checked against the reference,
-then timed by CUDA-graph replay from a cold L2; kept: the least time summed over the swept shapes of the
-class (each relative to the portable kernel on that shape)."""
+(config.regime): written by `python3 scripts/paged_ws_experiment.py` on
+NVIDIA H200, 2026-11-30, triton 3.6.0: every candidate checked against the
+reference, then timed by CUDA-graph replay from a cold L2 (2-D context lengths); kept:
+the least time summed over the swept shapes of the class (each relative to the portable kernel on that
+shape)."""
 
 CUDA_TUNED = {
     64: {
-        'small': {'STAGES': 4, 'SUBS': 3},  # st4-sub3: mean 0.874 of the portable kernel's time over 5 shapes
-        'large': {'MATH_WG': 2, 'STAGES': 4, 'SUBS': 2},  # st4-sub2-wg2: mean 0.838 of the portable kernel's time over 4 shapes
+        'small': {'STAGES': 4, 'SUBS': 3},  # st4-sub3: mean 0.859 of the portable kernel's time, 5 shapes
+        'large': {'MATH_WG': 2, 'STAGES': 4, 'SUBS': 2},  # st4-sub2-wg2: mean 0.824 of the portable kernel's time, 4 shapes
     },
     128: {
-        'small': {'PIPE': True, 'STAGES': 5, 'SUBS': 2},  # st5-sub2-pipe: mean 0.798 of the portable kernel's time over 5 shapes
-        'large': {'MATH_WG': 3, 'STAGES': 5, 'SUBS': 1},  # st5-sub1-wg3: mean 0.761 of the portable kernel's time over 4 shapes
+        'small': {'PIPE': True, 'STAGES': 5, 'SUBS': 2},  # st5-sub2-pipe: mean 0.806 of the portable kernel's time, 5 shapes
+        'large': {'MATH_WG': 3, 'STAGES': 5, 'SUBS': 1},  # st5-sub1-wg3: mean 0.738 of the portable kernel's time, 4 shapes
     },
     256: {
-        'small': {'MATH_WG': 2, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2: mean 0.713 of the portable kernel's time over 2 shapes
-        'large': {'STAGES': 8, 'SUBS': 1},  # st8-sub1: mean 0.756 of the portable kernel's time over 2 shapes
+        'small': {'MATH_WG': 2, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2: mean 0.730 of the portable kernel's time, 2 shapes
+        'large': {'MATH_WG': 2, 'Q_IN_LANES': True, 'STAGES': 8, 'SUBS': 1},  # st8-sub1-wg2-lanes: mean 0.779 of the portable kernel's time, 2 shapes
     },
 }
