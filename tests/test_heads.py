@@ -1,11 +1,14 @@
 """Head counts and dims the reference cannot run on Hopper: the tiled kernel's swept table (kernels/tiled/tuned.py)
 and what reads it, the head-major column order the sweep chooses from, and the floor bench measures them against."""
 import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+import triton
 
 from mqa_cli import bench, matrix, source, suites, targets, timing
 from mqa_cli.cli.options import ProblemOptions
@@ -128,6 +131,35 @@ def test_the_sweep_writes_a_table_the_config_reads(tmp_path, monkeypatch):
     assert "NVIDIA H200" in ns["__doc__"] and "Swept this run: H8 D128, H16 D64" in ns["__doc__"]
     monkeypatch.setattr(tiled, "CUDA_TUNED", ns["CUDA_TUNED"])
     assert cfg(8, 128).constexprs["HEAD_MAJOR"] is True and cfg(16, 64).schedule["config"] == "rule"
+
+
+def test_gluon_candidates_leave_out_the_options_a_check_failed(monkeypatch):
+    """h200_check.sh passes the options whose one-process check (`variants`) failed as SWEEP_SKIP_OPTIONS: a fault in
+    one would end the sweep's process, so those layouts are not tried."""
+    sw = _sweep_module(monkeypatch)
+    shape = source.from_spec(ProblemSpec(batch=1, seq=8192, heads=16, dim=64, layout="causal")).shape
+
+    def options(skip):
+        monkeypatch.setenv("SWEEP_SKIP_OPTIONS", skip)
+        return [set(k for k in ("tma_store", "chains", "pipe") if k in c.override)
+                for c in sw.gluon_candidates(16, 64, shape, 132)]
+
+    every = options("")
+    assert {"tma_store"} in every and {"chains"} in every and {"pipe"} in every and set() in every
+    kept = options("tma_store,pipe")
+    assert kept and not any(o & {"tma_store", "pipe"} for o in kept) and {"chains"} in kept
+    assert len(kept) == len(every) - sum(1 for o in every if o & {"tma_store", "pipe"})
+
+
+@pytest.mark.skipif(not triton.__version__.startswith("3.6."), reason="written against triton 3.6's Gluon API")
+def test_the_fp8_ceiling_kernel_cross_compiles_to_a_wgmma_loop():
+    """scripts/mma_ceiling.py measures the ceiling the floors use (targets.py): its kernel must stay a loop of fp8
+    wgmma from shared memory for each shape it times (checked without a GPU)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "mma_ceiling.py"), "--cpu-compile"], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.count("wgmma in the PTX: True") == 3
 
 
 def test_binding_floor_is_the_larger_of_fp8_and_bytes():
