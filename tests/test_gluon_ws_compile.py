@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from .sass_loops import tile_loops
+
 TRITON = version("triton")
 pytestmark = pytest.mark.skipif(
     not TRITON.startswith("3.6."),
@@ -341,19 +343,6 @@ def _compile(folder, args: list) -> tuple[dict, str, str]:
     return res, (folder / "sass").read_text(), (folder / "ptx").read_text()
 
 
-def _tile_loops(sass: str) -> list[list[str]]:
-    """The innermost loops (a backward branch and what it jumps over) that issue a wgmma: the instructions of each."""
-    ins = [(int(a, 16), op) for a, op in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
-    spans = []
-    for a, op in ins:
-        m = re.search(r"\bBRA\b.*?0x([0-9a-f]+)", op)
-        if m and int(m.group(1), 16) <= a:
-            spans.append((int(m.group(1), 16), a))
-    inner = [(lo, hi) for lo, hi in spans if not any(lo <= l2 and h2 <= hi and (l2, h2) != (lo, hi) for l2, h2 in spans)]
-    bodies = [[op for a, op in ins if lo <= a <= hi] for lo, hi in inner]
-    return [b for b in bodies if any("GMMA" in op for op in b)]
-
-
 HEAD_LAYOUTS = [  # (H, D, wgmma N): BLOCK_Q = N / H query rows per math warpgroup
     (128, 128, 256),  # BLOCK_Q 2: query-major columns
     (8, 64, 128),  # BLOCK_Q 16: four query rows per lane of a quad
@@ -374,7 +363,7 @@ def test_head_count_layouts_compile_without_spills(tmp_path, H_, D_, n):
     assert res["name"] == res["expected"] and f"_H_{H_}_D_{D_}_BLOCK_Q_{block_q}_" in res["name"], res["name"]
     assert res["name"].endswith(f"_Q_IN_LANES_{int(lanes)}_TMA_STORE_0_CHAINS_1_PIPE_0"), res["name"]
     assert len(re.findall(rf"QGMMA\.64x{n}x32\.F32\.E4M3\.E4M3", sass)) >= 2 * D_ // 32
-    loops = _tile_loops(sass)
+    loops = tile_loops(sass)
     assert loops and not [op for body in loops for op in body if re.match(r"(LDL|STL)\b", op)], "a spill in the tile loop"
     if block_q < 32:  # (32 rows of per-row state beside a 64 x 256 accumulator: a few per-item spills, none per tile)
         assert not re.search(r"\b(LDL|STL)\b", sass) and "LOCAL:0" in res["usage"], res["usage"]
@@ -394,7 +383,7 @@ def test_logits_through_shared_memory_by_tma(tmp_path, bf16):
     res, sass, ptx = _compile(tmp_path, args)
     assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_1_CHAINS_1_PIPE_0"), res["name"]
     assert sass.count("UTMASTG.2D") == 2, "one TMA store site per math warpgroup"
-    loops = _tile_loops(sass)
+    loops = tile_loops(sass)
     assert loops and not [op for body in loops for op in body if re.match(r"STG\.E", op) or re.match(r"(LDL|STL)\b", op)]
     assert "LOCAL:0" in res["usage"], res["usage"]
     for m in re.finditer(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", ptx):
@@ -411,7 +400,7 @@ def test_head_sum_in_independent_chains(tmp_path):
     args = ["1", "0", "0", 2048, 2048, 64, 0, tmp_path, "2x1", 64, 256, "0", 4]
     res, sass, ptx = _compile(tmp_path, args)
     assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_0_CHAINS_4_PIPE_0"), res["name"]
-    loops = _tile_loops(sass)
+    loops = tile_loops(sass)
     ops = [op for body in loops for op in body]
     assert loops and not [op for op in ops if "SHFL" in op or re.match(r"(LDL|STL)\b", op)]
     # 2 logits a thread x 3 adds joining the chains, in each math warpgroup's loop

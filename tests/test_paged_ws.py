@@ -4,7 +4,6 @@ arguments of the first launch, and the kernel cross-compiled for sm90 (TMA loads
 Its numbers are checked on the H200 by scripts/paged_ws_experiment.py (Gluon has no interpreter path)."""
 import json
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,8 @@ from mqa_cli.launch_paged_ws import describable, paged_ws_args, runnable
 from mqa_cli.paged_tensors import Paged
 from mqa_kernels.paged_ws_sm90.config import SMEM_PER_SM, padded_rows, paged_ws_sm90_config, regime, smem_bytes
 from mqa_kernels.paged_ws_sm90.tuned import CUDA_TUNED
+
+from .sass_loops import tile_loops
 
 TRITON = version("triton")
 SM90 = targets.TARGETS["sm90"]
@@ -115,8 +116,8 @@ COMPILE = textwrap.dedent(r'''
     from mqa_cli.launch_paged_ws import paged_ws_args
     from mqa_kernels.paged.config import with_schedule_source
     from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
-    sys.path.insert(0, sys.argv[1])
-    from test_paged_ws import meta_paged
+    sys.path.insert(0, os.path.dirname(sys.argv[1]))  # the repository root: tests is a package
+    from tests.test_paged_ws import meta_paged
 
     T, H, D, clean, bf16, given, pipe, wg, lanes = (int(a) for a in sys.argv[2:10] + (sys.argv[11:12] or ["0"]))
     t = meta_paged(B=4, T=T, H=H, D=D)
@@ -145,19 +146,6 @@ COMPILE = textwrap.dedent(r'''
 ''')
 
 
-def _tile_loops(sass: str) -> list[list[str]]:
-    """The innermost loops (a backward branch and what it jumps over) that issue a wgmma: the instructions of each."""
-    ins = [(int(a, 16), op) for a, op in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
-    spans = []
-    for a, op in ins:
-        m = re.search(r"\bBRA\b.*?0x([0-9a-f]+)", op)
-        if m and int(m.group(1), 16) <= a:
-            spans.append((int(m.group(1), 16), a))
-    inner = [(lo, hi) for lo, hi in spans if not any(lo <= l2 and h2 <= hi and (l2, h2) != (lo, hi) for l2, h2 in spans)]
-    bodies = [[op for a, op in ins if lo <= a <= hi] for lo, hi in inner]
-    return [b for b in bodies if any("GMMA" in op for op in b)]
-
-
 @pytest.mark.skipif(not TRITON.startswith("3.6."), reason="the kernel is written against triton 3.6's Gluon API")
 @pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe, wg, lanes", [
     (1, 64, 128, 0, 0, 0, 0, 1, 0), (2, 64, 128, 1, 1, 1, 1, 1, 0), (4, 64, 128, 1, 0, 0, 0, 2, 0),
@@ -179,7 +167,7 @@ def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, c
     # One math warpgroup: the split's results (computed in the kernel or read from the metadata) reach the block
     # loop in uniform registers, so the loop has no uniform-register moves (kernel._through_shared says what they
     # cost). With several math warpgroups each one's ring slots are per-block arithmetic: moves there are expected.
-    loops = _tile_loops(res["sass"])
+    loops = tile_loops(res["sass"])
     assert loops and (wg > 1 or not [op for body in loops for op in body if "R2UR" in op])
 
 
