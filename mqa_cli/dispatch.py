@@ -138,10 +138,10 @@ class Row:
     name: str
     summary: str
     conditions: Callable[[Shape, Target, Capabilities], list]
-    config: Callable[[Shape, Target], KernelConfig]
-    # the config rebuilt with overrides {KEY: value} (schedule recomputed): what `run/verify --kernel NAME:KEY=V` use
-    variant: Callable[[Shape, Target, dict], KernelConfig] | None = None
-    variant_keys: tuple = ()  # the keys `variant` takes (the config module's OVERRIDE_KEYS)
+    config: Callable[..., KernelConfig]  # (shape, target), and override={KEY: value} where variant_keys says
+    # the keys `run/verify --kernel NAME:KEY=V` may give config(..., override=) (the config module's OVERRIDE_KEYS):
+    # the config is rebuilt with them, its schedule recomputed; none: launch options only
+    variant_keys: tuple = ()
 
 
 def check_offsets(shape: Shape) -> Check:
@@ -226,7 +226,7 @@ PREFILL_ROWS: list[Row] = [
         "tile loaded once for all, query rows spread over the lanes of a quad (head sum without shuffles), -inf "
         "filler warp, persistent snake-ordered grid, optional kv splits; the (heads, dim) shapes where a sweep "
         "measured it ahead (its table, tuned.py, says by how much; docs/PERFORMANCE.md)",
-        _gluon_ws_sm90_conditions, _gluon_ws_sm90_config, _gluon_ws_sm90_config, GLUON_KEYS),
+        _gluon_ws_sm90_conditions, _gluon_ws_sm90_config, GLUON_KEYS),
     Row("h64d128_gfx950", "aiter's rule: specialised H64D128 kernel on gfx950 for seq_len >= 4096; "
         "4 query rows x 64 heads per MMA, triple-buffered, unmasked interior tiles",
         _h64d128_conditions("gfx950", 4096), _h64d128_config),
@@ -234,7 +234,7 @@ PREFILL_ROWS: list[Row] = [
         "= MMA N 256, unmasked interior tiles, heaviest blocks first, wide -inf stores",
         _h64d128_conditions("sm90", 1024, (32, 64)), _h64d128_config),
     Row("tiled", "portable Triton kernel: kv tile = MMA M, BLOCK_Q x heads = N; live tiles only; -inf fused",
-        _tiled_conditions, _tiled_config, _tiled_config, TILED_KEYS),
+        _tiled_conditions, _tiled_config, TILED_KEYS),
 ]
 
 def _paged_conditions(shape, target, caps):
@@ -283,11 +283,11 @@ PAGED_ROWS: list[Row] = [
         "(fp8 rows + fp32 scales, ids read 32 at a time from the block table) into a ring; one wgmma per block for "
         "all next_n rows x heads; persistent length-balanced ranges, SUBS programs per SM. A cache whose block "
         "stride TMA cannot describe runs the paged row", _paged_ws_sm90_conditions, _paged_ws_sm90_config,
-        _paged_ws_sm90_config, PAGED_WS_KEYS),
+        PAGED_WS_KEYS),
     Row("paged", "paged decode: persistent grid, the cache blocks of all sequences split evenly over the SMs "
         "(schedule metadata, or computed by each program when none is given); each kv tile gathered once through "
         "the block table for all next_n draft rows x heads (= MMA N); -inf fused", _paged_conditions, _paged_config,
-        _paged_config, PAGED_KEYS),
+        PAGED_KEYS),
 ]
 
 TABLE: list[Row] = PREFILL_ROWS + PAGED_ROWS
@@ -355,7 +355,7 @@ def plan_spec(shape: Shape, target: Target, spec: str | None, force: bool = Fals
     if not overrides:
         return p
     row = p.chosen.row
-    if row.variant is None:
+    if not row.variant_keys:
         bad = [k for k in overrides if k not in OPTION_KEYS]
         if bad:
             raise UserError(f"kernel {row.name} cannot rebuild its schedule for {', '.join(bad)} (launch options "
@@ -367,7 +367,7 @@ def plan_spec(shape: Shape, target: Target, spec: str | None, force: bool = Fals
             raise UserError(f"kernel {row.name} takes no config key {', '.join(map(repr, unknown))} to run; choose from "
                             f"{', '.join(row.variant_keys)} (`mqa-logits dump --kernel` compiles any constexpr)")
         try:
-            p.config = row.variant(shape, target, parse_overrides(p.config, overrides))
+            p.config = row.config(shape, target, override=parse_overrides(p.config, overrides))
         except ValueError as e:
             raise UserError(f"kernel {row.name} cannot be configured with {spec.partition(':')[2]}: {e}") from None
     p.notes.append("config overrides: " + ", ".join(f"{k}={v}" for k, v in overrides.items()))

@@ -77,24 +77,15 @@ def time_kernel(fn, warmup_ms: int = 10, rep_ms: int = 40) -> float:
     """Median µs of fn's GPU work alone with a cold L2: fn captured once in a CUDA graph, each sample one replay
     after do_bench's L2 flush. A replay costs the host a few µs, less than the flush takes on the GPU, so the
     host's launch work (and CPU contention, e.g. compiles running beside a sweep) never reaches the timing, as
-    it can with do_bench on fn itself once fn's host work outlasts the flush. Falls back to do_bench on fn when
-    fn cannot be captured."""
+    it can with do_bench on fn itself once fn's host work outlasts the flush. fn must be capturable."""
     import torch
     import triton
 
-    try:
-        fn()  # compile and warm outside the capture
-        torch.cuda.synchronize()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-            fn()
-        torch.cuda.current_stream().wait_stream(stream)
-        torch.cuda.synchronize()
-    except Exception:  # noqa: BLE001  (not capturable: time the call itself)
-        torch.cuda.synchronize()
-        return triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median") * 1e3
+    fn()  # compile and warm outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
     return triton.testing.do_bench(graph.replay, warmup=warmup_ms, rep=rep_ms, return_mode="median") * 1e3
 
 

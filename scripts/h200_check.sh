@@ -26,7 +26,7 @@
 #   headsverify  scripts/verify_heads.py: every (heads, dim) the Gluon prefill table dispatches, in four forms
 #             (causal clean; window without clean logits; compressed; bf16 logits), S 2048, one process
 #   variants  each config variant in VARIANTS ("ROW:KEY=V,... HEADS DIM" entries separated by ';'; default: the
-#             Gluon prefill options tma_store, chains, pipe) through `mqa-logits verify --seq 2048`, one process
+#             Gluon prefill options tma_store and chains) through `mqa-logits verify --seq 2048`, one process
 #             each, so that a variant that faults loses only its own line (the sweeps check in one process)
 #   ncu       Nsight Compute (--clock-control none) on one launch of each problem in NCU_PROBES (';'-separated
 #             scripts/ncu_probe.py arguments; default two prefill head counts and two decode shapes): speed of
@@ -215,7 +215,7 @@ step_heads() {  # the head-count sweep: kernels/tiled/tuned.py and the Gluon ker
 
 export VARIANTS_DEFAULT="gluon_ws_sm90:TMA_STORE=1 8 64;gluon_ws_sm90:TMA_STORE=1 8 128;gluon_ws_sm90:TMA_STORE=1 64 128;\
 gluon_ws_sm90:TMA_STORE=1 128 128;gluon_ws_sm90:CHAINS=4 64 64;gluon_ws_sm90:CHAINS=4 64 128;\
-gluon_ws_sm90:PIPE=1,BLOCK_Q=4 32 64;gluon_ws_sm90:PIPE=1,CHAINS=4,BLOCK_Q=4 32 64;gluon_ws_sm90:PIPE=1 32 128"
+gluon_ws_sm90:CHAINS=4,BLOCK_Q=4 32 64"
 step_variants() {  # each variant verified in its own process (a fault loses its line only)
   local ok=0 bad=0 v k h d rc
   : >"$SLOGS/variants_failed"
@@ -228,7 +228,6 @@ step_variants() {  # each variant verified in its own process (a fault loses its
       bad=$((bad + 1))
       case $k in *TMA_STORE=1*) echo tma_store ;; esac >>"$SLOGS/variants_failed"
       case $k in *CHAINS=4*) echo chains ;; esac >>"$SLOGS/variants_failed"
-      case $k in *PIPE=1*) echo pipe ;; esac >>"$SLOGS/variants_failed"
     fi
     echo "variant $k H$h D$d: exit $rc | $(grep -vE '^\s*$' "$SLOGS/variant.txt" | tail -2 | tr '\n' ' ' | cut -c1-300)"
   done

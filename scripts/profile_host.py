@@ -70,22 +70,7 @@ def env_check(value: str | None):
 
 def graph_us(fn) -> float | None:
     """GPU µs of one call: do_bench on the replay of a CUDA graph of it (None on CPU)."""
-    if SMOKE:
-        return None
-    import triton.testing as tt
-
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    sync()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    us = tt.do_bench(g.replay, warmup=10, rep=40, return_mode="median") * 1e3
-    del g
-    return us
+    return None if SMOKE else timing.time_kernel(fn)
 
 
 def bare_launch(sig, ins):

@@ -9,15 +9,15 @@ q tile loaded head-pair-major so that each lane of a quad holds every head of on
 shuffles: the tile loop of a math warpgroup 405 -> 342 instructions); kv splits (x2): a query block's live kv
 tiles shared by 2 work items, so the long rows of a causal triangle spread over more programs; and tma_store:
 each logits tile stored through shared memory by one TMA copy; chains (c4): the head sum of a logit as 4
-independent FMA chains instead of one chain of 64 dependent FMAs; pipe: two accumulators a warpgroup (N 128: H 32
-only here; at H 64 the config refuses it and the row records why). (Four warpgroups, (1, 4) and (2, 2), spilled at
-112 registers and measured 1.7-1.8x the old time on 2026-11-30: no longer in the kernel.)
+independent FMA chains instead of one chain of 64 dependent FMAs. (Four warpgroups, (1, 4) and (2, 2), spilled at
+112 registers and measured 1.7-1.8x the old time on 2026-11-30; two accumulators a warpgroup measured 7-60 %
+slower the same day: neither is in the kernel any more.)
 
 Every candidate is first checked against the float32 reference (exact -inf pattern with clean, relative error
 < 2e-3 on live entries, nothing left unwritten), then timed alone (graph replay, L2 flushed, median), on the seed
 suite's shapes, clean and not. The table (--write-table: its (H, 128) keys of kernels/gluon_ws_sm90/tuned.py,
-scripts/gluon_table.py) keeps, per head count, the candidate with the least time summed over the shapes relative to the old layout (each shape weighs alike),
-when it beats it by more than NOISE.
+scripts/gluon_table.py) keeps, per head count, the candidate with the least time summed over the shapes relative
+to the old layout (each shape weighs alike), when it beats it by more than NOISE.
 
     python3 scripts/sweep_gluon_prefill.py [--write-table] [--only 1x8192]   (the H200; log and CSV under $OUT)
     python3 scripts/sweep_gluon_prefill.py --table-from gluon_sweep.csv       (the table from a run's CSV; no GPU)
@@ -36,17 +36,17 @@ OUT = Path(os.environ.get("OUT") or "/tmp/out")
 BUDGET_S = float(os.environ.get("GLUON_SWEEP_BUDGET_S", "400"))
 REL_TOL = 2e-3
 NOISE = 0.02
-CANDIDATES = [  # (groups, stages, q_in_lanes, kv splits, tma_store, chains, pipe); the first is the baseline
-    ((2, 1), 4, False, 1, False, 1, False), ((2, 1), 4, True, 1, False, 1, False), ((2, 1), 3, True, 1, False, 1, False),
-    ((2, 1), 3, True, 2, False, 1, False), ((2, 1), 3, True, 1, True, 1, False), ((2, 1), 3, True, 1, False, 4, False),
-    ((2, 1), 3, True, 1, False, 1, True), ((1, 3), 5, False, 1, False, 1, False),
+CANDIDATES = [  # (groups, stages, q_in_lanes, kv splits, tma_store, chains); the first is the baseline
+    ((2, 1), 4, False, 1, False, 1), ((2, 1), 4, True, 1, False, 1), ((2, 1), 3, True, 1, False, 1),
+    ((2, 1), 3, True, 2, False, 1), ((2, 1), 3, True, 1, True, 1), ((2, 1), 3, True, 1, False, 4),
+    ((1, 3), 5, False, 1, False, 1),
 ]
 BASE = CANDIDATES[0]
 
 
-def label(groups, stages, q_in_lanes=False, splits=1, tma_store=False, chains=1, pipe=False) -> str:
+def label(groups, stages, q_in_lanes=False, splits=1, tma_store=False, chains=1) -> str:
     return (f"g{groups[0]}x{groups[1]}-st{stages}" + ("-lanes" if q_in_lanes else "") + (f"-x{splits}" if splits > 1 else "")
-            + ("-tma" if tma_store else "") + (f"-c{chains}" if chains > 1 else "") + ("-pipe" if pipe else ""))
+            + ("-tma" if tma_store else "") + (f"-c{chains}" if chains > 1 else ""))
 
 
 def main() -> int:
@@ -97,12 +97,12 @@ def main() -> int:
             t = prob.materialise("cuda")
             ref = reference_logits(t)
             res = {}
-            for groups, stages, lanes, splits, tma_store, chains, pipe in CANDIDATES:
-                lab = label(groups, stages, lanes, splits, tma_store, chains, pipe)
+            for groups, stages, lanes, splits, tma_store, chains in CANDIDATES:
+                lab = label(groups, stages, lanes, splits, tma_store, chains)
                 try:
                     cfg = gluon_ws_sm90_config(heads=t.heads, dim=t.dim, S=t.S, N=t.N, clean=clean, units=units,
                                                groups=groups, stages=stages, q_in_lanes=lanes, splits=splits,
-                                               tma_store=tma_store, chains=chains, pipe=pipe)
+                                               tma_store=tma_store, chains=chains)
                     out = launchers.output_for(t, cfg)
                     out.fill_(float("nan"))
                     launchers.run(t, cfg, out)
@@ -124,7 +124,7 @@ def main() -> int:
                              "" if tf is None else f"{tf:.1f}", "" if err is None else f"{err:.2e}", status])
                 f.flush()
                 if us is not None:
-                    res[(groups, stages, lanes, splits, tma_store, chains, pipe)] = us
+                    res[(groups, stages, lanes, splits, tma_store, chains)] = us
             runs[(b.name, clean, t.heads)] = res
             del t, ref
             torch.cuda.empty_cache()
@@ -186,9 +186,9 @@ def write_table(table: dict, say, device: str) -> None:
     day = time.strftime("%Y-%m-%d")
     entries = {(H, 128): ({"groups": tuple(groups), "stages": stages, "q_in_lanes": lanes,
                            **({"splits": splits} if splits > 1 else {}), **({"tma_store": True} if tma else {}),
-                           **({"chains": chains} if chains > 1 else {}), **({"pipe": True} if pipe else {})},
+                           **({"chains": chains} if chains > 1 else {})},
                           f"sweep_gluon_prefill {day}: mean {r:.3f} of (2, 1) st4 over {n} runs")
-               for H, ((groups, stages, lanes, splits, tma, chains, pipe), r, n) in table.items()}
+               for H, ((groups, stages, lanes, splits, tma, chains), r, n) in table.items()}
     gluon_table.write(entries, device, say)
 
 

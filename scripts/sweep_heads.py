@@ -3,8 +3,9 @@
 For each (H, D) in {8, 16, 32, 64, 128} x {64, 128, 256} on 1x8192 causal with clean logits, every candidate config
 of the kernels that can run the shape is first checked against the float32 reference (exact -inf pattern, relative
 error < 2e-3 on live entries, nothing left unwritten) and only then timed alone (one CUDA-graph replay per sample
-after an L2 flush, do_bench median: mqa_cli.timing.time_kernel). The table: H, D, kernel, config, µs, TF/s, floor µs, % of the floor and which floor binds (fp8 compute or
-memory: at clean logits the [S, N] fp32 write); the floor's ceilings come from mqa_cli.targets.
+after an L2 flush, do_bench median: mqa_cli.timing.time_kernel). The table: H, D, kernel, config, µs, TF/s, floor
+µs, % of the floor and which floor binds (fp8 compute or memory: at clean logits the [S, N] fp32 write); the
+floor's ceilings come from mqa_cli.targets.
 
     python3 scripts/sweep_heads.py [--write-table] [--shapes 8x128,16x64]     (the H200: about 4 minutes)
     SWEEP_SMOKE=1 python3 scripts/sweep_heads.py [--write-table]              (CPU: tiny shapes, the interpreter)
@@ -37,9 +38,9 @@ Where the time goes, and so the candidates (H 8, D 128, 1x8192 causal: 0.069 TFL
 - compute-bound shapes (D 256, H >= 32): deeper pipelining (num_stages 4) and, at D 256, 2 stages so two programs
   fit in shared memory.
 - the Gluon kernel (warp-specialised: a TMA producer, two or three math warpgroups, an -inf filler warp) won on 14
-  of 15 shapes on the H200 (2026-11-30: 8 of 15 at >= 70 % of the floor, docs/PERFORMANCE.md). What still binds:
-  at H 8 how the logits leave the registers (2.5 TB/s written where the card fills at 4.4), at D 64 the fp32
-  epilogue, as long as the MMA and overlapped only across warpgroups.
+  of 15 shapes on the H200 (2026-11-30: 8 of 15 at >= 70 % of a 1270 TF/s floor, 5 at the measured 1635;
+  docs/PERFORMANCE.md). What still binds (ncu): at H 8-16 the warpgroup barriers around each tile's kv-slot wait
+  and release (not the write path: DRAM 50 % busy), at D 64 the fp32 epilogue, as long as the MMA.
 """
 from __future__ import annotations
 
@@ -160,28 +161,26 @@ def gluon_candidates(H: int, D: int, shape, units: int) -> list[Candidate]:
     block and splitting 192-row kv tiles (N 128, 160 registers: more warps to hide each epilogue's latency where
     the fp32 epilogue, not the MMA, is the longer part, as at D 64); a query row per lane of a quad wherever
     BLOCK_Q = N / H is a multiple of 4; a few with the logits stored through shared memory by TMA (tma_store)
-    or the head sum as 4 independent FMA chains (chains) or two accumulators a warpgroup (pipe, N 128); the layouts
-    shared memory cannot hold are left out. (H 32 and 64 at D 128 are sweep_gluon_prefill.py's: there the dispatched config is the candidate.)"""
+    or the head sum as 4 independent FMA chains (chains); the layouts shared memory cannot hold are left out. (H 32
+    and 64 at D 128 are sweep_gluon_prefill.py's: there the dispatched config is the candidate.)"""
     from mqa_kernels.gluon_ws_sm90.config import HEADS, DIMS, gluon_ws_sm90_config
 
     out = []
     if H not in HEADS or D not in DIMS:
         return out
-    # (groups, N, stages, kv splits, tma_store, chains, pipe)
-    layouts = [((2, 1), n, st, x, False, 1, False) for n in (128, 256) for st in (4, 3) for x in (1, 2, 4)]
-    layouts += [((1, 3), 128, st, x, False, 1, False) for st in (5, 3) for x in (1, 2)]
-    layouts += [((2, 1), 128, 3, 1, True, 1, False), ((2, 1), 256, 3, 1, True, 1, False),
-                ((1, 3), 128, 3, 1, True, 1, False)]  # logits through shared memory by TMA
-    layouts += [((2, 1), 128, 3, 1, False, 4, False), ((2, 1), 256, 3, 1, False, 4, False)]  # 4 FMA chains a logit
-    layouts += [((2, 1), 128, 3, 1, False, 1, True), ((2, 1), 128, 3, 1, False, 4, True)]  # two accumulators
+    # (groups, N, stages, kv splits, tma_store, chains)
+    layouts = [((2, 1), n, st, x, False, 1) for n in (128, 256) for st in (4, 3) for x in (1, 2, 4)]
+    layouts += [((1, 3), 128, st, x, False, 1) for st in (5, 3) for x in (1, 2)]
+    layouts += [((2, 1), 128, 3, 1, True, 1), ((2, 1), 256, 3, 1, True, 1),
+                ((1, 3), 128, 3, 1, True, 1)]  # logits through shared memory by TMA
+    layouts += [((2, 1), 128, 3, 1, False, 4), ((2, 1), 256, 3, 1, False, 4)]  # 4 FMA chains a logit
     skip = set(filter(None, os.environ.get("SWEEP_SKIP_OPTIONS", "").split(",")))  # options that failed a check
-    layouts = [lay for lay in layouts if not (("tma_store" in skip and lay[4]) or ("chains" in skip and lay[5] > 1)
-                                              or ("pipe" in skip and lay[6]))]
-    for groups, n, stages, splits, tma_store, chains, pipe in layouts:
+    layouts = [lay for lay in layouts if not (("tma_store" in skip and lay[4]) or ("chains" in skip and lay[5] > 1))]
+    for groups, n, stages, splits, tma_store, chains in layouts:
         try:
             g = gluon_ws_sm90_config(heads=H, dim=D, S=shape.S, N=shape.N, clean=True, units=units, groups=groups,
                                      stages=stages, n=n, q_in_lanes=None, splits=splits, tma_store=tma_store,
-                                     chains=chains, pipe=pipe)
+                                     chains=chains)
         except ValueError:
             continue
         entry = {"groups": groups, "stages": stages, "q_in_lanes": g.constexprs["Q_IN_LANES"], "n": n}
@@ -191,11 +190,9 @@ def gluon_candidates(H: int, D: int, shape, units: int) -> list[Candidate]:
             entry["tma_store"] = True
         if chains > 1:
             entry["chains"] = chains
-        if pipe:
-            entry["pipe"] = True
         lab = (f"gluon {'3wg ' if groups == (1, 3) else ''}n{n} st{stages}" + (" lanes" if entry["q_in_lanes"] else "")
                + (f" x{splits}" if splits > 1 else "") + (" tma" if tma_store else "")
-               + (f" c{chains}" if chains > 1 else "") + (" pipe" if pipe else ""))
+               + (f" c{chains}" if chains > 1 else ""))
         out.append(Candidate("gluon_ws_sm90", lab, g, entry))
     return out
 

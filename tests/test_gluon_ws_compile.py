@@ -53,7 +53,6 @@ SCRIPT = textwrap.dedent(r'''
     n = int(sys.argv[11]) if len(sys.argv) > 11 else None
     tma_store = len(sys.argv) > 12 and sys.argv[12] == "1"
     chains = int(sys.argv[13]) if len(sys.argv) > 13 else None
-    pipe = len(sys.argv) > 14 and sys.argv[14] == "1"
     f8, meta = torch.float8_e4m3fn, dict(device="meta")
     # The forms engines pass: row slices of bigger q / kv, [N, 1]-style and [S, 2]-style strided views.
     t = Prefill(torch.empty(S + 3, H, D, dtype=f8, **meta)[3:], torch.empty(N + 64, D, dtype=f8, **meta)[64:],
@@ -61,7 +60,7 @@ SCRIPT = textwrap.dedent(r'''
                 torch.empty(S, 2, dtype=torch.int32, **meta)[:, 0], torch.empty(S, 2, dtype=torch.int32, **meta)[:, 1])
     groups = tuple(int(x) for x in sys.argv[9].split("x")) if len(sys.argv) > 9 else None
     cfg = gluon_ws_sm90_config(heads=H, dim=D, S=S, N=N, clean=clean, compressed=compressed, bf16=bf16, units=132,
-                               groups=groups, n=n, tma_store=tma_store, chains=chains, pipe=pipe)
+                               groups=groups, n=n, tma_store=tma_store, chains=chains)
     out = alloc_logits(S, msk if compressed else N, "meta", torch.bfloat16 if bf16 else torch.float32)
     la = tma_args(t, cfg, out, msk if compressed else 0)
     fn = cfg.jitted()
@@ -169,7 +168,7 @@ def test_named_after_config(builds, variant):
     assert r["name"] == r["expected"], r
     assert f"_CLEAN_{clean}_COMPRESSED_{compressed}_BF16_{bf16}_" in r["name"], r["name"]
     assert r["name"].startswith(f"mqa_logits_gluon_ws_sm90_H_{H}_D_128_BLOCK_Q_4_BLOCK_KV_64_STAGES_"), r["name"]
-    assert r["name"].endswith("_Q_GROUPS_2_KV_GROUPS_1_Q_IN_LANES_1_TMA_STORE_0_CHAINS_1_PIPE_0"), r["name"]  # the H 64 layout the sweep chose
+    assert r["name"].endswith("_Q_GROUPS_2_KV_GROUPS_1_Q_IN_LANES_1_TMA_STORE_0_CHAINS_1"), r["name"]  # the H 64 layout the sweep chose
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=_ids)
@@ -361,7 +360,7 @@ def test_head_count_layouts_compile_without_spills(tmp_path, H_, D_, n):
     res, sass, ptx = _compile(tmp_path, args)
     block_q, lanes = n // H_, (n // H_) % 4 == 0
     assert res["name"] == res["expected"] and f"_H_{H_}_D_{D_}_BLOCK_Q_{block_q}_" in res["name"], res["name"]
-    assert res["name"].endswith(f"_Q_IN_LANES_{int(lanes)}_TMA_STORE_0_CHAINS_1_PIPE_0"), res["name"]
+    assert res["name"].endswith(f"_Q_IN_LANES_{int(lanes)}_TMA_STORE_0_CHAINS_1"), res["name"]
     assert len(re.findall(rf"QGMMA\.64x{n}x32\.F32\.E4M3\.E4M3", sass)) >= 2 * D_ // 32
     loops = tile_loops(sass)
     assert loops and not [op for body in loops for op in body if re.match(r"(LDL|STL)\b", op)], "a spill in the tile loop"
@@ -381,7 +380,7 @@ def test_logits_through_shared_memory_by_tma(tmp_path, bf16):
     (the other buffer's) is still reading shared memory."""
     args = ["1", "0", "1" if bf16 else "0", 2048, 2048, 8, 0, tmp_path, "2x1", 128, 128, "1"]
     res, sass, ptx = _compile(tmp_path, args)
-    assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_1_CHAINS_1_PIPE_0"), res["name"]
+    assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_1_CHAINS_1"), res["name"]
     assert sass.count("UTMASTG.2D") == 2, "one TMA store site per math warpgroup"
     loops = tile_loops(sass)
     assert loops and not [op for body in loops for op in body if re.match(r"STG\.E", op) or re.match(r"(LDL|STL)\b", op)]
@@ -399,7 +398,7 @@ def test_head_sum_in_independent_chains(tmp_path):
     spill in the tile loop."""
     args = ["1", "0", "0", 2048, 2048, 64, 0, tmp_path, "2x1", 64, 256, "0", 4]
     res, sass, ptx = _compile(tmp_path, args)
-    assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_0_CHAINS_4_PIPE_0"), res["name"]
+    assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_0_CHAINS_4"), res["name"]
     loops = tile_loops(sass)
     ops = [op for body in loops for op in body]
     assert loops and not [op for op in ops if "SHFL" in op or re.match(r"(LDL|STL)\b", op)]
@@ -408,24 +407,12 @@ def test_head_sum_in_independent_chains(tmp_path):
 
 
 @pytest.mark.parametrize("variant", [(True, False, False), (False, True, True)], ids=_ids)
-def test_two_accumulators_overlap_a_warpgroups_own_wgmma(tmp_path, variant):
-    """pipe (a sweep option, wgmma N 128): a math warpgroup issues tile n+1's wgmma before tile n's epilogue and
-    waits for tile n with one wgmma still in flight (wait_group 1); ptxas keeps the wgmmas asynchronous (no C7514)
-    and nothing spills, clean or compressed/bf16."""
-    args = [*("1" if x else "0" for x in variant), 2048, 2048, 8, MAX_SEQLEN_K, tmp_path, "2x1", 64, 128, "0", 1, "1"]
-    res, sass, ptx = _compile(tmp_path, args)
-    assert res["name"] == res["expected"] and res["name"].endswith("_CHAINS_1_PIPE_1"), res["name"]
-    assert "wgmma.wait_group.sync.aligned 1;" in ptx and "C7514" not in res["ptxas"], res["ptxas"][-2000:]
-    assert not re.search(r"\b(LDL|STL)\b", sass) and "LOCAL:0" in res["usage"], res["usage"]
-
-
-@pytest.mark.parametrize("variant", [(True, False, False), (False, True, True)], ids=_ids)
 def test_three_warpgroups_sharing_query_rows(tmp_path, variant):
     """groups (1, 3): three math warpgroups share a 2-row query block (wgmma N 128) and split each 192-row kv tile
     into their 64-row blocks (three TMA loads a ring stage); 160 registers each, and nothing spills."""
     args = [*("1" if x else "0" for x in variant), S, N, H, MAX_SEQLEN_K, tmp_path, "1x3"]
     res, sass, ptx = _compile(tmp_path, args)
-    assert res["name"] == res["expected"] and res["name"].endswith("_Q_GROUPS_1_KV_GROUPS_3_Q_IN_LANES_0_TMA_STORE_0_CHAINS_1_PIPE_0"), res["name"]
+    assert res["name"] == res["expected"] and res["name"].endswith("_Q_GROUPS_1_KV_GROUPS_3_Q_IN_LANES_0_TMA_STORE_0_CHAINS_1"), res["name"]
     assert "_BLOCK_Q_2_" in res["name"], res["name"]
     assert len(re.findall(r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3", sass)) >= 12, "4 k-steps in each of 3 warpgroups"
     assert len(re.findall(r"UTMALDG", sass)) >= 2, "q and kv blocks by TMA"

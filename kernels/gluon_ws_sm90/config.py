@@ -26,8 +26,7 @@ def _load():
 
 
 # the keys a caller may override (`run --kernel gluon_ws_sm90:KEY=V`), mapped onto the table entry's fields
-OVERRIDE_KEYS = ("BLOCK_Q", "STAGES", "Q_IN_LANES", "TMA_STORE", "CHAINS", "PIPE", "Q_GROUPS", "KV_GROUPS",
-                 "kv_splits")
+OVERRIDE_KEYS = ("BLOCK_Q", "STAGES", "Q_IN_LANES", "TMA_STORE", "CHAINS", "Q_GROUPS", "KV_GROUPS", "kv_splits")
 HEADS = (8, 16, 32, 64, 128)  # H/2 head pairs per TMA box row, N = BLOCK_Q * H of 128 or 256
 DIMS = (64, 128, 256)
 
@@ -52,7 +51,7 @@ def _overridden(entry: dict, override: dict, heads: int) -> dict:
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(unknown)}; choose from {', '.join(OVERRIDE_KEYS)}")
     fields = {"STAGES": "stages", "Q_IN_LANES": "q_in_lanes", "TMA_STORE": "tma_store", "CHAINS": "chains",
-              "PIPE": "pipe", "kv_splits": "splits"}
+              "kv_splits": "splits"}
     entry.update({fields[k]: v for k, v in override.items() if k in fields})
     if "BLOCK_Q" in override:
         entry["n"] = int(override["BLOCK_Q"]) * heads
@@ -66,7 +65,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
                          bf16: bool = False, units: int | None = None, groups: tuple[int, int] | None = None,
                          stages: int | None = None, q_in_lanes: bool | None = None,
                          n: int | None = None, splits: int | None = None,
-                         tma_store: bool | None = None, chains: int | None = None, pipe: bool | None = None,
+                         tma_store: bool | None = None, chains: int | None = None,
                          override: dict | None = None) -> KernelConfig:
     """Math warpgroups (a wgmma each: M = 64 kv rows x N = BLOCK_Q*heads) fed by a TMA producer warp.
 
@@ -88,15 +87,15 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
 
     tma_store (default: the entry's, else off; never with compressed logits): each logits tile [BLOCK_Q, 64] leaves
     through a shared-memory buffer (two per math warpgroup) and one TMA store of whole rows, instead of 4-byte
-    stores of 8 consecutive columns per quad row (32-byte pieces); meant for the write-bound shapes (H 8: the
-    logits are most of the bytes, and the kernel writes at 2.5 TB/s where the card fills at 4.4).
+    stores of 8 consecutive columns per quad row (32-byte pieces). Measured (H200, 2026-11-30): 3.6 % off H 8
+    D 64 with three warpgroups (in the table), 7-8 % slower with two.
 
     chains (default: the entry's, else 1; q_in_lanes only): a lane's head sum for one logit as `chains` independent
-    FMA chains, then added: at H 64 one chain is 64 dependent FMAs (about 256 cycles of latency for the 2 logits
-    a thread holds), which an epilogue as long as the MMA (D 64) cannot hide.
+    FMA chains, then added, instead of one chain of H dependent FMAs. Measured: 8.4 % off H 16 D 64 and 3.2 % off
+    H 16 D 128 (in the table), 6-10 % slower at H 32 and 64.
 
-    pipe (default: the entry's, else off): two accumulators per math warpgroup, so its own next wgmma runs while
-    it does a tile's epilogue (at N 128: 2 x 64 accumulator registers; at N 256 they do not fit).
+    Two accumulators per math warpgroup (its next wgmma beside its epilogue, N 128) measured 7-60 % slower on every
+    shape tried (2026-11-30) and were removed.
 
     splits (default: the entry's, else 1): work items per query block, each an equal share of the block's live kv
     tiles, so a causal triangle's long rows spread over more programs (N 256 at H 8 makes only 128 query blocks of
@@ -119,7 +118,6 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     splits = splits or entry.get("splits", 1)
     tma_store = bool(entry.get("tma_store", False) if tma_store is None else tma_store) and not compressed
     chains = int(chains or entry.get("chains", 1))
-    pipe = bool(entry.get("pipe", False) if pipe is None else pipe)
     q_groups, kv_groups = groups
     if (q_groups, kv_groups) not in GROUPS:
         raise ValueError(f"groups must be one of {GROUPS}, got {(q_groups, kv_groups)}")
@@ -139,8 +137,6 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
         raise ValueError(f"{stages} stages of {kv_groups * block_kv}-row kv tiles and q blocks of {bqh} x {dim} "
                          f"need {smem} bytes of shared memory")
     q_in_lanes = block_q % 4 == 0 if q_in_lanes is None else bool(q_in_lanes)
-    if pipe and n != 128:
-        raise ValueError(f"pipe holds two accumulators: wgmma N 128 only, got {n}")
     if chains > 1 and not (q_in_lanes and heads % (2 * chains) == 0):
         raise ValueError(f"chains {chains} needs q_in_lanes and an even number of heads per chain (H {heads})")
     if q_in_lanes and block_q % 4:
@@ -154,7 +150,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
                   "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16), "PINGPONG": False,
                   "MATH_REGS": REGS[math_wg]["MATH_REGS"], "SMALL_REGS": SMALL_REGS, "Q_GROUPS": q_groups,
                   "KV_GROUPS": kv_groups, "Q_IN_LANES": q_in_lanes, "TMA_STORE": tma_store,
-                  "CHAINS": chains, "PIPE": pipe}
+                  "CHAINS": chains}
     options = {"num_warps": 4, "maxnreg": REGS[math_wg]["maxnreg"]}
     # "args": the kernel's trailing runtime scalars, in order (the launcher appends them).
     schedule = {"args": {"n_items": items, "kv_splits": splits}, "items": items, "rows_per_item": q_groups * block_q,

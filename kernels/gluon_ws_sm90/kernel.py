@@ -17,7 +17,7 @@ wgmma's N, B operand: BLOCK_Q * H = 128 or 256). With Q_IN_LANES the q block is 
 each lane of a quad holds every head of its query rows (_head_sum). kv_splits (a runtime argument) makes a query
 block kv_splits work items, each an equal share of its live kv tiles (_item). With TMA_STORE each logits tile
 leaves through a shared buffer and one TMA store (_tma_store_tile) instead of per-thread stores. CHAINS splits
-a lane's head sum into independent FMA chains; PIPE gives each math warpgroup two accumulators (_tiles_pipelined).
+a lane's head sum into independent FMA chains.
 Each math warpgroup waits for its own wgmma right away; the other warpgroup's MMA fills the tensor cores
 while it runs its fp32 epilogue (relu, x weight, head sum, x kv_scale, -inf mask on boundary tiles, store
 in fp32 or bf16). PINGPONG (off by default: 2-4 % slower on the H200) makes the warpgroups take turns
@@ -153,11 +153,10 @@ class Tiling:
     Q_IN_LANES: gl.constexpr  # wgmma column n = (query row (n // 2) % BLOCK_Q, head 2 (n // 2 BLOCK_Q) + n % 2): _head_sum
     TMA_STORE: gl.constexpr  # logits tiles leave through shared memory and a TMA store (full form only)
     CHAINS: gl.constexpr  # Q_IN_LANES: independent FMA chains per logit in the head sum
-    PIPE: gl.constexpr  # two accumulators per math warpgroup: tile n's epilogue beside tile n+1's wgmma
 
     @gluon.constexpr_function
     def __init__(self, H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS,
-                 Q_IN_LANES, TMA_STORE, CHAINS, PIPE):
+                 Q_IN_LANES, TMA_STORE, CHAINS):
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
         self.BLOCK_Q = gl.constexpr(BLOCK_Q)
@@ -173,7 +172,6 @@ class Tiling:
         self.Q_IN_LANES = gl.constexpr(Q_IN_LANES)
         self.TMA_STORE = gl.constexpr(TMA_STORE)
         self.CHAINS = gl.constexpr(CHAINS)
-        self.PIPE = gl.constexpr(PIPE)
 
 
 @aggregate
@@ -384,28 +382,25 @@ def _math_item(p, t, kv, q, turn, osm, out_desc, WG: gl.constexpr, it, acc, cols
     mbarrier.wait(q.full.index(qs), (i // 2) & 1)
     q_t = q.smem.index(qs).reshape([BLOCK_Q * H, t.D]).permute((1, 0))  # [D, BQH], K-major B operand
 
-    if t.PIPE:
-        c = _tiles_pipelined(p, t, kv, osm, out_desc, WG, it, acc, q_t, offs_kv, rs, c)
-    else:
-        for tt in range(it.count):
-            s = c % STAGES
-            start = (it.lo + tt) * t.KV_TILE + KG * BLOCK_KV
-            scale = _tile_scales(p, start, offs_kv)
-            # kv slot s, use c // STAGES: wait for its fill.
-            mbarrier.wait(kv.full.index(s), (c // STAGES) & 1)
-            if t.PINGPONG:
-                # turn[WG] completes one phase per tile, on the other warpgroup's issue: warpgroup 0 waits
-                # parity (c & 1) ^ 1 (its first wait passes at once: it goes first), warpgroup 1 parity c & 1.
-                mbarrier.wait(turn.index(WG), (c & 1) ^ (1 - WG))
-            # ring stage s holds the tile's KV_GROUPS blocks of BLOCK_KV rows in slots s*KV_GROUPS + g
-            tok = warpgroup_mma(kv.smem.index(s * t.KV_GROUPS + KG), q_t, acc, use_acc=False, is_async=True)
-            if t.PINGPONG:
-                mbarrier.arrive(turn.index(1 - WG), count=1)
-            done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
-            # Release slot s: the last of the math warpgroups' arrivals completes its empty phase.
-            mbarrier.arrive(kv.empty.index(s), count=1)
-            _tile_out(p, t, done, start, scale, c, offs_kv, rs, osm, out_desc, WG)
-            c += 1
+    for tt in range(it.count):
+        s = c % STAGES
+        start = (it.lo + tt) * t.KV_TILE + KG * BLOCK_KV
+        scale = _tile_scales(p, start, offs_kv)
+        # kv slot s, use c // STAGES: wait for its fill.
+        mbarrier.wait(kv.full.index(s), (c // STAGES) & 1)
+        if t.PINGPONG:
+            # turn[WG] completes one phase per tile, on the other warpgroup's issue: warpgroup 0 waits
+            # parity (c & 1) ^ 1 (its first wait passes at once: it goes first), warpgroup 1 parity c & 1.
+            mbarrier.wait(turn.index(WG), (c & 1) ^ (1 - WG))
+        # ring stage s holds the tile's KV_GROUPS blocks of BLOCK_KV rows in slots s*KV_GROUPS + g
+        tok = warpgroup_mma(kv.smem.index(s * t.KV_GROUPS + KG), q_t, acc, use_acc=False, is_async=True)
+        if t.PINGPONG:
+            mbarrier.arrive(turn.index(1 - WG), count=1)
+        done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
+        # Release slot s: the last of the math warpgroups' arrivals completes its empty phase.
+        mbarrier.arrive(kv.empty.index(s), count=1)
+        _tile_out(p, t, done, start, scale, c, offs_kv, rs, osm, out_desc, WG)
+        c += 1
 
     # Release q slot qs (count KV_GROUPS: the warpgroups of this query group read it).
     mbarrier.arrive(q.empty.index(qs), count=1)
@@ -471,54 +466,6 @@ def _tile_out(p, t, acc, start, scale, tile, offs_kv, rs, osm, out_desc, WG: gl.
             if t.KV_GROUPS > 1:  # a tile's later rows may lie past N, and past the row-padded stride
                 st_ok = st_ok & (start < p.N)
             gl.store(rs.out_base + (rs.out_offs + rows2), logits.to(out_ty), mask=st_ok)
-
-
-@gluon.jit
-def _tiles_pipelined(p, t, kv, osm, out_desc, WG: gl.constexpr, it, acc, q_t, offs_kv, rs, c):
-    """PIPE: the item's tiles with two accumulators in fixed roles (A: even tiles, B: odd), so tile n+1's wgmma runs
-    on the tensor cores while tile n's epilogue runs in this warpgroup (no register copy of an in-flight wgmma).
-    Returns c advanced by the item's tiles."""
-    STAGES: gl.constexpr = t.STAGES
-    KG: gl.constexpr = WG // t.Q_GROUPS
-    if it.count > 0:
-        c_a = c
-        s_a = c_a % STAGES
-        start_a = it.lo * t.KV_TILE + KG * t.BLOCK_KV
-        scale_a = _tile_scales(p, start_a, offs_kv)
-        mbarrier.wait(kv.full.index(s_a), (c_a // STAGES) & 1)
-        tok_a = warpgroup_mma(kv.smem.index(s_a * t.KV_GROUPS + KG), q_t, acc, use_acc=False, is_async=True)
-        c += 1
-        for tt in range(0, it.count, 2):
-            if tt + 1 < it.count:
-                c_b = c
-                s_b = c_b % STAGES
-                start_b = (it.lo + tt + 1) * t.KV_TILE + KG * t.BLOCK_KV
-                scale_b = _tile_scales(p, start_b, offs_kv)
-                mbarrier.wait(kv.full.index(s_b), (c_b // STAGES) & 1)
-                tok_b = warpgroup_mma(kv.smem.index(s_b * t.KV_GROUPS + KG), q_t, acc, use_acc=False, is_async=True)
-                c += 1
-                done_a = warpgroup_mma_wait(num_outstanding=1, deps=(tok_a, ))
-                mbarrier.arrive(kv.empty.index(s_a), count=1)
-                _tile_out(p, t, done_a, start_a, scale_a, c_a, offs_kv, rs, osm, out_desc, WG)
-                if tt + 2 < it.count:
-                    c_a = c
-                    s_a = c_a % STAGES
-                    start_a = (it.lo + tt + 2) * t.KV_TILE + KG * t.BLOCK_KV
-                    scale_a = _tile_scales(p, start_a, offs_kv)
-                    mbarrier.wait(kv.full.index(s_a), (c_a // STAGES) & 1)
-                    tok_a = warpgroup_mma(kv.smem.index(s_a * t.KV_GROUPS + KG), q_t, acc, use_acc=False,
-                                          is_async=True)
-                    c += 1
-                    done_b = warpgroup_mma_wait(num_outstanding=1, deps=(tok_b, ))
-                else:
-                    done_b = warpgroup_mma_wait(num_outstanding=0, deps=(tok_b, ))
-                mbarrier.arrive(kv.empty.index(s_b), count=1)
-                _tile_out(p, t, done_b, start_b, scale_b, c_b, offs_kv, rs, osm, out_desc, WG)
-            else:
-                done_a = warpgroup_mma_wait(num_outstanding=0, deps=(tok_a, ))
-                mbarrier.arrive(kv.empty.index(s_a), count=1)
-                _tile_out(p, t, done_a, start_a, scale_a, c_a, offs_kv, rs, osm, out_desc, WG)
-    return c
 
 
 @gluon.jit
@@ -667,7 +614,6 @@ def mqa_logits_gluon_ws_sm90(
     Q_IN_LANES: gl.constexpr = False,  # q tile in (head pair, query row, head parity) order: see _head_sum
     TMA_STORE: gl.constexpr = False,  # logits tiles through shared memory and a TMA store (not COMPRESSED)
     CHAINS: gl.constexpr = 1,  # Q_IN_LANES: the head sum as CHAINS independent FMA chains per logit, then added
-    PIPE: gl.constexpr = False,  # two accumulators per math warpgroup (tile n's epilogue beside tile n+1's wgmma)
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BLOCK_KV == 64, "a warpgroup's share of a kv tile = its 64 MMA rows")
@@ -682,9 +628,8 @@ def mqa_logits_gluon_ws_sm90(
                 stride_ks, stride_ke, stride_out_s, n_items, kv_splits)
     gl.static_assert(not (TMA_STORE and COMPRESSED), "compressed rows start at each row's ks: no rectangular tile")
     gl.static_assert((CHAINS == 1) | (Q_IN_LANES and (H % (2 * CHAINS) == 0)), "CHAINS splits a lane's H heads")
-    gl.static_assert(not (PIPE and PINGPONG), "PIPE keeps two wgmmas of a warpgroup in flight; PINGPONG alternates")
     t = Tiling(H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS, Q_IN_LANES,
-               TMA_STORE, CHAINS, PIPE)
+               TMA_STORE, CHAINS)
     # q slots per query group: 2 x [BQH, D], released by the group's KV_GROUPS warpgroups.
     q0_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout), KV_GROUPS)
     if Q_GROUPS == 2:
