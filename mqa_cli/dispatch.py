@@ -150,6 +150,14 @@ def check_offsets(shape: Shape) -> Check:
     return Check("offsets", "64-bit (any size)", f"64-bit ({shape.out_elements:,} output elements)", True)
 
 
+def check_split_blocks(shape: Shape) -> Check:
+    """The Gluon decode kernel counts the batch's cache blocks in 32-bit integers when it splits the work (a
+    64-bit division on a decode step's critical path costs latency), so batch x cdiv(max_context_len, 64) must stay
+    below 2^31 (2^37 tokens of context): far past any cache, shown so the limit is visible."""
+    blocks = shape.batch * -(-max(shape.N, 1) // 64)
+    return Check("split blocks", "< 2^31 (32-bit split)", f"{blocks:,}", blocks < 2 ** 31)
+
+
 def _tiled_conditions(shape, target, caps):
     return [
         check_eq("problem", shape.kind, "prefill"),
@@ -267,6 +275,7 @@ def _paged_ws_sm90_conditions(shape, target, caps):
               1 <= shape.next_n and paged_ws_fits(shape.next_n, shape.heads)),
         check_eq("fp8 flavour", shape.fp8, "e4m3fn"),
         *check_gluon(caps),
+        check_split_blocks(shape),
         check_offsets(shape),
     ]
 

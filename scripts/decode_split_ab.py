@@ -1,17 +1,40 @@
-"""What the decode kernel's in-kernel split costs at small batches: the public API with schedule_meta=None (each
-program computes its share of the (sequence, block) work from the context lengths, as the harness calls it) beside
-the same call given get_paged_mqa_logits_metadata's split computed beforehand (the kernel reads its two entries).
-The difference is the split's share of a decode step's latency. Times: one CUDA-graph replay after an L2 flush,
-median (mqa_cli.timing.time_kernel), H 64 D 128, block 64, no clean logits, as the harness.
+"""Decode beside DeepGEMM, and what the in-kernel split costs: the public API with schedule_meta=None (each program
+computes its share of the (sequence, block) work from the context lengths, as the harness calls it), the same call
+given get_paged_mqa_logits_metadata's split computed beforehand, and DeepGEMM's fp8_paged_mqa_logits given its
+own metadata (when `import deep_gemm` works: h200_check.sh's `splitab` step puts it in place). Shapes: the
+harness's small batches, plus B 128 C 64K and B 4096 C 8K (DeepGEMM's test size, which the harness leaves out).
 
-    python3 scripts/decode_split_ab.py      (the H200)
+Inputs as the harness builds them: 2-D context lengths [B, next_n] (row t of sequence b sees k < ctx_b - next_n
++ t + 1), contexts uniform in [0.7C, 1.3C), a shuffled block table, max_context_len = max(ctx). Times: one
+CUDA-graph replay after an L2 flush, median (mqa_cli.timing.time_kernel), H 64 D 128, block 64, no clean logits.
+Outputs of the three calls are compared on every live entry.
+
+    python3 scripts/decode_split_ab.py [--shapes B:C,...] [--next-n 1,2]      (the H200)
 """
 from __future__ import annotations
 
+import argparse
 import sys
 
+SHAPES = ((1, 8192), (8, 8192), (64, 8192), (8, 65536), (128, 65536), (4096, 8192))
+COPY_TBS = 4.3
 
-def main() -> int:
+
+def _deep_gemm():
+    try:
+        import deep_gemm
+
+        return deep_gemm, ""
+    except Exception as e:  # noqa: BLE001  (not in place on this machine: the column stays empty)
+        return None, f"{type(e).__name__}: {str(e).splitlines()[0][:120]}" if str(e) else type(e).__name__
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default=",".join(f"{b}:{c}" for b, c in SHAPES), help="B:C pairs, comma-separated")
+    ap.add_argument("--next-n", default="1,2")
+    args = ap.parse_args(argv)
+    shapes = [tuple(int(x) for x in s.split(":")) for s in args.shapes.split(",") if s]
     import torch
 
     import mqa_cli
@@ -19,30 +42,53 @@ def main() -> int:
     from mqa_cli.paged_problem import PagedSpec
     from mqa_cli.paged_tensors import random_paged
 
+    dg, why = _deep_gemm()
     sms = mqa_cli.get_num_sms()
-    print(f"{torch.cuda.get_device_name()}: decode, schedule computed in the kernel vs given (µs, graph replay, cold L2)")
-    print("| B | C | next_n | split in kernel | split given | difference |")
-    print("|---|---|---|---|---|---|")
-    for B, C in ((1, 8192), (8, 8192), (64, 8192), (8, 65536)):
-        for n in (1, 2):
-            t = random_paged(PagedSpec(batch=B, next_n=n, context_len=C, clean_logits=False), device="cuda")
-            meta = mqa_cli.get_paged_mqa_logits_metadata(t.context_lens, 64, sms)
+    print(f"{torch.cuda.get_device_name()}: decode through the API, split in the kernel / given, beside DeepGEMM "
+          f"(µs, graph replay, cold L2){'' if dg else '; DeepGEMM not importable: ' + why}")
+    print("| B | C | next_n | split in kernel | split given | difference | DeepGEMM | ours / DeepGEMM | ours % of 4.3 TB/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    bad = 0
+    for B, C in shapes:
+        for n in (int(x) for x in args.next_n.split(",")):
+            t = random_paged(PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, clean_logits=False,
+                                       seed=B + C), device="cuda")
+            ctx = (t.context_lens[:, None] - n + 1 + torch.arange(n, device="cuda", dtype=torch.int32)[None, :])
+            ctx = ctx.clamp_min(0).to(torch.int32).contiguous()
+            maxlen = t.max_context_len
+            meta = mqa_cli.get_paged_mqa_logits_metadata(ctx, 64, sms)
 
-            def call(m):
-                return lambda: mqa_cli.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, t.context_lens, t.block_table,
-                                                            m, t.max_context_len, clean_logits=False)
+            def ours(m):
+                return lambda: mqa_cli.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, ctx, t.block_table, m,
+                                                            maxlen, clean_logits=False)
 
-            a = call(None)()
-            b = call(meta)()
+            calls = {"self": ours(None), "given": ours(meta)}
+            if dg is not None:
+                dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)
+                calls["dg"] = lambda: dg.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, ctx, t.block_table, dmeta,
+                                                              maxlen, clean_logits=False)
+            outs = {k: f() for k, f in calls.items()}
             torch.cuda.synchronize()
-            ends = (t.context_lens.long()[:, None] - n + 1 + torch.arange(n, device="cuda")[None, :]).reshape(-1, 1)
-            live = torch.arange(a.shape[1], device="cuda")[None, :] < ends  # entries past a row's end are unwritten
-            same = torch.equal(a[live], b[live])
-            self_us = timing.time_kernel(call(None), rep_ms=60)
-            given_us = timing.time_kernel(call(meta), rep_ms=60)
-            print(f"| {B} | {C // 1024}K | {n} | {self_us:.2f} | {given_us:.2f} | {self_us - given_us:+.2f}"
-                  f"{'' if same else ' (outputs differ!)'} |")
-    return 0
+            live = torch.arange(maxlen, device="cuda")[None, :] < ctx.reshape(-1, 1)
+            ref = outs["self"][live]
+            notes = []
+            if not torch.equal(ref, outs["given"][live]):
+                notes.append("split given differs!")
+            if "dg" in outs:
+                rel = float((outs["dg"][live] - ref).double().norm() / ref.double().norm().clamp_min(1e-30))
+                if not rel < 2e-3:
+                    notes.append(f"differs from DeepGEMM: {rel:.1e}!")
+            bad += bool(notes)
+            us = {k: timing.time_kernel(f, rep_ms=60) for k, f in calls.items()}
+            nbytes = int(t.context_lens.long().sum()) * (128 + 4) + B * n * maxlen * 4
+            dg_us = us.get("dg")
+            dg_col = "- | -" if dg_us is None else f"{dg_us:.2f} | {us['self'] / dg_us:.3f}"
+            pct = nbytes / (us["self"] * 1e-6) / (COPY_TBS * 1e12) * 100
+            print(f"| {B} | {C // 1024}K | {n} | {us['self']:.2f} | {us['given']:.2f} | {us['self'] - us['given']:+.2f} | "
+                  f"{dg_col} | {pct:.1f}{' ' + ' '.join(notes) if notes else ''} |", flush=True)
+            del t, outs, calls
+            torch.cuda.empty_cache()
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

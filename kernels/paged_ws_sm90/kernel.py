@@ -173,60 +173,78 @@ def _add(a, b):
 
 @gluon.jit
 def _units(p, bidx, ok, NEXT_N: gl.constexpr, BS: gl.constexpr):
-    """Cache blocks of sequences bidx, in the metadata's rule: cdiv(max(largest context of the sequence, 0), BS)."""
+    """Cache blocks of sequences bidx, in the metadata's rule: cdiv(largest context of the sequence, BS), a
+    negative context as 0. The context is clamped to max_context_len (no valid input passes it), so that the sum
+    over the batch is at most batch x cdiv(max_context_len, BS), which dispatch keeps below 2^31: int32 throughout."""
     e = gl.zeros_like(bidx)
     for t in gl.static_range(NEXT_N):
         e = gl.maximum(e, gl.load(p.ctx_ptr + bidx.to(gl.int64) * p.stride_ctx_b + t * p.stride_ctx_t,
                                   mask=ok, other=0))
-    return (e.to(gl.int64) + (BS - 1)) // BS
+    e = gl.minimum(e, p.max_context_len)
+    return (e + (BS - 1)) // BS
 
 
 @gluon.jit
-def _locate(u, bidx, ok, carry, target, seq, off, batch):
-    """Fold one chunk of per-sequence block counts into the search for `target`: the sequence b with
-    cum_before(b) <= target < cum_before(b) + blocks(b) (seq, the least such b) and target - cum_before(b) (off)."""
-    incl = gl.associative_scan(u, 0, _add) + carry
-    before = incl - u
-    hit = ok & (before <= target) & (target < incl)
-    seq = gl.minimum(seq, gl.min(gl.where(hit, bidx, batch), axis=0))
-    off += gl.sum(gl.where(hit, target - before, 0), axis=0)
-    return seq, off
+def _locate(incl, ok, target, seq, before):
+    """Fold one chunk of inclusive block prefixes into the search for `target`: the entry's sequence is the number
+    of sequences whose prefix ends at or before it (prefixes grow, so they are the ones before it), and the blocks
+    before that sequence are the largest such prefix. Two independent reductions, no scan of their own."""
+    done = ok & (incl <= target)
+    return seq + gl.sum(done.to(gl.int32), axis=0), gl.maximum(before, gl.max(gl.where(done, incl, 0), axis=0))
 
 
 @gluon.jit
 def _split_points(p, r, P, NEXT_N: gl.constexpr, BS: gl.constexpr):
     """Entries r and r + 1 of get_paged_mqa_logits_metadata, computed by the program itself: entry e is the
-    sequence b with cum_before(b) <= floor(e * total / P) < cum_before(b) + blocks(b) and the block offset into
-    it; (batch, 0) at or past the total. The first chunk of context lengths stays in registers, so up to
-    SPLIT_CHUNK sequences cost one memory round trip; more add two passes over the rest (a few KB, from L2).
+    sequence b with cum_before(b) <= t_e < cum_before(b) + blocks(b), t_e = floor(e * total / P), and the block
+    offset t_e - cum_before(b); (batch, 0) when t_e = total. The first chunk of context lengths stays in registers,
+    so up to SPLIT_CHUNK sequences cost one memory round trip; more add two passes over the rest (a few KB, from L2).
 
-    Every warp holds a whole chunk (the layout covers SPLIT_CHUNK in one warp; the warps' copies are equal), so
-    its sums and scans stay inside the warp: no shared memory and no CTA barrier between the context lengths'
-    arrival and the first block-table load (then one cross-warp pass hands the results on: _through_shared). Spread
-    over the 4 warps they took 13 barriers and cost a decode call 0.6-1.4 µs beside metadata given (H200,
-    2026-11-30, scripts/decode_split_ab.py)."""
+    Latency is what it costs (a decode step waits for it before its first block-table read), so: int32 arithmetic
+    (t_e exact as r * (total // P) + r * (total % P) // P, no 64-bit division); the total and the prefixes from one
+    scan; each entry from two reductions that run side by side. Every warp holds the whole chunk (the layout covers
+    SPLIT_CHUNK in one warp), so no CTA barrier comes before the hand-off (_through_shared)."""
     layout: gl.constexpr = gl.BlockedLayout([SPLIT_CHUNK // 32], [32], [gl.num_warps()], [0])
     offs = gl.arange(0, SPLIT_CHUNK, layout=layout)
     ok0 = offs < p.batch
-    u0 = _units(p, offs, ok0, NEXT_N, BS)
-    total = gl.sum(u0, axis=0)
+    incl0 = gl.associative_scan(_units(p, offs, ok0, NEXT_N, BS), 0, _add)
+    total = gl.max(incl0, axis=0)
     for c0 in range(SPLIT_CHUNK, p.batch, SPLIT_CHUNK):
         bidx = c0 + offs
         total += gl.sum(_units(p, bidx, bidx < p.batch, NEXT_N, BS), axis=0)
-    t_lo = r.to(gl.int64) * total // P
-    t_hi = (r + 1).to(gl.int64) * total // P
-    zero = gl.to_tensor(0).to(gl.int64)
-    b_lo, off_lo = _locate(u0, offs, ok0, zero, t_lo, gl.to_tensor(p.batch), zero, p.batch)
-    b_hi, off_hi = _locate(u0, offs, ok0, zero, t_hi, gl.to_tensor(p.batch), zero, p.batch)
-    carry = gl.sum(u0, axis=0)
+    per = total // P
+    rem = total - per * P
+    t_lo = r * per + (r * rem) // P
+    t_hi = (r + 1) * per + ((r + 1) * rem) // P
+    zero = gl.to_tensor(0)
+    b_lo, before_lo = _locate(incl0, ok0, t_lo, zero, zero)
+    b_hi, before_hi = _locate(incl0, ok0, t_hi, zero, zero)
+    carry = gl.max(incl0, axis=0)
     for c0 in range(SPLIT_CHUNK, p.batch, SPLIT_CHUNK):
         bidx = c0 + offs
         ok = bidx < p.batch
-        u = _units(p, bidx, ok, NEXT_N, BS)
-        b_lo, off_lo = _locate(u, bidx, ok, carry, t_lo, b_lo, off_lo, p.batch)
-        b_hi, off_hi = _locate(u, bidx, ok, carry, t_hi, b_hi, off_hi, p.batch)
-        carry += gl.sum(u, axis=0)
-    return _through_shared(b_lo, off_lo.to(gl.int32), b_hi, off_hi.to(gl.int32))
+        incl = gl.associative_scan(_units(p, bidx, ok, NEXT_N, BS), 0, _add) + carry
+        b_lo, before_lo = _locate(incl, ok, t_lo, b_lo, before_lo)
+        b_hi, before_hi = _locate(incl, ok, t_hi, b_hi, before_hi)
+        carry = gl.max(gl.where(ok, incl, 0), axis=0)
+    return _through_shared(b_lo, t_lo - before_lo, b_hi, t_hi - before_hi)
+
+
+@gluon.jit
+def _prefetch_table(p, BS: gl.constexpr):
+    """Ask the L2 for the block table's live ids before the split is known: program i takes row i (one 32-id piece
+    per thread: rows of up to 4096 blocks; the rows of programs past the batch, none). Each program's first
+    block-table read then meets the L2 instead of memory: at small batches a decode step is a chain of dependent
+    memory round trips (context lengths, split, block ids, cache blocks), and this takes one of them off it. At
+    large batches (rows past the grid) latency is hidden anyway. No division: it is issued ahead of the split's
+    loads."""
+    lay: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    piece = gl.arange(0, 32 * gl.num_warps(), layout=lay)
+    b = gl.program_id(0)
+    ok = (piece < gl.cdiv(gl.cdiv(p.max_context_len, BS), IDS)) & (b < p.batch)
+    ptr = p.table_ptr + b.to(gl.int64) * p.stride_table + gl.where(ok, piece * IDS, 0)
+    gl.inline_asm_elementwise("@$2 prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l,b", [ptr, ok], dtype=gl.int32,
+                              is_pure=False, pack=1)
 
 
 @gluon.jit
@@ -473,6 +491,7 @@ def paged_mqa_logits_ws_sm90(
                stride_ctx_t, ctx_causal, stride_table, stride_out)
     gl.static_assert((MATH_WG == 1) | (not PIPE), "two accumulators (PIPE) with one math warpgroup per program")
     s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG, Q_IN_LANES)
+    _prefetch_table(p, BS)
     if SELF_SCHEDULE:
         b_lo, u_lo, b_end, u_end = _split_points(p, r, n_ranges, NEXT_N, BS)
     else:
