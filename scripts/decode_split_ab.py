@@ -7,7 +7,8 @@ harness's small batches, plus B 128 C 64K and B 4096 C 8K (DeepGEMM's test size,
 Inputs as the harness builds them: 2-D context lengths [B, next_n] (row t of sequence b sees k < ctx_b - next_n
 + t + 1), contexts uniform in [0.7C, 1.3C), a shuffled block table, max_context_len = max(ctx). Times: one
 CUDA-graph replay after an L2 flush, median (mqa_cli.timing.time_kernel), H 64 D 128, block 64, no clean logits.
-Outputs of the three calls are compared on every live entry.
+Outputs of the three calls are compared on every live entry. The last column: the SM clock (MHz) and board power
+(W) NVML reads right after the shape's timings (the card's 700 W cap lowers the clock under sustained load).
 
     python3 scripts/decode_split_ab.py [--shapes B:C,...] [--next-n 1,2]      (the H200)
 """
@@ -29,6 +30,13 @@ def _deep_gemm():
         return None, f"{type(e).__name__}: {str(e).splitlines()[0][:120]}" if str(e) else type(e).__name__
 
 
+def _clock_power(torch) -> str:
+    try:
+        return f"{torch.cuda.clock_rate()}, {torch.cuda.power_draw() / 1000:.0f}"
+    except Exception:  # noqa: BLE001  (no NVML here)
+        return "-"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default=",".join(f"{b}:{c}" for b, c in SHAPES), help="B:C pairs, comma-separated")
@@ -46,8 +54,8 @@ def main(argv=None) -> int:
     sms = mqa_cli.get_num_sms()
     print(f"{torch.cuda.get_device_name()}: decode through the API, split in the kernel / given, beside DeepGEMM "
           f"(µs, graph replay, cold L2){'' if dg else '; DeepGEMM not importable: ' + why}")
-    print("| B | C | next_n | split in kernel | split given | difference | DeepGEMM | ours / DeepGEMM | ours % of 4.3 TB/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| B | C | next_n | split in kernel | split given | difference | DeepGEMM | ours / DeepGEMM | ours % of 4.3 TB/s | MHz, W |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     bad = 0
     for B, C in shapes:
         for n in (int(x) for x in args.next_n.split(",")):
@@ -85,7 +93,7 @@ def main(argv=None) -> int:
             dg_col = "- | -" if dg_us is None else f"{dg_us:.2f} | {us['self'] / dg_us:.3f}"
             pct = nbytes / (us["self"] * 1e-6) / (COPY_TBS * 1e12) * 100
             print(f"| {B} | {C // 1024}K | {n} | {us['self']:.2f} | {us['given']:.2f} | {us['self'] - us['given']:+.2f} | "
-                  f"{dg_col} | {pct:.1f}{' ' + ' '.join(notes) if notes else ''} |", flush=True)
+                  f"{dg_col} | {pct:.1f}{' ' + ' '.join(notes) if notes else ''} | {_clock_power(torch)} |", flush=True)
             del t, outs, calls
             torch.cuda.empty_cache()
     return 1 if bad else 0

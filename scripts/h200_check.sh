@@ -31,6 +31,9 @@
 #   ncu       Nsight Compute (--clock-control none) on one launch of each problem in NCU_PROBES (';'-separated
 #             scripts/ncu_probe.py arguments; default two prefill head counts and two decode shapes): speed of
 #             light, memory, warp stall and scheduler sections, to $OUT/ncu.txt
+#   ncusrc    Nsight Compute's per-instruction warp-stall samples (SourceCounters) of one launch of each problem in
+#             NCU_SRC_PROBES (default: decode B 8 and B 1, C 8K, next_n 1): the 40 SASS instructions where warps
+#             waited most, to $OUT/ncu_source.txt (the full per-instruction CSV beside it, gzipped)
 #   splitab   python3 scripts/decode_split_ab.py: decode through the API (split in the kernel / given) beside
 #             DeepGEMM given its metadata, incl. B 4096 C 8K (DeepGEMM put in place as for `deepgemm`)
 #   ceilings  python3 scripts/mma_ceiling.py (fp8 wgmma alone) and scripts/write_ceiling.py (fill, copy)
@@ -63,13 +66,13 @@ SUMMARY=$SLOGS/summary.rows
 
 # per-step cap (s) and the least time worth starting it with
 declare -A CAP=([env]=60 [install]=120 [tests]=200 [verify]=180 [capture]=180 [hostcost]=120 [views]=150
-                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=90 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300 [variants]=200 [ncu]=240 [ceilings]=90 [splitab]=200)
+                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=90 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300 [variants]=200 [ncu]=240 [ceilings]=90 [splitab]=200 [ncusrc]=200)
 declare -A MIN=([env]=5 [install]=20 [tests]=30 [verify]=30 [capture]=20 [hostcost]=20 [views]=20
-                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60 [variants]=30 [ncu]=40 [ceilings]=20 [splitab]=40)
+                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60 [variants]=30 [ncu]=40 [ceilings]=20 [splitab]=40 [ncusrc]=40)
 # the line of each step's output that says how it went
 declare -A KEY=([tests]='passed|failed|error' [verify]='passed, [0-9]+ failed' [capture]='^gpu_checks [a-z]+: '
                 [hostcost]='worst eager|^gpu_checks [a-z]+: ' [views]='^gpu_checks [a-z]+: ' [large]='^gpu_checks [a-z]+: '
-                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [variants]='^variants:' [ncu]='^ncu:' [ceilings]='TF/s|TB/s' [splitab]='differs|not importable|^\| 4096' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
+                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [variants]='^variants:' [ncu]='^ncu:' [ceilings]='TF/s|TB/s' [ncusrc]='^ncusrc:' [splitab]='differs|not importable|^\| 4096' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
 
 left() { echo $((T0 + BUDGET - $(date +%s))); }
 stamp() { echo; echo "=== $* (t=$(($(date +%s) - T0)) s, $(date -u +%H:%M:%S) UTC, $(left) s left)"; }
@@ -262,6 +265,31 @@ step_ncu() {  # hardware counters on one launch per probe (the 3rd: compiled, wa
   [ "$n" -gt 0 ]
 }
 
+step_ncusrc() {  # where warps wait, per SASS instruction (warp-state sampling), for latency-bound launches
+  local ncu probe n=0 rep
+  ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n1)
+  [ -n "$ncu" ] || { echo "ncusrc: ncu not found"; return 99; }
+  IFS=';' read -ra probes <<<"${NCU_SRC_PROBES:-paged 8 8192 1;paged 1 8192 1}"
+  for probe in "${probes[@]}"; do
+    rep=/tmp/ncusrc_$n
+    echo "===== ncu source: $probe" | tee -a "$OUT/ncu_source.txt"
+    # shellcheck disable=SC2086
+    timeout 80 "$ncu" --clock-control none --target-processes all -k regex:mqa_logits --launch-skip 2 --launch-count 1 \
+      --section SourceCounters --section WarpStateStats --section LaunchStats -f -o "$rep" "$PY" scripts/ncu_probe.py $probe \
+      >>"$OUT/ncu_source.txt" 2>&1 || { echo "ncu failed on $probe"; continue; }
+    "$ncu" -i "$rep.ncu-rep" --page details --section WarpStateStats --section LaunchStats >>"$OUT/ncu_source.txt" 2>&1
+    if "$ncu" -i "$rep.ncu-rep" --page source --csv --print-source sass >"$rep.csv" 2>"$rep.err"; then
+      gzip -c "$rep.csv" >"$OUT/ncu_source_$n.csv.gz"
+      "$PY" scripts/ncu_hot.py "$rep.csv" 40 | tee -a "$OUT/ncu_source.txt"
+      n=$((n + 1))
+    else
+      echo "ncu --page source failed:"; head -5 "$rep.err" | tee -a "$OUT/ncu_source.txt"
+    fi
+  done
+  echo "ncusrc: $n of ${#probes[@]} probes read per instruction"
+  [ "$n" -gt 0 ]
+}
+
 step_ceilings() { "$PY" scripts/mma_ceiling.py && "$PY" scripts/write_ceiling.py; }
 
 step_headsverify() { "$PY" scripts/verify_heads.py; }  # every shape of the Gluon prefill table, four forms
@@ -311,6 +339,7 @@ step_fn() {  # name t -> the command line of the step
     variants) echo "step_variants" ;;
     ncu) echo "step_ncu" ;;
     splitab) echo "step_splitab" ;;
+    ncusrc) echo "step_ncusrc" ;;
     ceilings) echo "step_ceilings" ;;
     anchor) echo "step_anchor $2" ;;
   esac
@@ -348,7 +377,7 @@ run_step() {  # name rest [bg]: time-box it, log it, record a summary row; bg: s
   fi
   STEP_T0=$(date +%s)
   export STEP_T0 T0 BUDGET SLOGS REPO
-  export -f step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify step_variants step_ncu step_ceilings step_splitab dg_env installed left
+  export -f step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify step_variants step_ncu step_ceilings step_splitab step_ncusrc dg_env installed left
   fn=$(step_fn "$s" "$t")
   if [ -n "$bg" ]; then
     ( timeout -k 10 "$t" bash -c "$fn" >"$SLOGS/$s.txt" 2>&1; echo "$? $(( $(date +%s) - STEP_T0 ))" >"$SLOGS/$s.rc" ) &
