@@ -33,7 +33,8 @@
 #             light, memory, warp stall and scheduler sections, to $OUT/ncu.txt
 #   ncusrc    Nsight Compute's per-instruction warp-stall samples (SourceCounters) of one launch of each problem in
 #             NCU_SRC_PROBES (default: decode B 8 and B 1, C 8K, next_n 1): the 40 SASS instructions where warps
-#             waited most, to $OUT/ncu_source.txt (the full per-instruction CSV beside it, gzipped)
+#             waited most, to $OUT/ncu_source.txt (the full per-instruction CSV beside it, gzipped); NCU_CLOCK=base
+#             profiles at the base clock (what the 700 W cap leaves under sustained load), default none
 #   splitab   python3 scripts/decode_split_ab.py: decode through the API (split in the kernel / given) beside
 #             DeepGEMM given its metadata, incl. B 4096 C 8K (DeepGEMM put in place as for `deepgemm`)
 #   ceilings  python3 scripts/mma_ceiling.py (fp8 wgmma alone) and scripts/write_ceiling.py (fill, copy)
@@ -267,6 +268,7 @@ step_ncu() {  # hardware counters on one launch per probe (the 3rd: compiled, wa
 
 step_ncusrc() {  # where warps wait, per SASS instruction (warp-state sampling), for latency-bound launches
   local ncu probe n=0 rep
+  dg_env  # for dgpaged probes
   ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n1)
   [ -n "$ncu" ] || { echo "ncusrc: ncu not found"; return 99; }
   IFS=';' read -ra probes <<<"${NCU_SRC_PROBES:-paged 8 8192 1;paged 1 8192 1}"
@@ -274,10 +276,12 @@ step_ncusrc() {  # where warps wait, per SASS instruction (warp-state sampling),
     rep=/tmp/ncusrc_$n
     echo "===== ncu source: $probe" | tee -a "$OUT/ncu_source.txt"
     # shellcheck disable=SC2086
-    timeout 80 "$ncu" --clock-control none --target-processes all -k regex:mqa_logits --launch-skip 2 --launch-count 1 \
-      --section SourceCounters --section WarpStateStats --section LaunchStats -f -o "$rep" "$PY" scripts/ncu_probe.py $probe \
+    timeout 80 "$ncu" --clock-control "${NCU_CLOCK:-none}" --target-processes all -k regex:fp8_paged_mqa_logits\|mqa_logits_ws\|mqa_logits_gluon \
+      --launch-skip 2 --launch-count 1 --section SpeedOfLight --section SourceCounters --section WarpStateStats \
+      --section LaunchStats -f -o "$rep" "$PY" scripts/ncu_probe.py $probe \
       >>"$OUT/ncu_source.txt" 2>&1 || { echo "ncu failed on $probe"; continue; }
-    "$ncu" -i "$rep.ncu-rep" --page details --section WarpStateStats --section LaunchStats >>"$OUT/ncu_source.txt" 2>&1
+    "$ncu" -i "$rep.ncu-rep" --page details --section SpeedOfLight --section WarpStateStats --section LaunchStats \
+      >>"$OUT/ncu_source.txt" 2>&1
     if "$ncu" -i "$rep.ncu-rep" --page source --csv --print-source sass >"$rep.csv" 2>"$rep.err"; then
       gzip -c "$rep.csv" >"$OUT/ncu_source_$n.csv.gz"
       "$PY" scripts/ncu_hot.py "$rep.csv" 40 | tee -a "$OUT/ncu_source.txt"

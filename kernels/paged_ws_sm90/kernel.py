@@ -302,9 +302,10 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc):
 
 @gluon.jit
 def _scales(sc_smem, st, BS: gl.constexpr, k_layout: gl.constexpr):
-    """The fp32 scales of the cache block in ring slot st, one per MMA row (read before the slot is released)."""
-    sc_layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, 4], [1, 0])
-    return gl.convert_layout(gl.reshape(sc_smem.index(st).load(sc_layout), [BS]), k_layout)
+    """The fp32 scales of the cache block in ring slot st, one per MMA row (read before the slot is released): each
+    thread reads its own rows' scales from shared memory in the accumulator's row layout, so no layout conversion
+    (a store, a warpgroup barrier and a load per block) stands between the wgmma and its epilogue."""
+    return sc_smem.index(st).reshape([BS]).load(k_layout)
 
 
 @gluon.jit
