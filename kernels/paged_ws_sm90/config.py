@@ -77,6 +77,8 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
     override = dict(override or {})
     if override.get("MATH_WG", 1) > 1:
         override.setdefault("PIPE", False)  # an override's warpgroups replace the table's PIPE, not add to it
+    if override.get("PIPE"):
+        override.setdefault("MATH_WG", 1)  # and an override's PIPE the table's warpgroups
     tuned = CUDA_TUNED.get(np_ * heads, {}).get(regime(batch, max_context_len, block_size), {})
     choice = {**default_choice(np_ * heads), **tuned, **override}
     stages, subs = int(choice["STAGES"]), int(choice["SUBS"])
