@@ -8,14 +8,14 @@ shape)."""
 CUDA_TUNED = {
     64: {
         'small': {'STAGES': 4, 'SUBS': 3},  # st4-sub3: mean 0.835 of the portable kernel's time, 5 shapes
-        'large': {'MATH_WG': 2, 'STAGES': 4, 'SUBS': 2},  # st4-sub2-wg2: mean 0.829 of the portable kernel's time, 4 shapes
+        'large': {'STAGES': 4, 'SUBS': 3},  # st4-sub3: mean 0.832 of the portable kernel's time, 4 shapes
     },
     128: {
-        'small': {'PIPE': True, 'STAGES': 5, 'SUBS': 2},  # st5-sub2-pipe: mean 0.790 of the portable kernel's time, 5 shapes
-        'large': {'MATH_WG': 3, 'STAGES': 5, 'SUBS': 1},  # st5-sub1-wg3: mean 0.746 of the portable kernel's time, 4 shapes
+        'small': {'PIPE': True, 'STAGES': 4, 'SUBS': 2},  # st4-sub2-pipe: mean 0.783 of the portable kernel's time, 5 shapes
+        'large': {'MATH_WG': 4, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg4: mean 0.755 of the portable kernel's time, 4 shapes
     },
     256: {
-        'small': {'MATH_WG': 2, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2: mean 0.730 of the portable kernel's time, 2 shapes
-        'large': {'STAGES': 8, 'SUBS': 1},  # st8-sub1: mean 0.845 of the portable kernel's time, 2 shapes
+        'small': {'MATH_WG': 2, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2: mean 0.734 of the portable kernel's time, 2 shapes
+        'large': {'MATH_WG': 2, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2: mean 0.791 of the portable kernel's time, 2 shapes
     },
 }
