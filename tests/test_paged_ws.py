@@ -42,6 +42,17 @@ def test_dispatch_picks_the_gluon_row_where_one_wgmma_covers_the_rows(kw, row):
     assert got.chosen.row.name == row, [c.sentence() for c in got.chosen.checks if not c.ok]
 
 
+def test_a_batch_past_the_32_bit_split_runs_the_portable_row():
+    """The Gluon kernel counts the batch's cache blocks in 32 bits when it splits the work; a shape whose
+    batch x cdiv(max_context_len, 64) reaches 2^31 goes to the portable row, and explain says why."""
+    ok = dispatch.plan(shape(B=2 ** 14, T=1, L=2 ** 20), SM90)  # 2^14 x 2^14 blocks = 2^28
+    assert ok.chosen.row.name == "paged_ws_sm90"
+    big = dispatch.plan(shape(B=2 ** 17, T=1, L=2 ** 20), SM90)  # 2^17 x 2^14 = 2^31
+    assert big.chosen.row.name == "paged"
+    ws = next(c for c in big.candidates if c.row.name == "paged_ws_sm90")
+    assert [c.name for c in ws.checks if not c.ok] == ["split blocks"]
+
+
 def test_cpu_never_dispatches_the_gluon_row():
     assert dispatch.plan(shape(), targets.TARGETS["cpu"]).chosen.row.name == "paged"
 
@@ -169,6 +180,13 @@ def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, c
     # cost). With several math warpgroups each one's ring slots are per-block arithmetic: moves there are expected.
     loops = tile_loops(res["sass"])
     assert loops and (wg > 1 or not [op for body in loops for op in body if "R2UR" in op])
+    # The block table's rows are asked of the L2 before the split (one predicated prefetch), and the split needs
+    # no 64-bit division subroutine (kernel._split_points: 32-bit, on a decode step's critical path).
+    assert "CCTL.E.PF2" in res["sass"]
+    assert "CALL.REL" not in res["sass"]
+    # A block's kv scales go from shared memory straight into the accumulator's row layout: no shared-memory
+    # store (a layout conversion) inside the block loops.
+    assert not [op for body in loops for op in body if op.startswith("STS") or " STS " in op]
 
 
 def test_sweep_csv_writes_the_table_the_config_reads(tmp_path):
