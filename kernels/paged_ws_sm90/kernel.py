@@ -2,7 +2,9 @@
 paged fp8 kv cache, streaming whole cache blocks through TMA.
 
 Grid: P ranges x SUBS programs. Range p is (sequence, cache block) work from entry p of the schedule to entry
-p + 1 (get_paged_mqa_logits_metadata's split, read from it or computed by the program itself: SELF_SCHEDULE);
+p + 1 (get_paged_mqa_logits_metadata's split, read from it or computed by the program itself: SELF_SCHEDULE,
+in 32-bit arithmetic; program i first asks the L2 for row i of the block table, so that the first block-id read
+after the split meets the L2);
 sub-program j of a range takes blocks j, j + SUBS, ... of each of its sequence segments, so SUBS programs share
 an SM and each one's math overlaps the others' loads.
 
