@@ -12,8 +12,9 @@
    kernels/paged_ws_sm90/tuned.py.
 
     python3 scripts/paged_ws_experiment.py [--write-table]      (log and CSV under $OUT)
-    python3 scripts/paged_ws_experiment.py --table-from paged_ws_sweep.csv   (the table from a sweep's CSV; no GPU;
-                                                                           PAGED_WS_TABLE=FILE writes elsewhere)
+    python3 scripts/paged_ws_experiment.py --table-from paged_ws_sweep.csv [more.csv ...]   (the table from sweep
+        CSVs, a later one's next_n replacing an earlier one's; no GPU; PAGED_WS_TABLE=FILE writes elsewhere)
+    PAGED_WS_NEXT_N=3,4 python3 scripts/paged_ws_experiment.py --sweep-only    (those draft-row counts only)
 
 Bytes = sum(ctx) * (D + 4) + B * next_n * max_context_len * 4 (docs/REFERENCE.md's formula); the floor is the
 larger of bytes / 4.3 TB/s and live FLOP / the fp8 wgmma rate measured on this card (mqa_cli.targets).
@@ -197,11 +198,15 @@ SWEEPS = {  # candidate choices by the wgmma's N: STAGES (ring slots per math wa
     256: [dict(STAGES=8, SUBS=1), dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MATH_WG=2),
           dict(STAGES=8, SUBS=1, Q_IN_LANES=True), dict(STAGES=8, SUBS=1, MATH_WG=2, Q_IN_LANES=True)],
 }
-COMPLETE = {"MATH_WG": 1, "PIPE": False, "Q_IN_LANES": False}  # what a candidate leaves out: it is timed as
+COMPLETE = {"MATH_WG": 1, "PIPE": False, "Q_IN_LANES": False, "HALVES": False}  # what a candidate leaves out: it is timed as
 # labelled, never merged with the table's entry for the shape (before 2026-12-01 a large shape's candidates without
 # MATH_WG took the table's 2 or 3 warpgroups, and PIPE ones failed beside them)
 SWEEPS[64] += [dict(STAGES=6, SUBS=2, PIPE=True)]
 SWEEPS[128] += [dict(STAGES=6, SUBS=2, PIPE=True), dict(STAGES=4, SUBS=2, PIPE=True)]
+# HALVES (each block's wgmma as two over half the draft rows, the first half's epilogue beside the second's MMA;
+# prepared 2026-12-01), where ptxas keeps the two in flight without spills
+# (at N 128 every multi-warpgroup HALVES layout spills registers in ptxas, so none is swept there)
+SWEEPS[256] += [dict(STAGES=6, SUBS=1, MATH_WG=2, HALVES=True), dict(STAGES=8, SUBS=1, HALVES=True)]
 # Q_IN_LANES (one draft row per lane of a quad, the head sum without shuffles; sm90 at next_n 4, two math
 # warpgroups: the wgmma loop 386 -> 343 instructions) prepared 2026-11-30, not yet timed: also tried at N 128
 SWEEPS[128].append(dict(STAGES=5, SUBS=1, MATH_WG=3, Q_IN_LANES=True))
@@ -211,7 +216,8 @@ if os.environ.get("PAGED_WS_NO_WG") == "1":  # one math warpgroup per program on
 
 def label_of(ch: dict) -> str:
     return (f"st{ch['STAGES']}-sub{ch['SUBS']}" + ("-pipe" if ch.get("PIPE") else "")
-            + (f"-wg{ch['MATH_WG']}" if ch.get("MATH_WG", 1) > 1 else "") + ("-lanes" if ch.get("Q_IN_LANES") else ""))
+            + (f"-wg{ch['MATH_WG']}" if ch.get("MATH_WG", 1) > 1 else "") + ("-lanes" if ch.get("Q_IN_LANES") else "")
+            + ("-halves" if ch.get("HALVES") else ""))
 
 
 SHAPES = [(B, C) for C in (65536, 8192) for B in (128, 64, 8, 1)] + [(4096, 8192)]
@@ -224,6 +230,9 @@ def sweep(write: bool):
     totals: dict = {}
     summary = []
     runs = [(n, B, C) for n in (1, 2) for B, C in SHAPES] + [(n, B, C) for n in (3, 4) for B, C in ((64, 8192), (128, 65536))]
+    only = os.environ.get("PAGED_WS_NEXT_N")  # e.g. "3,4": those draft-row counts only (a CSV to merge, no table)
+    if only:
+        runs = [r for r in runs if str(r[0]) in only.split(",")]
     for n, B, C in runs:
         if time.time() - T0 > BUDGET_S:
             say(f"budget reached before n{n} B{B} C{C}")
@@ -308,29 +317,36 @@ def write_table(totals: dict) -> None:
     say(f"wrote {path}")
 
 
-def table_from_csv(path: str) -> None:
-    """Rewrite the table from a sweep's CSV (paged_ws_sweep.csv): the same rule as --write-table, for a sweep whose
-    CSV came back but whose table did not. The size class is recomputed from the sweep's seeded contexts."""
+def table_from_csv(paths: list[str]) -> None:
+    """Rewrite the table from sweep CSVs (paged_ws_sweep.csv): the same rule as --write-table, for a sweep whose
+    CSV came back but whose table did not. With several CSVs, a later one's rows replace an earlier one's for
+    every draft-row count it holds (a sweep of some next_n merged into a full one: PAGED_WS_NEXT_N). Each row is
+    relative to the portable kernel timed in its own run. The size class is recomputed from the seeded contexts."""
+    rows: dict = {}
+    for path in paths:
+        with open(path) as f:
+            got = list(csv.DictReader(f))
+        for n in {r["next_n"] for r in got}:
+            rows[n] = [r for r in got if r["next_n"] == n]
     totals: dict = {}
     choices = {label_of(ch): ch for cands in SWEEPS.values() for ch in cands}
-    with open(path) as f:
-        for row in csv.DictReader(f):
-            B, C, n = int(row["B"]), int(row["C"]), int(row["next_n"])
-            ch = choices.get(row["config"])
-            if ch is None or not row["us"] or not row["portable_us"]:
-                continue
-            spec = PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, block_size=64, seed=B + C + n)
-            N = padded_rows(n, 64) * 64
-            agg = totals.setdefault((N, regime(B, max(spec.context_lengths()))), {}).setdefault(
-                tuple(sorted(ch.items())), [0.0, 0])
-            agg[0] += float(row["us"]) / float(row["portable_us"])
-            agg[1] += 1
+    for row in (r for n in sorted(rows) for r in rows[n]):
+        B, C, n = int(row["B"]), int(row["C"]), int(row["next_n"])
+        ch = choices.get(row["config"])
+        if ch is None or not row["us"] or not row["portable_us"]:
+            continue
+        spec = PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, block_size=64, seed=B + C + n)
+        N = padded_rows(n, 64) * 64
+        agg = totals.setdefault((N, regime(B, max(spec.context_lengths()))), {}).setdefault(
+            tuple(sorted(ch.items())), [0.0, 0])
+        agg[0] += float(row["us"]) / float(row["portable_us"])
+        agg[1] += 1
     write_table(totals)
 
 
 def main():
     if "--table-from" in sys.argv:
-        table_from_csv(sys.argv[sys.argv.index("--table-from") + 1])
+        table_from_csv([a for a in sys.argv[sys.argv.index("--table-from") + 1:] if not a.startswith("--")])
         return
     say(f"device {torch.cuda.get_device_name(0)}, {NUM_SMS} SMs, torch {torch.__version__}, triton {triton.__version__}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")

@@ -133,7 +133,8 @@ COMPILE = textwrap.dedent(r'''
     T, H, D, clean, bf16, given, pipe, wg, lanes = (int(a) for a in sys.argv[2:10] + (sys.argv[11:12] or ["0"]))
     t = meta_paged(B=4, T=T, H=H, D=D)
     ov = {"PIPE": bool(pipe)} if wg == 1 else {"MATH_WG": wg, "SUBS": 1, "STAGES": 6}
-    ov["Q_IN_LANES"] = bool(lanes)
+    ov["Q_IN_LANES"] = lanes == 1
+    ov["HALVES"] = lanes == 2  # lanes 2: each block's wgmma in two halves of the draft rows
     cfg = paged_ws_sm90_config(heads=H, dim=D, next_n=T, block_size=64, batch=4, max_context_len=8192,
                                clean=bool(clean), bf16=bool(bf16), units=132, override=ov)
     cfg = with_schedule_source(cfg, not given)
@@ -161,7 +162,8 @@ COMPILE = textwrap.dedent(r'''
 @pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe, wg, lanes", [
     (1, 64, 128, 0, 0, 0, 0, 1, 0), (2, 64, 128, 1, 1, 1, 1, 1, 0), (4, 64, 128, 1, 0, 0, 0, 2, 0),
     (2, 32, 64, 0, 1, 1, 0, 1, 0), (2, 64, 128, 1, 0, 0, 0, 3, 0), (4, 64, 128, 1, 0, 0, 0, 2, 1),
-    (3, 64, 128, 0, 1, 1, 0, 2, 1), (2, 64, 128, 1, 0, 0, 0, 3, 1)])
+    (3, 64, 128, 0, 1, 1, 0, 2, 1), (2, 64, 128, 1, 0, 0, 0, 3, 1), (4, 64, 128, 1, 0, 0, 0, 2, 2),
+    (3, 64, 128, 0, 1, 1, 0, 2, 2)])
 def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, clean, bf16, given, pipe, wg, lanes):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
@@ -172,9 +174,10 @@ def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, c
     res = json.load(open(tmp_path / "result.json"))
     assert res["name"] == res["expected"]
     assert "UTMALDG.2D" in res["sass"]  # cache blocks, scales and q by TMA
-    assert f"QGMMA.64x{padded_rows(T, H) * H}x32.F32.E4M3.E4M3" in res["sass"]  # one wgmma: all rows x heads
+    n = padded_rows(T, H) * H // (2 if lanes == 2 else 1)
+    assert f"QGMMA.64x{n}x32.F32.E4M3.E4M3" in res["sass"]  # one wgmma: all rows x heads (or two halves)
     assert "LOCAL:0" in res["usage"]  # no register spills
-    assert res["lanes"] == bool(lanes) and res["name"].endswith(f"_Q_IN_LANES_{lanes}")
+    assert res["lanes"] == (lanes == 1) and res["name"].endswith(f"_Q_IN_LANES_{int(lanes == 1)}_HALVES_{int(lanes == 2)}")
     # One math warpgroup: the split's results (computed in the kernel or read from the metadata) reach the block
     # loop in uniform registers, so the loop has no uniform-register moves (kernel._through_shared says what they
     # cost). With several math warpgroups each one's ring slots are per-block arithmetic: moves there are expected.
@@ -215,6 +218,30 @@ def test_sweep_csv_writes_the_table_the_config_reads(tmp_path):
     assert mod.CUDA_TUNED[128]["small"] == {"PIPE": True, "STAGES": 5, "SUBS": 2}
     assert mod.CUDA_TUNED[128]["large"] == {"MATH_WG": 3, "STAGES": 5, "SUBS": 1}
     assert mod.CUDA_TUNED[64] == {"small": {"STAGES": 4, "SUBS": 3}}
+
+
+def test_a_later_sweep_csv_replaces_the_draft_row_counts_it_holds(tmp_path):
+    """--table-from A.csv B.csv: B's rows replace A's for every next_n B holds (a sweep of next_n 3-4 merged into a
+    full one), the other next_n keep A's choice."""
+    import importlib.util
+    head = "B,C,next_n,config,us,pct_copy,pct_floor,rel_err,portable_us"
+    a = [head, "8,8192,1,st4-sub3,6.0,0,0,1e-4,9.0", "8,8192,1,st4-sub1,7.0,0,0,1e-4,9.0",
+         "64,8192,4,st6-sub1-wg2,40.0,0,0,1e-4,60.0", "64,8192,4,st8-sub1,45.0,0,0,1e-4,60.0"]
+    b = [head, "64,8192,4,st6-sub1-wg2,40.0,0,0,1e-4,60.0", "64,8192,4,st6-sub1-wg2-halves,35.0,0,0,1e-4,60.0"]
+    (tmp_path / "a.csv").write_text("\n".join(a) + "\n")
+    (tmp_path / "b.csv").write_text("\n".join(b) + "\n")
+    table = tmp_path / "tuned.py"
+    env = {**os.environ, "OUT": str(tmp_path), "PAGED_WS_TABLE": str(table), "PAGED_WS_DEVICE": "test"}
+    env.pop("TRITON_INTERPRET", None)
+    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "paged_ws_experiment.py")
+    r = subprocess.run([sys.executable, script, "--table-from", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    spec = importlib.util.spec_from_file_location("tuned_merge", table)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.CUDA_TUNED[64] == {"small": {"STAGES": 4, "SUBS": 3}}
+    assert mod.CUDA_TUNED[256] == {"small": {"HALVES": True, "MATH_WG": 2, "STAGES": 6, "SUBS": 1}}
 
 
 @pytest.mark.parametrize("T, R", [(4, 2), (3, 2), (2, 4)])

@@ -58,7 +58,7 @@ def default_choice(np_heads: int) -> dict:
     return {"STAGES": 6 if np_heads <= 64 else 5, "SUBS": 2}
 
 
-OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "maxnreg", "Q_IN_LANES")  # what `override` may set
+OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "maxnreg", "Q_IN_LANES", "HALVES")  # what `override` may set
 
 
 def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, batch: int, max_context_len: int,
@@ -98,6 +98,9 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
                   "SUBS": subs, "CLEAN": bool(clean), "SELF_SCHEDULE": True,
                   "PIPE": bool(choice.get("PIPE", False)), "MATH_WG": g, "MATH_REGS": math_regs,
                   "SMALL_REGS": SMALL_REGS, "Q_IN_LANES": bool(choice.get("Q_IN_LANES", False)) and np_ in (2, 4)}
+    # HALVES: each block's wgmma as two over half the draft rows (np_ >= 2; not with PIPE or Q_IN_LANES)
+    constexprs["HALVES"] = bool(choice.get("HALVES", False)) and np_ >= 2 and not constexprs["PIPE"] \
+        and not constexprs["Q_IN_LANES"]
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "blocks_max": cdiv(max(1, max_context_len), block_size), "batch": batch, "bf16": bool(bf16),
                 "smem_per_program": need, "size_class": regime(batch, max_context_len, block_size),

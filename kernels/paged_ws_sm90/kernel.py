@@ -104,9 +104,10 @@ class Shape:
     PIPE: gl.constexpr  # two accumulators: a block's epilogue overlaps the next block's wgmma
     G: gl.constexpr  # math warpgroups per program; block c of the program goes to warpgroup c % G
     LANES: gl.constexpr  # Q_IN_LANES: wgmma column n = (draft row (n % 8) // (8 // NP), head ...): see _head_sum
+    HALVES: gl.constexpr  # two wgmmas of N / 2 per block (draft rows halved): one half's epilogue beside the other's MMA
 
     @gluon.constexpr_function
-    def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, G, LANES):
+    def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, G, LANES, HALVES=False):
         self.NEXT_N = gl.constexpr(NEXT_N)
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
@@ -118,6 +119,7 @@ class Shape:
         self.PIPE = gl.constexpr(PIPE)
         self.G = gl.constexpr(G)
         self.LANES = gl.constexpr(LANES)
+        self.HALVES = gl.constexpr(HALVES)
 
 
 @aggregate
@@ -339,6 +341,19 @@ def _store_block(p, s, acc, w2, sc, u, offs_k, ends2, out_rows, t_ok, seg_hi):
 
 
 @gluon.jit
+def _rows_of_half(p, s2, b, b64, row0, cols, offs_t):
+    """Weights, row ends, output row offsets and the row mask of draft rows row0 .. row0 + s2.NP - 1 of sequence b,
+    in the layouts of one half's wgmma (columns n = row * H + head, rows counted from row0)."""
+    tc = cols // s2.H + row0
+    wts = gl.load(p.w_ptr + (b64 * s2.NEXT_N + tc) * p.stride_w + cols % s2.H, mask=tc < s2.NEXT_N, other=0.0)
+    t = offs_t + row0
+    ends = gl.load(p.ctx_ptr + b64 * p.stride_ctx_b + t * p.stride_ctx_t, mask=t < s2.NEXT_N, other=0)
+    ends = gl.where(t < s2.NEXT_N, gl.maximum(ends + p.ctx_causal * (t - s2.NEXT_N + 1), 0), 0)
+    out_rows = gl.expand_dims((b64 * s2.NEXT_N + t) * p.stride_out, 0)
+    return gl.expand_dims(wts, 0), gl.expand_dims(ends, 0), out_rows, gl.expand_dims(t < s2.NEXT_N, 0)
+
+
+@gluon.jit
 def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
     """Math warpgroup WG of G: for each of its cache blocks (block c of the program when c % G == WG) one wgmma for
     all draft rows, the fp32 epilogue and the store. Every warpgroup waits for and releases each q slot."""
@@ -356,6 +371,15 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
     offs_t = gl.arange(0, NP, layout=t_layout)
     offs_k = gl.arange(0, BS, layout=k_layout)
     out_ty: gl.constexpr = p.out_ptr.dtype.element_ty
+    if s.HALVES:  # each block's MMA as two of N = NPH / 2 (draft rows 0 .. NP/2 - 1, then the rest)
+        NH: gl.constexpr = NPH // 2
+        s2 = Shape(s.NEXT_N, H, s.D, BS, NP // 2, s.STAGES, s.SUBS, s.CLEAN, False, s.G, False)
+        mma2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, NH, 32])
+        acc2 = gl.zeros([BS, NH], gl.float32, layout=mma2)
+        red2: gl.constexpr = _head_sum(acc2, s2).type.layout
+        cols2 = gl.arange(0, NH, layout=gl.SliceLayout(0, mma2))
+        offs_t2 = gl.arange(0, NP // 2, layout=gl.SliceLayout(0, red2))
+        offs_k2 = gl.arange(0, BS, layout=gl.SliceLayout(1, red2))
     c = 0  # the program's blocks so far (this warpgroup's among them: c % G == WG): _slot(c, s)
     i = 0  # sequences consumed: q slot i % 2, use i // 2
     for b in range(w.b_lo, gl.minimum(w.b_end + 1, p.batch)):
@@ -411,6 +435,28 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                         done_a = warpgroup_mma_wait(num_outstanding=0, deps=(tok_a, ))
                         mbarrier.arrive(kv.empty.index(st_a), count=1)
                         _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
+            elif s.HALVES:
+                # As below, with each block's MMA in two halves of the draft rows: the first half's epilogue runs
+                # while the tensor cores do the second half (one accumulator of NPH / 2 in flight beside it).
+                w2a, ends2a, rows_a, ok_a = _rows_of_half(p, s2, b, b64, 0, cols2, offs_t2)
+                w2b, ends2b, rows_b, ok_b = _rows_of_half(p, s2, b, b64, NP // 2, cols2, offs_t2)
+                q_rows = q.smem.index(qs).reshape([NPH, s.D])
+                q_a = q_rows.slice(0, NH).permute((1, 0))
+                q_b = q_rows.slice(NH, NH).permute((1, 0))
+                n_seg = (u1 - u0 + s.SUBS - 1) // s.SUBS
+                c_seg = c
+                for k in range((WG - c_seg % s.G + s.G) % s.G, n_seg, s.G):
+                    st, ph = _slot(c_seg + k, s)
+                    mbarrier.wait(kv.full.index(st), ph)
+                    tok_a = warpgroup_mma(kv.smem.index(st), q_a, acc2, use_acc=False, is_async=True)
+                    tok_b = warpgroup_mma(kv.smem.index(st), q_b, acc2, use_acc=False, is_async=True)
+                    sc = _scales(sc_smem, st, BS, gl.SliceLayout(1, red2))
+                    done_a = warpgroup_mma_wait(num_outstanding=1, deps=(tok_a, ))
+                    _store_block(p, s2, done_a, w2a, sc, u0 + k * s.SUBS, offs_k2, ends2a, rows_a, ok_a, seg_hi)
+                    done_b = warpgroup_mma_wait(num_outstanding=0, deps=(tok_b, ))
+                    mbarrier.arrive(kv.empty.index(st), count=1)  # slot st: both halves and the scales are read
+                    _store_block(p, s2, done_b, w2b, sc, u0 + k * s.SUBS, offs_k2, ends2b, rows_b, ok_b, seg_hi)
+                c = c_seg + n_seg
             else:
                 # The program's blocks of this segment are c_seg .. c_seg + n_seg - 1 (block k at token u0 + k*SUBS);
                 # this warpgroup takes those with (c_seg + k) % G == WG.
@@ -482,6 +528,7 @@ def paged_mqa_logits_ws_sm90(
     MATH_REGS: gl.constexpr,  # registers per thread of math warpgroups 1.. (setmaxnreg; warpgroup 0 gets the rest)
     SMALL_REGS: gl.constexpr,  # registers per thread of the producer warp
     Q_IN_LANES: gl.constexpr = False,  # draft rows spread over the lanes of a quad (see _head_sum)
+    HALVES: gl.constexpr = False,  # each block's wgmma as two of half the draft rows (epilogue beside MMA)
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BS == 64, "a cache block = one warpgroup's 64 MMA rows")
@@ -493,7 +540,8 @@ def paged_mqa_logits_ws_sm90(
     p = Decode(w_ptr, ctx_ptr, table_ptr, out_ptr, batch, max_context_len, rows_per_block, stride_w, stride_ctx_b,
                stride_ctx_t, ctx_causal, stride_table, stride_out)
     gl.static_assert((MATH_WG == 1) | (not PIPE), "two accumulators (PIPE) with one math warpgroup per program")
-    s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG, Q_IN_LANES)
+    gl.static_assert((not HALVES) | ((NP >= 2) & (not PIPE) & (not Q_IN_LANES)), "HALVES: NP >= 2, one accumulator")
+    s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG, Q_IN_LANES, HALVES)
     _prefetch_table(p, BS)
     if SELF_SCHEDULE:
         b_lo, u_lo, b_end, u_end = _split_points(p, r, n_ranges, NEXT_N, BS)
