@@ -347,8 +347,7 @@ def _rows_of_half(p, s2, b, b64, row0, cols, offs_t):
     tc = cols // s2.H + row0
     wts = gl.load(p.w_ptr + (b64 * s2.NEXT_N + tc) * p.stride_w + cols % s2.H, mask=tc < s2.NEXT_N, other=0.0)
     t = offs_t + row0
-    ends = gl.load(p.ctx_ptr + b64 * p.stride_ctx_b + t * p.stride_ctx_t, mask=t < s2.NEXT_N, other=0)
-    ends = gl.where(t < s2.NEXT_N, gl.maximum(ends + p.ctx_causal * (t - s2.NEXT_N + 1), 0), 0)
+    ends = _row_ends(p, b, t, s2.NEXT_N)
     out_rows = gl.expand_dims((b64 * s2.NEXT_N + t) * p.stride_out, 0)
     return gl.expand_dims(wts, 0), gl.expand_dims(ends, 0), out_rows, gl.expand_dims(t < s2.NEXT_N, 0)
 
