@@ -124,3 +124,10 @@ DECODE_SUITE: list[PagedSpec] = [
     for C in (8192, 32768, 65536) for B in (1, 8, 32, 64, 128) for T in (1, 2, 4)
 ] + [PG(batch=4096, next_n=1, context_len=8192, context_jitter=0.3, block_size=64, heads=64, dim=128,
         clean_logits=False)]
+
+# bench --suite drafts: next_n 3-8 (speculative draft rows, which DeepGEMM does not run on sm90) at the batches
+# and contexts where the floor binds (compute from next_n 3 at H 64), no reference figure: the floor is the mark.
+DRAFTS_SUITE: list[PagedSpec] = [
+    PG(batch=B, next_n=T, context_len=C, context_jitter=0.3, block_size=64, heads=64, dim=128, clean_logits=False)
+    for C in (8192, 65536) for B in (64, 128) for T in range(3, 9)
+]

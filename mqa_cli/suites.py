@@ -8,7 +8,7 @@ from . import matrix, source
 from .errors import UserError
 from .problem import sequence_windows
 
-NAMES = ("seed", "dsv32", "dsv4", "heads", "decode")
+NAMES = ("seed", "dsv32", "dsv4", "heads", "decode", "drafts")
 
 
 def jobs(suite: str | None, problem, fp8: str) -> list:
@@ -21,8 +21,8 @@ def jobs(suite: str | None, problem, fp8: str) -> list:
     names = NAMES if suite == "all" else (suite,)
     out = []
     for n in names:
-        if n == "decode":
-            for spec in matrix.DECODE_SUITE:
+        if n in ("decode", "drafts"):
+            for spec in matrix.DECODE_SUITE if n == "decode" else matrix.DRAFTS_SUITE:
                 key = (spec.batch, spec.context_len, spec.next_n)
                 spec = replace(spec, clean_logits=problem.clean)
                 ref = None if problem.clean else matrix.DECODE_REFERENCE_US.get(key)

@@ -46,3 +46,12 @@ def test_indexer_suite_runs_and_writes_csv(run_cli, tmp_path):
     assert "recall min 1.0000" in r.stdout and "fused" in r.stdout
     rows = list(csv.DictReader(open(out)))
     assert len(rows) >= 3 and all(row["shape"] for row in rows)
+
+
+def test_drafts_suite_is_next_n_3_to_8_on_the_decode_kernel_shapes():
+    """bench --suite drafts: every draft-row count DeepGEMM leaves out on sm90, at H 64 D 128 block 64."""
+    from mqa_cli import matrix, suites
+
+    assert "drafts" in suites.NAMES
+    assert sorted({s.next_n for s in matrix.DRAFTS_SUITE}) == list(range(3, 9))
+    assert {(s.heads, s.dim, s.block_size) for s in matrix.DRAFTS_SUITE} == {(64, 128, 64)}

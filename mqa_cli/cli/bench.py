@@ -11,7 +11,7 @@ import typer
 from .app import app
 from .options import Force, Json, Target, problem_options
 
-Suite = Annotated[Optional[str], typer.Option("--suite", help="seed | dsv32 | dsv4 | heads | decode | all, or indexer "
+Suite = Annotated[Optional[str], typer.Option("--suite", help="seed | dsv32 | dsv4 | heads | decode | drafts | all, or indexer "
                                               "(logits + top-k, k = 2048) (instead of problem flags)")]
 Kernels = Annotated[Optional[str], typer.Option("--kernels", help="comma-separated dispatch rows to time alone "
                                                 "[the public API]; two give a base-vs-variant table")]
