@@ -271,7 +271,7 @@ def _paged_ws_sm90_conditions(shape, target, caps):
         check_eq("block_size", shape.block_size, 64),
         check_in("dim", shape.dim, (64, 128)),
         check_pow2_range("heads", shape.heads, 8, 64),
-        Check("next_n x heads", "<= 256 (one wgmma)", f"{shape.next_n} x {shape.heads}",
+        Check("next_n x heads", "<= 512 (one wgmma up to 256, parts past it)", f"{shape.next_n} x {shape.heads}",
               1 <= shape.next_n and paged_ws_fits(shape.next_n, shape.heads)),
         check_eq("fp8 flavour", shape.fp8, "e4m3fn"),
         *check_gluon(caps),
@@ -290,7 +290,7 @@ def _paged_ws_sm90_config(shape, target, override=None):
 PAGED_ROWS: list[Row] = [
     Row("paged_ws_sm90", "warp-specialised Gluon decode on Hopper: a TMA producer warp streams whole cache blocks "
         "(fp8 rows + fp32 scales, ids read 32 at a time from the block table) into a ring; one wgmma per block for "
-        "all next_n rows x heads; persistent length-balanced ranges, SUBS programs per SM. A cache whose block "
+        "all next_n rows x heads, or one per part of the rows (MMA_N: next_n 3 as 2 + 1 rows, 5-8 at H 64); persistent length-balanced ranges, SUBS programs per SM. A cache whose block "
         "stride TMA cannot describe runs the paged row", _paged_ws_sm90_conditions, _paged_ws_sm90_config,
         PAGED_WS_KEYS),
     Row("paged", "paged decode: persistent grid, the cache blocks of all sequences split evenly over the SMs "

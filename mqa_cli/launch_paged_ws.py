@@ -99,7 +99,8 @@ def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None)
         R = 8 // c["NP"]
         q_shape, q_block, q_strides = [H // R, B * T, R, D], [H // R, c["NP"], R, D], [R * D, H * D, D, 1]
     else:
-        q_shape, q_block, q_strides = [B * T * H, D], [c["NP"] * H, D], [D, 1]
+        # NP*H rows of each sequence in one box, or (MMA_N) one box of MMA_N rows per part of the draft rows
+        q_shape, q_block, q_strides = [B * T * H, D], [c.get("MMA_N") or c["NP"] * H, D], [D, 1]
     q_layout, kv_layout, sc_layout = _layouts(tuple(q_block), BS, D)
     q_desc = TensorDescriptor(q_rows, q_shape, q_strides, q_block, q_layout)  # validated once here
     kv_desc, sc_desc = _cache_descs(t.kv_cache, D, BS, kv_layout, sc_layout)

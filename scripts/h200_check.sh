@@ -19,7 +19,7 @@
 #             (ANCHOR_STEPS=build bash .anchor/run.sh; needs .anchor carried), else its sources alone
 #   bench     mqa-logits bench --suite seed, and --suite decode --graph
 #   anchor    bash .anchor/run.sh (the side-by-side harness with DeepGEMM; needs .anchor carried)
-#   pagedws   python3 scripts/paged_ws_experiment.py --check-only (the Gluon decode kernel through the API: 31 forms)
+#   pagedws   python3 scripts/paged_ws_experiment.py --check-only (the Gluon decode kernel through the API: 41 forms)
 #   sweeps    the checked, timed sweeps that write kernels/{paged_ws_sm90,tiled,topk}/tuned.py (copied to $OUT)
 #   pagedsweep  the decode kernel's sweep alone (scripts/paged_ws_experiment.py --write-table; table to $OUT)
 #   gluonsweep  the Gluon prefill kernel's warpgroup layouts (scripts/sweep_gluon_prefill.py --write-table)

@@ -1,7 +1,7 @@
 """GPU experiment for the Gluon paged decode kernel (mqa_kernels.paged_ws_sm90), one call on the H200:
 
 1. correctness of the public API (mqa_cli.fp8_paged_mqa_logits, which dispatches this kernel on Hopper) on a
-   matrix of forms: next_n 1-8, H 8-64, D 64/128, clean on/off, fp32/bf16 logits, 1-D/2-D context lens, zero
+   matrix of forms: next_n 1-8 (5-8 at H 64 in parts), H 8-64, D 64/128, clean on/off, fp32/bf16 logits, 1-D/2-D context lens, zero
    contexts, schedule given/None, strided block table, q and weights slices, a padded cache block stride, a
    cache TMA cannot describe (the portable kernel runs); each against the float32 reference (exact -inf pattern
    with clean, relative error of live entries < 2e-3, no unwritten live entry) and bitwise repeatable;
@@ -46,7 +46,7 @@ from mqa_cli.paged_problem import PagedSpec  # noqa: E402
 from mqa_cli.paged_reference import reference_paged  # noqa: E402
 from mqa_cli.paged_tensors import Paged, random_paged  # noqa: E402
 from mqa_kernels.paged.config import paged_config  # noqa: E402
-from mqa_kernels.paged_ws_sm90.config import padded_rows, paged_ws_sm90_config, regime  # noqa: E402
+from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config, regime  # noqa: E402
 
 COPY_TBS, FP8_TFS = targets.TARGETS["sm90"].measured_bandwidth_tbs, targets.TARGETS["sm90"].measured_fp8_tflops
 GPU = torch.cuda.is_available()
@@ -103,7 +103,8 @@ def correctness():
     cases = []  # (label, t, clean, bf16, meta given)
     for (B, C, T, H, D) in [(1, 8192, 1, 64, 128), (8, 2000, 2, 64, 128), (5, 1000, 3, 64, 128), (4, 777, 4, 64, 128),
                             (3, 900, 4, 32, 128), (2, 700, 2, 64, 64), (3, 500, 8, 16, 64), (2, 300, 2, 8, 128),
-                            (3, 70, 1, 64, 128), (300, 600, 2, 64, 128)]:
+                            (3, 70, 1, 64, 128), (300, 600, 2, 64, 128), (4, 900, 5, 64, 128), (3, 800, 6, 64, 128),
+                            (3, 700, 7, 64, 64), (2, 1200, 8, 64, 128)]:
         for clean in (False, True):
             t = make(B, C, T, H, D, seed=B + C + T)
             cases.append((f"B{B} C{C} n{T} H{H} D{D}", t, clean, False, False))
@@ -111,6 +112,8 @@ def correctness():
     cases += [("bf16", t, False, True, False), ("bf16 clean", t, True, True, False), ("schedule given", t, False, False, True),
               ("schedule given clean", t, True, False, True)]
     cases.append(("2-D ctx", make(16, 3000, 2, seed=4, two_d=True), False, False, True))
+    cases.append(("next_n 6 2-D, schedule given", make(10, 2000, 6, seed=7, two_d=True), True, False, True))
+    cases.append(("next_n 5 bf16", make(7, 1500, 5, seed=8), True, True, False))
     cases.append(("zero ctx", make(9, 1000, 2, seed=5, zero_every=3), True, False, False))
     cases.append(("zero ctx 2-D", make(9, 1000, 2, seed=5, zero_every=3, two_d=True), True, False, True))
     b = make(6, 1500, 2, seed=6)
@@ -198,18 +201,27 @@ SWEEPS = {  # candidate choices by the wgmma's N: STAGES (ring slots per math wa
     256: [dict(STAGES=8, SUBS=1), dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MATH_WG=2),
           dict(STAGES=8, SUBS=1, Q_IN_LANES=True), dict(STAGES=8, SUBS=1, MATH_WG=2, Q_IN_LANES=True)],
 }
-COMPLETE = {"MATH_WG": 1, "PIPE": False, "Q_IN_LANES": False, "HALVES": False}  # what a candidate leaves out: it is timed as
+COMPLETE = {"MATH_WG": 1, "PIPE": False, "Q_IN_LANES": False, "MMA_N": 0}  # what a candidate leaves out: it is timed as
 # labelled, never merged with the table's entry for the shape (before 2026-12-01 a large shape's candidates without
 # MATH_WG took the table's 2 or 3 warpgroups, and PIPE ones failed beside them)
 SWEEPS[64] += [dict(STAGES=6, SUBS=2, PIPE=True)]
 SWEEPS[128] += [dict(STAGES=6, SUBS=2, PIPE=True), dict(STAGES=4, SUBS=2, PIPE=True)]
-# HALVES (each block's wgmma as two over half the draft rows, the first half's epilogue beside the second's MMA;
-# prepared 2026-12-01), where ptxas keeps the two in flight without spills
-# (at N 128 every multi-warpgroup HALVES layout spills registers in ptxas, so none is swept there)
-SWEEPS[256] += [dict(STAGES=6, SUBS=1, MATH_WG=2, HALVES=True), dict(STAGES=8, SUBS=1, HALVES=True)]
+# MMA_N (a block's draft rows in parts of MMA_N / H rows, the next part's wgmma beside a part's epilogue): 128 at
+# N 256 is the "halves" of 2026-12-01 (at N 128 every multi-warpgroup layout with two parts spills registers in
+# ptxas, so none is swept there)
+SWEEPS[256] += [dict(STAGES=6, SUBS=1, MATH_WG=2, MMA_N=128), dict(STAGES=8, SUBS=1, MMA_N=128)]
 # Q_IN_LANES (one draft row per lane of a quad, the head sum without shuffles; sm90 at next_n 4, two math
 # warpgroups: the wgmma loop 386 -> 343 instructions) prepared 2026-11-30, not yet timed: also tried at N 128
 SWEEPS[128].append(dict(STAGES=5, SUBS=1, MATH_WG=3, Q_IN_LANES=True))
+# The table is kept by live columns next_n x H (config.table_entry): next_n 3 (192) apart from 4 (256), next_n 5-8
+# (320-512, past one wgmma: parts only, 2026-12-01).
+PARTS = [dict(STAGES=6, SUBS=1, MATH_WG=2, MMA_N=128), dict(STAGES=6, SUBS=1, MATH_WG=2, MMA_N=64),
+         dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64)]
+SWEEPS[192] = [dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MMA_N=64)] + PARTS
+SWEEPS[256] += PARTS[1:]
+for _n in (5, 6, 7, 8):
+    SWEEPS[64 * _n] = [dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=128), dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=64),
+                       dict(STAGES=3, SUBS=1, MATH_WG=3, MMA_N=64), dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64)]
 if os.environ.get("PAGED_WS_NO_WG") == "1":  # one math warpgroup per program only
     SWEEPS = {n: [c for c in cands if c.get("MATH_WG", 1) == 1] for n, cands in SWEEPS.items()}
 
@@ -217,7 +229,10 @@ if os.environ.get("PAGED_WS_NO_WG") == "1":  # one math warpgroup per program on
 def label_of(ch: dict) -> str:
     return (f"st{ch['STAGES']}-sub{ch['SUBS']}" + ("-pipe" if ch.get("PIPE") else "")
             + (f"-wg{ch['MATH_WG']}" if ch.get("MATH_WG", 1) > 1 else "") + ("-lanes" if ch.get("Q_IN_LANES") else "")
-            + ("-halves" if ch.get("HALVES") else ""))
+            + (f"-mma{ch['MMA_N']}" if ch.get("MMA_N") else ""))
+
+
+LEGACY = {"-halves": "-mma128"}  # labels of CSVs written before MMA_N (2026-12-01): HALVES = MMA_N 128 at N 256
 
 
 SHAPES = [(B, C) for C in (65536, 8192) for B in (128, 64, 8, 1)] + [(4096, 8192)]
@@ -229,7 +244,8 @@ def sweep(write: bool):
     wr.writerow(["B", "C", "next_n", "config", "us", "pct_copy", "pct_floor", "rel_err", "portable_us"])
     totals: dict = {}
     summary = []
-    runs = [(n, B, C) for n in (1, 2) for B, C in SHAPES] + [(n, B, C) for n in (3, 4) for B, C in ((64, 8192), (128, 65536))]
+    runs = [(n, B, C) for n in (1, 2) for B, C in SHAPES] + [(n, B, C) for n in range(3, 9)
+                                                            for B, C in ((64, 8192), (128, 65536))]
     only = os.environ.get("PAGED_WS_NEXT_N")  # e.g. "3,4": those draft-row counts only (a CSV to merge, no table)
     if only:
         runs = [r for r in runs if str(r[0]) in only.split(",")]
@@ -246,7 +262,7 @@ def sweep(write: bool):
         except Exception as e:  # noqa: BLE001
             port = float("nan")
             say(f"  portable ERROR {type(e).__name__}: {str(e)[:200]}")
-        N = padded_rows(n, 64) * 64
+        N = n * 64  # the table's key: live columns (config.table_entry)
         res = []
         for ch in SWEEPS[N]:
             label = label_of(ch)
@@ -332,11 +348,14 @@ def table_from_csv(paths: list[str]) -> None:
     choices = {label_of(ch): ch for cands in SWEEPS.values() for ch in cands}
     for row in (r for n in sorted(rows) for r in rows[n]):
         B, C, n = int(row["B"]), int(row["C"]), int(row["next_n"])
-        ch = choices.get(row["config"])
+        label = row["config"]
+        for old, new in LEGACY.items():
+            label = label.replace(old, new)
+        ch = choices.get(label)
         if ch is None or not row["us"] or not row["portable_us"]:
             continue
         spec = PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, block_size=64, seed=B + C + n)
-        N = padded_rows(n, 64) * 64
+        N = n * 64
         agg = totals.setdefault((N, regime(B, max(spec.context_lengths()))), {}).setdefault(
             tuple(sorted(ch.items())), [0.0, 0])
         agg[0] += float(row["us"]) / float(row["portable_us"])

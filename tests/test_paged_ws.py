@@ -16,7 +16,8 @@ from mqa_cli import dispatch, fastpath, targets
 from mqa_cli.launch import alloc_logits
 from mqa_cli.launch_paged_ws import describable, paged_ws_args, runnable
 from mqa_cli.paged_tensors import Paged
-from mqa_kernels.paged_ws_sm90.config import SMEM_PER_SM, padded_rows, paged_ws_sm90_config, regime, smem_bytes
+from mqa_kernels.paged_ws_sm90.config import (SMEM_PER_SM, padded_rows, paged_ws_sm90_config, q_rows, regime,
+                                              smem_bytes)
 from mqa_kernels.paged_ws_sm90.tuned import CUDA_TUNED
 
 from .sass_loops import tile_loops
@@ -34,12 +35,38 @@ def shape(B=8, T=2, H=64, D=128, bs=64, L=8192):
     ({}, "paged_ws_sm90"),
     ({"T": 4}, "paged_ws_sm90"),  # 4 x 64 = N 256
     ({"T": 8, "H": 32}, "paged_ws_sm90"),  # 8 x 32 = N 256
-    ({"T": 5}, "paged"),  # 8 (padded) x 64 = 512: two dots, the portable kernel
+    ({"T": 5}, "paged_ws_sm90"),  # 8 (padded) x 64 = 512: past one wgmma, in parts (MMA_N)
+    ({"T": 8}, "paged_ws_sm90"),
     ({"bs": 32}, "paged"),  # a cache block must be one wgmma's 64 rows
 ])
-def test_dispatch_picks_the_gluon_row_where_one_wgmma_covers_the_rows(kw, row):
+def test_dispatch_picks_the_gluon_row_where_the_rows_fit_one_program(kw, row):
     got = dispatch.plan(shape(**kw), SM90)
     assert got.chosen.row.name == row, [c.sentence() for c in got.chosen.checks if not c.ok]
+    if row == "paged_ws_sm90":
+        c = got.config.constexprs
+        # past 256 columns the rows go in parts of at most 128 columns, and only the parts holding rows run
+        assert (c["NP"] * c["H"] <= 256) or 0 < c["MMA_N"] <= 128
+
+
+@pytest.mark.parametrize("T, mma, parts, rows", [(3, 64, 3, 192), (3, 128, 2, 256), (4, 0, 1, 256), (5, 128, 3, 384),
+                                                 (5, 64, 5, 320), (8, 128, 4, 512), (7, 0, 4, 512)])
+def test_parts_cover_the_live_draft_rows_and_size_the_q_slot(T, mma, parts, rows):
+    """MMA_N: a block's next_n rows in parts of MMA_N / 64 rows; the q slot holds only the parts that run (next_n 3
+    at N 64: 3 rows, not the padded 4), so the program's shared memory is what config.smem_bytes counts."""
+    cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=T, block_size=64, batch=8, max_context_len=8192,
+                               clean=False, units=132, override={"MMA_N": mma, "MATH_WG": 2, "SUBS": 1, "STAGES": 4})
+    got = cfg.constexprs["MMA_N"]
+    assert got == (mma or (128 if T > 4 else 0))  # past one wgmma (T > 4 at H 64) parts are not optional
+    assert q_rows(T, 64, got) == rows and (not got or rows == parts * got)
+    assert cfg.schedule["smem_per_program"] == smem_bytes(rows, 128, 64, 4 * 2)
+
+
+@pytest.mark.parametrize("ov, msg", [({"MMA_N": 96}, "power of two"), ({"MMA_N": 256}, "at most 128"),
+                                     ({"MMA_N": 32}, "multiple of heads")])
+def test_mma_n_must_be_a_part_of_whole_rows(ov, msg):
+    with pytest.raises(ValueError, match=msg):
+        paged_ws_sm90_config(heads=64, dim=128, next_n=6, block_size=64, batch=8, max_context_len=8192,
+                             clean=False, units=132, override=ov)
 
 
 def test_a_batch_past_the_32_bit_split_runs_the_portable_row():
@@ -107,7 +134,7 @@ def test_every_tuned_choice_fits_an_sm(N, reg, choice):
                                clean=False, units=132)
     c = cfg.constexprs
     assert all(c[k] == v for k, v in choice.items() if k in c)
-    assert smem_bytes(N, 128, 64, c["STAGES"] * c["MATH_WG"]) * c["SUBS"] <= SMEM_PER_SM
+    assert smem_bytes(q_rows(T, H, c["MMA_N"]), 128, 64, c["STAGES"] * c["MATH_WG"]) * c["SUBS"] <= SMEM_PER_SM
     threads = (c["MATH_WG"] + 1) * 128  # math warpgroups + the producer's (padded) warpgroup
     assert cfg.options["maxnreg"] * threads * c["SUBS"] <= 65536
     assert c["MATH_REGS"] * 128 * (c["MATH_WG"] - 1) <= cfg.options["maxnreg"] * threads  # setmaxnreg stays in budget
@@ -130,11 +157,11 @@ COMPILE = textwrap.dedent(r'''
     sys.path.insert(0, os.path.dirname(sys.argv[1]))  # the repository root: tests is a package
     from tests.test_paged_ws import meta_paged
 
-    T, H, D, clean, bf16, given, pipe, wg, lanes = (int(a) for a in sys.argv[2:10] + (sys.argv[11:12] or ["0"]))
+    T, H, D, clean, bf16, given, pipe, wg, lanes, mma = (int(a) for a in sys.argv[2:10] + sys.argv[11:13])
     t = meta_paged(B=4, T=T, H=H, D=D)
-    ov = {"PIPE": bool(pipe)} if wg == 1 else {"MATH_WG": wg, "SUBS": 1, "STAGES": 6}
+    ov = {"PIPE": bool(pipe)} if wg == 1 else {"MATH_WG": wg, "SUBS": 1, "STAGES": 6 if T <= 4 else 4}
     ov["Q_IN_LANES"] = lanes == 1
-    ov["HALVES"] = lanes == 2  # lanes 2: each block's wgmma in two halves of the draft rows
+    ov["MMA_N"] = mma  # a block's draft rows in parts of mma / H rows, one wgmma each (0: one wgmma)
     cfg = paged_ws_sm90_config(heads=H, dim=D, next_n=T, block_size=64, batch=4, max_context_len=8192,
                                clean=bool(clean), bf16=bool(bf16), units=132, override=ov)
     cfg = with_schedule_source(cfg, not given)
@@ -159,25 +186,31 @@ COMPILE = textwrap.dedent(r'''
 
 
 @pytest.mark.skipif(not TRITON.startswith("3.6."), reason="the kernel is written against triton 3.6's Gluon API")
-@pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe, wg, lanes", [
-    (1, 64, 128, 0, 0, 0, 0, 1, 0), (2, 64, 128, 1, 1, 1, 1, 1, 0), (4, 64, 128, 1, 0, 0, 0, 2, 0),
-    (2, 32, 64, 0, 1, 1, 0, 1, 0), (2, 64, 128, 1, 0, 0, 0, 3, 0), (4, 64, 128, 1, 0, 0, 0, 2, 1),
-    (3, 64, 128, 0, 1, 1, 0, 2, 1), (2, 64, 128, 1, 0, 0, 0, 3, 1), (4, 64, 128, 1, 0, 0, 0, 2, 2),
-    (3, 64, 128, 0, 1, 1, 0, 2, 2)])
-def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, clean, bf16, given, pipe, wg, lanes):
+@pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe, wg, lanes, mma", [
+    (1, 64, 128, 0, 0, 0, 0, 1, 0, 0), (2, 64, 128, 1, 1, 1, 1, 1, 0, 0), (4, 64, 128, 1, 0, 0, 0, 2, 0, 0),
+    (2, 32, 64, 0, 1, 1, 0, 1, 0, 0), (2, 64, 128, 1, 0, 0, 0, 3, 0, 0), (4, 64, 128, 1, 0, 0, 0, 2, 1, 0),
+    (3, 64, 128, 0, 1, 1, 0, 2, 1, 0), (2, 64, 128, 1, 0, 0, 0, 3, 1, 0), (4, 64, 128, 1, 0, 0, 0, 2, 0, 128),
+    (3, 64, 128, 0, 1, 1, 0, 2, 0, 128), (3, 64, 128, 1, 0, 0, 0, 2, 0, 64), (6, 64, 128, 1, 0, 0, 0, 2, 0, 128),
+    (8, 64, 128, 0, 1, 1, 0, 2, 0, 128), (5, 64, 64, 1, 0, 0, 0, 2, 0, 64)])
+def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, clean, bf16, given, pipe, wg, lanes,
+                                                            mma):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
     r = subprocess.run([sys.executable, "-c", COMPILE, os.path.dirname(__file__), str(T), str(H), str(D), str(clean),
-                        str(bf16), str(given), str(pipe), str(wg), str(tmp_path), str(lanes)], capture_output=True,
+                        str(bf16), str(given), str(pipe), str(wg), str(tmp_path), str(lanes), str(mma)],
+                       capture_output=True,
                        text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.load(open(tmp_path / "result.json"))
     assert res["name"] == res["expected"]
     assert "UTMALDG.2D" in res["sass"]  # cache blocks, scales and q by TMA
-    n = padded_rows(T, H) * H // (2 if lanes == 2 else 1)
-    assert f"QGMMA.64x{n}x32.F32.E4M3.E4M3" in res["sass"]  # one wgmma: all rows x heads (or two halves)
+    n = mma or padded_rows(T, H) * H
+    assert f"QGMMA.64x{n}x32.F32.E4M3.E4M3" in res["sass"]  # one wgmma: all rows x heads (or one per part)
+    if mma:  # parts: each block loop holds one wgmma (D / 32 QGMMAs) per part with rows below next_n (3 at next_n 3)
+        per_loop = {sum("QGMMA" in op for op in body) for body in tile_loops(res["sass"])} - {0}
+        assert per_loop == {-(-T // (mma // H)) * D // 32}, per_loop
     assert "LOCAL:0" in res["usage"]  # no register spills
-    assert res["lanes"] == (lanes == 1) and res["name"].endswith(f"_Q_IN_LANES_{int(lanes == 1)}_HALVES_{int(lanes == 2)}")
+    assert res["lanes"] == (lanes == 1) and res["name"].endswith(f"_Q_IN_LANES_{int(lanes == 1)}_MMA_N_{mma}")
     # One math warpgroup: the split's results (computed in the kernel or read from the metadata) reach the block
     # loop in uniform registers, so the loop has no uniform-register moves (kernel._through_shared says what they
     # cost). With several math warpgroups each one's ring slots are per-block arithmetic: moves there are expected.
@@ -241,7 +274,8 @@ def test_a_later_sweep_csv_replaces_the_draft_row_counts_it_holds(tmp_path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.CUDA_TUNED[64] == {"small": {"STAGES": 4, "SUBS": 3}}
-    assert mod.CUDA_TUNED[256] == {"small": {"HALVES": True, "MATH_WG": 2, "STAGES": 6, "SUBS": 1}}
+    # b.csv's "-halves" (the label before MMA_N) reads as two parts of 128 columns
+    assert mod.CUDA_TUNED[256] == {"small": {"MATH_WG": 2, "MMA_N": 128, "STAGES": 6, "SUBS": 1}}
 
 
 @pytest.mark.parametrize("T, R", [(4, 2), (3, 2), (2, 4)])

@@ -196,10 +196,10 @@ class Ring:
 
 
 @gluon.jit
-def _ring(smem, empty_count: gl.constexpr):
-    """A ring over the slots of `smem` (axis 0) with its barriers initialised (full count 1, empty count
-    empty_count)."""
-    SLOTS: gl.constexpr = smem.type.shape[0]
+def _ring(smem, empty_count: gl.constexpr, slots: gl.constexpr = 0):
+    """A ring over the slots of `smem` (axis 0; or `slots` of them, each several buffers of smem) with its barriers
+    initialised (full count 1, empty count empty_count)."""
+    SLOTS: gl.constexpr = slots if slots else smem.type.shape[0]
     full = gl.allocate_shared_memory(gl.int64, [SLOTS, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [SLOTS, 1], mbarrier.MBarrierLayout())
     for s in gl.static_range(SLOTS):

@@ -7,7 +7,9 @@ block cannot keep up with the memory system: several math warpgroups per SM inte
 warpgroups per program and SUBS programs per SM. Shared memory per program: 2 q slots of NP*H*D bytes +
 MATH_WG x STAGES x (BS*D + 4*BS) bytes; SUBS of them must fit an SM (227 KiB). Registers: 64K per SM over
 SUBS x (MATH_WG + 1) warpgroups at entry, moved by setmaxnreg from the producer to the math warpgroups; a wgmma
-of N 256 needs more than 128 per thread (so one program per SM there).
+of N 256 needs more than 128 per thread (so one program per SM there). MMA_N splits a block's draft rows into
+parts of MMA_N / H rows, one wgmma each (two accumulators of MMA_N columns in flight): so next_n 5-8 at H 64
+(NP x H = 512, past one wgmma) run here, and next_n 3 computes 3 rows, not 4.
 """
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from . import KEYS
 from .tuned import CUDA_TUNED
 
 MAX_DOT_N = 256  # columns of one wgmma
+MAX_ROWS_N = 512  # draft rows x heads one program holds (q slots of 2 x 512 x D bytes): past 256, in parts (MMA_N)
+MAX_MMA_N = 128  # columns of a part's wgmma: two accumulators of 64 registers a thread in flight
 SMEM_PER_SM = 227 * 1024
 SMALL_REGS = 40  # producer warp (setmaxnreg); the math warpgroup keeps the rest
 
@@ -32,13 +36,20 @@ def padded_rows(next_n: int, heads: int) -> int:
 
 
 def fits(next_n: int, heads: int) -> bool:
-    """One wgmma covers all draft rows x heads."""
-    return padded_rows(next_n, heads) * heads <= MAX_DOT_N
+    """The q block of all draft rows x heads fits the program (one wgmma up to 256 columns, parts up to 512)."""
+    return padded_rows(next_n, heads) * heads <= MAX_ROWS_N
 
 
-def smem_bytes(np_heads: int, dim: int, block_size: int, stages: int) -> int:
-    """Shared memory of one program: 2 q slots and the ring (its depth is shared by the math warpgroups)."""
-    return 2 * np_heads * dim + stages * (block_size * dim + 4 * block_size) + 1024  # + barriers, alignment
+def smem_bytes(q_rows: int, dim: int, block_size: int, stages: int) -> int:
+    """Shared memory of one program: 2 q slots of q_rows and the ring (its depth is shared by the math warpgroups)."""
+    return 2 * q_rows * dim + stages * (block_size * dim + 4 * block_size) + 1024  # + barriers, alignment
+
+
+def q_rows(next_n: int, heads: int, mma_n: int) -> int:
+    """Rows of a q slot: NP x H, or with parts (mma_n) those of the parts that hold rows below next_n."""
+    if not mma_n:
+        return padded_rows(next_n, heads) * heads
+    return cdiv(next_n, mma_n // heads) * mma_n
 
 
 LARGE_BLOCKS = 16384  # cache blocks (batch x max_context_len / 64) from which a shape counts as "large" (~124 per SM)
@@ -53,12 +64,39 @@ def regime(batch: int, max_context_len: int, block_size: int = 64) -> str:
 def default_choice(np_heads: int) -> dict:
     """(STAGES, SUBS) by the wgmma's N, before any sweep: two programs per SM with the deepest ring that fits, up
     to N 128; at N 256 one program (its 128 accumulator registers need an entry budget above 64K / 512 = 128)."""
+    if np_heads > MAX_DOT_N:
+        return {"STAGES": 4, "SUBS": 1, "MATH_WG": 2, "MMA_N": MAX_MMA_N}
     if np_heads > 128:
         return {"STAGES": 8, "SUBS": 1}
     return {"STAGES": 6 if np_heads <= 64 else 5, "SUBS": 2}
 
 
-OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "maxnreg", "Q_IN_LANES", "HALVES")  # what `override` may set
+OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "maxnreg", "Q_IN_LANES", "MMA_N")  # what `override` may set
+
+
+def table_entry(next_n: int, heads: int, size_class: str) -> dict:
+    """The sweep's choice for this shape: by the live columns next_n x H (next_n 3 and 4 differ: 3 runs best in
+    parts of one row), else by the wgmma's padded N = NP x H (a head count the sweep did not run)."""
+    for key in (next_n * heads, padded_rows(next_n, heads) * heads):
+        if key in CUDA_TUNED:
+            return CUDA_TUNED[key].get(size_class, {})
+    return {}
+
+
+def _mma_n(mma_n: int, np_heads: int, heads: int, pipe: bool, lanes: bool) -> int:
+    """MMA_N as the kernel takes it: 0 (one wgmma of NP x H) or the columns of each part's wgmma, a multiple of H up
+    to MAX_MMA_N, below NP x H; not with PIPE or Q_IN_LANES, which keep one wgmma per block."""
+    if np_heads > MAX_DOT_N and not mma_n:
+        mma_n = MAX_MMA_N
+    if not mma_n or mma_n >= np_heads:
+        if np_heads > MAX_DOT_N:
+            raise ValueError(f"{np_heads} columns need parts: MMA_N up to {MAX_MMA_N}")
+        return 0
+    if mma_n % heads or mma_n > MAX_MMA_N or mma_n & (mma_n - 1):
+        raise ValueError(f"MMA_N {mma_n}: a power of two multiple of heads {heads}, at most {MAX_MMA_N}")
+    if pipe or lanes:
+        raise ValueError("MMA_N (a block in parts) does not run with PIPE or Q_IN_LANES")
+    return mma_n
 
 
 def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, batch: int, max_context_len: int,
@@ -70,7 +108,7 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
     row at 2: fewer shuffles in the head sum, fewer repeated stores; as the prefill kernel does; off unless the
     table says so, NP 2 and 4 only)."""
     if not fits(next_n, heads):
-        raise ValueError(f"next_n {next_n} x heads {heads} does not fit one wgmma of N <= {MAX_DOT_N}")
+        raise ValueError(f"next_n {next_n} x heads {heads}: more than {MAX_ROWS_N} draft-row x head columns")
     if block_size != 64 or dim not in (64, 128):
         raise ValueError(f"needs block_size 64 and dim 64 or 128, got block_size={block_size}, dim={dim}")
     np_ = padded_rows(next_n, heads)
@@ -79,7 +117,9 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
         override.setdefault("PIPE", False)  # an override's warpgroups replace the table's PIPE, not add to it
     if override.get("PIPE"):
         override.setdefault("MATH_WG", 1)  # and an override's PIPE the table's warpgroups
-    tuned = CUDA_TUNED.get(np_ * heads, {}).get(regime(batch, max_context_len, block_size), {})
+    if override.get("PIPE") or override.get("Q_IN_LANES"):
+        override.setdefault("MMA_N", 0)  # both keep one wgmma per block: the table's parts go
+    tuned = table_entry(next_n, heads, regime(batch, max_context_len, block_size))
     choice = {**default_choice(np_ * heads), **tuned, **override}
     stages, subs = int(choice["STAGES"]), int(choice["SUBS"])
     programs = units or 132
@@ -88,7 +128,9 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
     g = int(choice.get("MATH_WG", 1))
     if g > 1 and choice.get("PIPE"):
         raise ValueError("PIPE (two accumulators) runs with one math warpgroup per program")
-    need = smem_bytes(np_ * heads, dim, block_size, stages * g)
+    pipe, lanes = bool(choice.get("PIPE", False)), bool(choice.get("Q_IN_LANES", False)) and np_ in (2, 4)
+    mma_n = _mma_n(int(choice.get("MMA_N", 0)), np_ * heads, heads, pipe, lanes)
+    need = smem_bytes(q_rows(next_n, heads, mma_n), dim, block_size, stages * g)
     if need * subs > SMEM_PER_SM:
         raise ValueError(f"{subs} programs of {need} bytes of shared memory do not fit one SM")
     threads = subs * (g + 1) * 128
@@ -96,11 +138,8 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
     math_regs = min(256, ((maxnreg * (g + 1) * 128 - 128 * SMALL_REGS) // (g * 128)) // 8 * 8)
     constexprs = {"NEXT_N": next_n, "H": heads, "D": dim, "BS": block_size, "NP": np_, "STAGES": stages,
                   "SUBS": subs, "CLEAN": bool(clean), "SELF_SCHEDULE": True,
-                  "PIPE": bool(choice.get("PIPE", False)), "MATH_WG": g, "MATH_REGS": math_regs,
-                  "SMALL_REGS": SMALL_REGS, "Q_IN_LANES": bool(choice.get("Q_IN_LANES", False)) and np_ in (2, 4)}
-    # HALVES: each block's wgmma as two over half the draft rows (np_ >= 2; not with PIPE or Q_IN_LANES)
-    constexprs["HALVES"] = bool(choice.get("HALVES", False)) and np_ >= 2 and not constexprs["PIPE"] \
-        and not constexprs["Q_IN_LANES"]
+                  "PIPE": pipe, "MATH_WG": g, "MATH_REGS": math_regs, "SMALL_REGS": SMALL_REGS, "Q_IN_LANES": lanes,
+                  "MMA_N": mma_n}
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "blocks_max": cdiv(max(1, max_context_len), block_size), "batch": batch, "bf16": bool(bf16),
                 "smem_per_program": need, "size_class": regime(batch, max_context_len, block_size),

@@ -17,7 +17,10 @@ Partitions (gl.warp_specialize):
   warpgroup c % MATH_WG): per cache block one wgmma [BS, D] x [D, NP*H] (kv = M, A operand; draft rows x heads =
   N, B operand, K-major from q's slot), so each kv byte is read once for all next_n rows; then relu, x weight,
   head sum, x kv scale, the -inf mask past each row's end (CLEAN), and the [BS, NP] store. PIPE (one warpgroup):
-  two accumulators, a block's epilogue beside the next block's wgmma.
+  two accumulators, a block's epilogue beside the next block's wgmma. MMA_N: each block's draft rows in parts of
+  MMA_N / H rows, one wgmma each, the next part's wgmma issued before a part's epilogue (_blocks_in_parts); the
+  rows past next_n are neither loaded nor computed (next_n 3: 2 + 1 rows, not 4), and next_n x heads may pass one
+  wgmma's 256 columns (next_n 5-8 at H 64). q then comes in one TMA box per part.
 
 Cache layout (DeepGEMM's): block i starts at byte i * stride_kv_block and holds BS*D fp8 bytes (token-major)
 followed by BS fp32 scales. The launcher describes it twice: fp8 rows [blocks * RPB, D] (RPB = stride_kv_block /
@@ -104,10 +107,10 @@ class Shape:
     PIPE: gl.constexpr  # two accumulators: a block's epilogue overlaps the next block's wgmma
     G: gl.constexpr  # math warpgroups per program; block c of the program goes to warpgroup c % G
     LANES: gl.constexpr  # Q_IN_LANES: wgmma column n = (draft row (n % 8) // (8 // NP), head ...): see _head_sum
-    HALVES: gl.constexpr  # two wgmmas of N / 2 per block (draft rows halved): one half's epilogue beside the other's MMA
+    MMA_N: gl.constexpr  # columns per wgmma when a block's draft rows go in parts (MMA_N / H rows each); 0: one wgmma
 
     @gluon.constexpr_function
-    def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, G, LANES, HALVES=False):
+    def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, G, LANES, MMA_N=0):
         self.NEXT_N = gl.constexpr(NEXT_N)
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
@@ -119,7 +122,7 @@ class Shape:
         self.PIPE = gl.constexpr(PIPE)
         self.G = gl.constexpr(G)
         self.LANES = gl.constexpr(LANES)
-        self.HALVES = gl.constexpr(HALVES)
+        self.MMA_N = gl.constexpr(MMA_N)
 
 
 @aggregate
@@ -139,6 +142,15 @@ class Work:
         self.b_end = b_end
         self.u_end = u_end
         self.j = j
+
+
+@gluon.constexpr_function
+def _parts(s):
+    """Wgmmas per cache block: 1, or with MMA_N the parts of MMA_N / H rows that hold rows below next_n."""
+    if s.MMA_N == 0:
+        return 1
+    pr = s.MMA_N // s.H
+    return (s.NEXT_N + pr - 1) // pr
 
 
 @gluon.jit
@@ -280,12 +292,16 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc):
         if u0 < u1:
             qs = i % 2
             mbarrier.wait(q.empty.index(qs), ((i // 2) & 1) ^ 1)
-            mbarrier.expect(q.full.index(qs), q_desc.block_type.nbytes)
             if s.LANES:  # the [H / R, B * next_n, R, D] view: draft rows b * next_n ..
-                q_at = [0, b * s.NEXT_N, 0, 0]
-            else:
-                q_at = [b * (s.NEXT_N * s.H), 0]
-            tma.async_copy_global_to_shared(q_desc, q_at, q.full.index(qs), q.smem.index(qs))
+                mbarrier.expect(q.full.index(qs), q_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(q_desc, [0, b * s.NEXT_N, 0, 0], q.full.index(qs), q.smem.index(qs))
+            else:  # one box of NP * H rows, or (MMA_N) one of MMA_N rows per part, into buffers qs * PARTS + j
+                PARTS: gl.constexpr = _parts(s)
+                QBOX: gl.constexpr = q_desc.block_type.shape[0]
+                mbarrier.expect(q.full.index(qs), PARTS * q_desc.block_type.nbytes)
+                for j in gl.static_range(PARTS):
+                    tma.async_copy_global_to_shared(q_desc, [b * (s.NEXT_N * s.H) + j * QBOX, 0], q.full.index(qs),
+                                                    q.smem.index(qs * PARTS + j))
             i += 1
             row = p.table_ptr + b.to(gl.int64) * p.stride_table + u0
             n = (u1 - u0 + s.SUBS - 1) // s.SUBS  # this program's blocks of the segment
@@ -341,9 +357,9 @@ def _store_block(p, s, acc, w2, sc, u, offs_k, ends2, out_rows, t_ok, seg_hi):
 
 
 @gluon.jit
-def _rows_of_half(p, s2, b, b64, row0, cols, offs_t):
+def _rows_of_part(p, s2, b, b64, row0, cols, offs_t):
     """Weights, row ends, output row offsets and the row mask of draft rows row0 .. row0 + s2.NP - 1 of sequence b,
-    in the layouts of one half's wgmma (columns n = row * H + head, rows counted from row0)."""
+    in the layouts of one part's wgmma (columns n = row * H + head, rows counted from row0)."""
     tc = cols // s2.H + row0
     wts = gl.load(p.w_ptr + (b64 * s2.NEXT_N + tc) * p.stride_w + cols % s2.H, mask=tc < s2.NEXT_N, other=0.0)
     t = offs_t + row0
@@ -353,124 +369,155 @@ def _rows_of_half(p, s2, b, b64, row0, cols, offs_t):
 
 
 @gluon.jit
+def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0, u1, seg_hi, c):
+    """Math warpgroup WG's blocks of sequence b's segment [u0, u1) (MMA_N): each block's draft rows in PARTS parts of
+    PR = MMA_N / H rows, one wgmma each, part j + 1's wgmma issued before part j's epilogue, so the tensor cores
+    work on one part while the warpgroup finishes the other; two accumulators of MMA_N columns in registers.
+    Only the parts that hold rows below next_n run (next_n 3 at PR 1: three wgmmas of N 64 where one wgmma would
+    take N 256). The rows' weights and ends stay in registers while they take at most 64 a thread (PARTS x MMA_N <=
+    256); past that each part reloads them (a few hundred bytes, from L1) before its wgmma wait. Returns the
+    program's block count after the segment."""
+    H: gl.constexpr = s.H
+    BS: gl.constexpr = s.BS
+    MN: gl.constexpr = s.MMA_N
+    PR: gl.constexpr = MN // H
+    PARTS: gl.constexpr = _parts(s)
+    HOLD: gl.constexpr = PARTS * MN <= 256
+    s2 = Shape(s.NEXT_N, H, s.D, BS, PR, s.STAGES, s.SUBS, s.CLEAN, False, s.G, False, MN)
+    mma2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, MN, 32])
+    acc2 = gl.zeros([BS, MN], gl.float32, layout=mma2)
+    red2: gl.constexpr = _head_sum(acc2, s2).type.layout
+    cols2 = gl.arange(0, MN, layout=gl.SliceLayout(0, mma2))
+    offs_t2 = gl.arange(0, PR, layout=gl.SliceLayout(0, red2))
+    offs_k2 = gl.arange(0, BS, layout=gl.SliceLayout(1, red2))
+    b64 = b.to(gl.int64)
+    if HOLD:
+        held = ()
+        for j in gl.static_range(PARTS):
+            held = held + (_rows_of_part(p, s2, b, b64, j * PR, cols2, offs_t2), )
+    mbarrier.wait(q.full.index(qs), q_phase)
+    n_seg = (u1 - u0 + s.SUBS - 1) // s.SUBS
+    for k in range((WG - c % s.G + s.G) % s.G, n_seg, s.G):
+        st, ph = _slot(c + k, s)
+        u = u0 + k * s.SUBS
+        mbarrier.wait(kv.full.index(st), ph)
+        tok = warpgroup_mma(kv.smem.index(st), q.smem.index(qs * PARTS).permute((1, 0)), acc2, use_acc=False,
+                            is_async=True)  # q part j: buffer qs * PARTS + j, [MMA_N, D] (K-major B operand)
+        sc = _scales(sc_smem, st, BS, gl.SliceLayout(1, red2))
+        for j in gl.static_range(PARTS):
+            if j + 1 < PARTS:
+                nxt = warpgroup_mma(kv.smem.index(st), q.smem.index(qs * PARTS + j + 1).permute((1, 0)), acc2,
+                                    use_acc=False, is_async=True)
+            if HOLD:
+                w2j, ends2j, rows_j, ok_j = held[j]
+            else:
+                w2j, ends2j, rows_j, ok_j = _rows_of_part(p, s2, b, b64, j * PR, cols2, offs_t2)
+            if j + 1 < PARTS:
+                done = warpgroup_mma_wait(num_outstanding=1, deps=(tok, ))
+            else:
+                done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
+                mbarrier.arrive(kv.empty.index(st), count=1)  # slot st: every part and the scales are read
+            _store_block(p, s2, done, w2j, sc, u, offs_k2, ends2j, rows_j, ok_j, seg_hi)
+            if j + 1 < PARTS:
+                tok = nxt
+    return c + n_seg
+
+
+@gluon.jit
 def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
     """Math warpgroup WG of G: for each of its cache blocks (block c of the program when c % G == WG) one wgmma for
-    all draft rows, the fp32 epilogue and the store. Every warpgroup waits for and releases each q slot."""
+    all draft rows (or one per part: MMA_N), the fp32 epilogue and the store. Every warpgroup waits for and releases
+    each q slot."""
     H: gl.constexpr = s.H
     NP: gl.constexpr = s.NP
     BS: gl.constexpr = s.BS
     NPH: gl.constexpr = NP * H
-    mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                         instr_shape=[16, NPH, 32])
-    acc = gl.zeros([BS, NPH], gl.float32, layout=mma_layout)
-    red_layout: gl.constexpr = _head_sum(acc, s).type.layout
-    t_layout: gl.constexpr = gl.SliceLayout(0, red_layout)
-    k_layout: gl.constexpr = gl.SliceLayout(1, red_layout)
-    cols = gl.arange(0, NPH, layout=gl.SliceLayout(0, mma_layout))
-    offs_t = gl.arange(0, NP, layout=t_layout)
-    offs_k = gl.arange(0, BS, layout=k_layout)
     out_ty: gl.constexpr = p.out_ptr.dtype.element_ty
-    if s.HALVES:  # each block's MMA as two of N = NPH / 2 (draft rows 0 .. NP/2 - 1, then the rest)
-        NH: gl.constexpr = NPH // 2
-        s2 = Shape(s.NEXT_N, H, s.D, BS, NP // 2, s.STAGES, s.SUBS, s.CLEAN, False, s.G, False)
-        mma2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, NH, 32])
-        acc2 = gl.zeros([BS, NH], gl.float32, layout=mma2)
-        red2: gl.constexpr = _head_sum(acc2, s2).type.layout
-        cols2 = gl.arange(0, NH, layout=gl.SliceLayout(0, mma2))
-        offs_t2 = gl.arange(0, NP // 2, layout=gl.SliceLayout(0, red2))
-        offs_k2 = gl.arange(0, BS, layout=gl.SliceLayout(1, red2))
+    if s.MMA_N == 0:
+        mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                             instr_shape=[16, NPH, 32])
+        acc = gl.zeros([BS, NPH], gl.float32, layout=mma_layout)
+        red_layout: gl.constexpr = _head_sum(acc, s).type.layout
+        t_layout: gl.constexpr = gl.SliceLayout(0, red_layout)
+        k_layout: gl.constexpr = gl.SliceLayout(1, red_layout)
+        cols = gl.arange(0, NPH, layout=gl.SliceLayout(0, mma_layout))
+        offs_t = gl.arange(0, NP, layout=t_layout)
+        offs_k = gl.arange(0, BS, layout=k_layout)
+    else:
+        t_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     c = 0  # the program's blocks so far (this warpgroup's among them: c % G == WG): _slot(c, s)
     i = 0  # sequences consumed: q slot i % 2, use i // 2
     for b in range(w.b_lo, gl.minimum(w.b_end + 1, p.batch)):
         u0, u1, seg_hi = _segment(p, s, w, b, t_layout)
         if u0 < u1:
-            b64 = b.to(gl.int64)
-            if s.LANES:  # column n: draft row (n % 8) // R, head (n // 8) * R + n % R, R = 8 / NP
-                tc = (cols % 8) // (8 // NP)
-                th = (cols // 8) * (8 // NP) + cols % (8 // NP)
-            else:
-                tc = cols // H
-                th = cols % H
-            wts = gl.load(p.w_ptr + (b64 * s.NEXT_N + tc) * p.stride_w + th, mask=tc < s.NEXT_N, other=0.0)
-            w2 = gl.expand_dims(wts, 0)
-            ends2 = gl.expand_dims(_row_ends(p, b, offs_t, s.NEXT_N), 0)
-            out_rows = gl.expand_dims((b64 * s.NEXT_N + offs_t) * p.stride_out, 0)  # int64 [1, NP]
-            t_ok = gl.expand_dims(offs_t < s.NEXT_N, 0)
             qs = i % 2
-            mbarrier.wait(q.full.index(qs), (i // 2) & 1)
-            q_t = q.smem.index(qs).reshape([NPH, s.D]).permute((1, 0))  # [D, NPH], K-major B operand
-            if s.PIPE:
-                # Two accumulators in fixed roles (A: even blocks, B: odd), so no register copy of an in-flight
-                # wgmma: block n+1's wgmma runs on the tensor cores while block n's epilogue runs.
-                st_a, ph_a = _slot(c, s)
-                mbarrier.wait(kv.full.index(st_a), ph_a)
-                tok_a = warpgroup_mma(kv.smem.index(st_a), q_t, acc, use_acc=False, is_async=True)
-                sc_a = _scales(sc_smem, st_a, BS, k_layout)
-                c += 1
-                for u in range(u0, u1, 2 * s.SUBS):
-                    ub = u + s.SUBS
-                    if ub < u1:
-                        st_b, ph_b = _slot(c, s)
-                        mbarrier.wait(kv.full.index(st_b), ph_b)
-                        tok_b = warpgroup_mma(kv.smem.index(st_b), q_t, acc, use_acc=False, is_async=True)
-                        sc_b = _scales(sc_smem, st_b, BS, k_layout)
-                        c += 1
-                        done_a = warpgroup_mma_wait(num_outstanding=1, deps=(tok_a, ))
-                        mbarrier.arrive(kv.empty.index(st_a), count=1)
-                        _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
-                        ua = ub + s.SUBS
-                        if ua < u1:
-                            st_a, ph_a = _slot(c, s)
-                            mbarrier.wait(kv.full.index(st_a), ph_a)
-                            tok_a = warpgroup_mma(kv.smem.index(st_a), q_t, acc, use_acc=False, is_async=True)
-                            sc_a = _scales(sc_smem, st_a, BS, k_layout)
-                            c += 1
-                            done_b = warpgroup_mma_wait(num_outstanding=1, deps=(tok_b, ))
-                        else:
-                            done_b = warpgroup_mma_wait(num_outstanding=0, deps=(tok_b, ))
-                        mbarrier.arrive(kv.empty.index(st_b), count=1)
-                        _store_block(p, s, done_b, w2, sc_b, ub, offs_k, ends2, out_rows, t_ok, seg_hi)
-                    else:
-                        done_a = warpgroup_mma_wait(num_outstanding=0, deps=(tok_a, ))
-                        mbarrier.arrive(kv.empty.index(st_a), count=1)
-                        _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
-            elif s.HALVES:
-                # As below, with each block's MMA in two halves of the draft rows: the first half's epilogue runs
-                # while the tensor cores do the second half (one accumulator of NPH / 2 in flight beside it).
-                w2a, ends2a, rows_a, ok_a = _rows_of_half(p, s2, b, b64, 0, cols2, offs_t2)
-                w2b, ends2b, rows_b, ok_b = _rows_of_half(p, s2, b, b64, NP // 2, cols2, offs_t2)
-                q_rows = q.smem.index(qs).reshape([NPH, s.D])
-                q_a = q_rows.slice(0, NH).permute((1, 0))
-                q_b = q_rows.slice(NH, NH).permute((1, 0))
-                n_seg = (u1 - u0 + s.SUBS - 1) // s.SUBS
-                c_seg = c
-                for k in range((WG - c_seg % s.G + s.G) % s.G, n_seg, s.G):
-                    st, ph = _slot(c_seg + k, s)
-                    mbarrier.wait(kv.full.index(st), ph)
-                    tok_a = warpgroup_mma(kv.smem.index(st), q_a, acc2, use_acc=False, is_async=True)
-                    tok_b = warpgroup_mma(kv.smem.index(st), q_b, acc2, use_acc=False, is_async=True)
-                    sc = _scales(sc_smem, st, BS, gl.SliceLayout(1, red2))
-                    done_a = warpgroup_mma_wait(num_outstanding=1, deps=(tok_a, ))
-                    _store_block(p, s2, done_a, w2a, sc, u0 + k * s.SUBS, offs_k2, ends2a, rows_a, ok_a, seg_hi)
-                    done_b = warpgroup_mma_wait(num_outstanding=0, deps=(tok_b, ))
-                    mbarrier.arrive(kv.empty.index(st), count=1)  # slot st: both halves and the scales are read
-                    _store_block(p, s2, done_b, w2b, sc, u0 + k * s.SUBS, offs_k2, ends2b, rows_b, ok_b, seg_hi)
-                c = c_seg + n_seg
+            if s.MMA_N != 0:
+                c = _blocks_in_parts(p, s, q, qs, (i // 2) & 1, kv, sc_smem, WG, b, u0, u1, seg_hi, c)
             else:
-                # The program's blocks of this segment are c_seg .. c_seg + n_seg - 1 (block k at token u0 + k*SUBS);
-                # this warpgroup takes those with (c_seg + k) % G == WG.
-                n_seg = (u1 - u0 + s.SUBS - 1) // s.SUBS
-                c_seg = c
-                for k in range((WG - c_seg % s.G + s.G) % s.G, n_seg, s.G):
-                    cc = c_seg + k
-                    st, ph = _slot(cc, s)
-                    mbarrier.wait(kv.full.index(st), ph)
-                    tok = warpgroup_mma(kv.smem.index(st), q_t, acc, use_acc=False, is_async=True)
-                    sc = _scales(sc_smem, st, BS, k_layout)
-                    done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
-                    mbarrier.arrive(kv.empty.index(st), count=1)  # slot st: the tile and its scales are read
-                    _store_block(p, s, done, w2, sc, u0 + k * s.SUBS, offs_k, ends2, out_rows, t_ok, seg_hi)
-                c = c_seg + n_seg
+                b64 = b.to(gl.int64)
+                if s.LANES:  # column n: draft row (n % 8) // R, head (n // 8) * R + n % R, R = 8 / NP
+                    tc = (cols % 8) // (8 // NP)
+                    th = (cols // 8) * (8 // NP) + cols % (8 // NP)
+                else:
+                    tc = cols // H
+                    th = cols % H
+                wts = gl.load(p.w_ptr + (b64 * s.NEXT_N + tc) * p.stride_w + th, mask=tc < s.NEXT_N, other=0.0)
+                w2 = gl.expand_dims(wts, 0)
+                ends2 = gl.expand_dims(_row_ends(p, b, offs_t, s.NEXT_N), 0)
+                out_rows = gl.expand_dims((b64 * s.NEXT_N + offs_t) * p.stride_out, 0)  # int64 [1, NP]
+                t_ok = gl.expand_dims(offs_t < s.NEXT_N, 0)
+                mbarrier.wait(q.full.index(qs), (i // 2) & 1)
+                q_t = q.smem.index(qs).reshape([NPH, s.D]).permute((1, 0))  # [D, NPH], K-major B operand
+                if s.PIPE:
+                    # Two accumulators in fixed roles (A: even blocks, B: odd), so no register copy of an in-flight
+                    # wgmma: block n+1's wgmma runs on the tensor cores while block n's epilogue runs.
+                    st_a, ph_a = _slot(c, s)
+                    mbarrier.wait(kv.full.index(st_a), ph_a)
+                    tok_a = warpgroup_mma(kv.smem.index(st_a), q_t, acc, use_acc=False, is_async=True)
+                    sc_a = _scales(sc_smem, st_a, BS, k_layout)
+                    c += 1
+                    for u in range(u0, u1, 2 * s.SUBS):
+                        ub = u + s.SUBS
+                        if ub < u1:
+                            st_b, ph_b = _slot(c, s)
+                            mbarrier.wait(kv.full.index(st_b), ph_b)
+                            tok_b = warpgroup_mma(kv.smem.index(st_b), q_t, acc, use_acc=False, is_async=True)
+                            sc_b = _scales(sc_smem, st_b, BS, k_layout)
+                            c += 1
+                            done_a = warpgroup_mma_wait(num_outstanding=1, deps=(tok_a, ))
+                            mbarrier.arrive(kv.empty.index(st_a), count=1)
+                            _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
+                            ua = ub + s.SUBS
+                            if ua < u1:
+                                st_a, ph_a = _slot(c, s)
+                                mbarrier.wait(kv.full.index(st_a), ph_a)
+                                tok_a = warpgroup_mma(kv.smem.index(st_a), q_t, acc, use_acc=False, is_async=True)
+                                sc_a = _scales(sc_smem, st_a, BS, k_layout)
+                                c += 1
+                                done_b = warpgroup_mma_wait(num_outstanding=1, deps=(tok_b, ))
+                            else:
+                                done_b = warpgroup_mma_wait(num_outstanding=0, deps=(tok_b, ))
+                            mbarrier.arrive(kv.empty.index(st_b), count=1)
+                            _store_block(p, s, done_b, w2, sc_b, ub, offs_k, ends2, out_rows, t_ok, seg_hi)
+                        else:
+                            done_a = warpgroup_mma_wait(num_outstanding=0, deps=(tok_a, ))
+                            mbarrier.arrive(kv.empty.index(st_a), count=1)
+                            _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
+                else:
+                    # The program's blocks of this segment are c_seg .. c_seg + n_seg - 1 (block k at token u0 + k*SUBS);
+                    # this warpgroup takes those with (c_seg + k) % G == WG.
+                    n_seg = (u1 - u0 + s.SUBS - 1) // s.SUBS
+                    c_seg = c
+                    for k in range((WG - c_seg % s.G + s.G) % s.G, n_seg, s.G):
+                        cc = c_seg + k
+                        st, ph = _slot(cc, s)
+                        mbarrier.wait(kv.full.index(st), ph)
+                        tok = warpgroup_mma(kv.smem.index(st), q_t, acc, use_acc=False, is_async=True)
+                        sc = _scales(sc_smem, st, BS, k_layout)
+                        done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
+                        mbarrier.arrive(kv.empty.index(st), count=1)  # slot st: the tile and its scales are read
+                        _store_block(p, s, done, w2, sc, u0 + k * s.SUBS, offs_k, ends2, out_rows, t_ok, seg_hi)
+                    c = c_seg + n_seg
             mbarrier.arrive(q.empty.index(qs), count=1)
             i += 1
 
@@ -527,7 +574,7 @@ def paged_mqa_logits_ws_sm90(
     MATH_REGS: gl.constexpr,  # registers per thread of math warpgroups 1.. (setmaxnreg; warpgroup 0 gets the rest)
     SMALL_REGS: gl.constexpr,  # registers per thread of the producer warp
     Q_IN_LANES: gl.constexpr = False,  # draft rows spread over the lanes of a quad (see _head_sum)
-    HALVES: gl.constexpr = False,  # each block's wgmma as two of half the draft rows (epilogue beside MMA)
+    MMA_N: gl.constexpr = 0,  # columns per wgmma, a block's draft rows in parts of MMA_N / H (0: one wgmma of NP * H)
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BS == 64, "a cache block = one warpgroup's 64 MMA rows")
@@ -539,8 +586,10 @@ def paged_mqa_logits_ws_sm90(
     p = Decode(w_ptr, ctx_ptr, table_ptr, out_ptr, batch, max_context_len, rows_per_block, stride_w, stride_ctx_b,
                stride_ctx_t, ctx_causal, stride_table, stride_out)
     gl.static_assert((MATH_WG == 1) | (not PIPE), "two accumulators (PIPE) with one math warpgroup per program")
-    gl.static_assert((not HALVES) | ((NP >= 2) & (not PIPE) & (not Q_IN_LANES)), "HALVES: NP >= 2, one accumulator")
-    s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG, Q_IN_LANES, HALVES)
+    gl.static_assert((MMA_N == 0) | ((MMA_N % H == 0) & (MMA_N <= 128) & (not PIPE) & (not Q_IN_LANES)),
+                     "MMA_N: a multiple of H up to 128 (two accumulators in flight), without PIPE or Q_IN_LANES")
+    gl.static_assert((MMA_N != 0) | (NP * H <= 256), "NP * H past one wgmma's 256 columns needs MMA_N")
+    s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG, Q_IN_LANES, MMA_N)
     _prefetch_table(p, BS)
     if SELF_SCHEDULE:
         b_lo, u_lo, b_end, u_end = _split_points(p, r, n_ranges, NEXT_N, BS)
@@ -551,8 +600,10 @@ def paged_mqa_logits_ws_sm90(
         u_end = gl.load(meta_ptr + 2 * r + 3)
     w = Work(b_lo, u_lo, b_end, u_end, j)
 
-    # q slots: 2 x [NP*H, D], released by every math warpgroup (empty count MATH_WG).
-    q = _ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout), MATH_WG)
+    # q slots: 2 x one TMA box (or, MMA_N, 2 x PARTS boxes of MMA_N rows: slot i's part j in buffer i * PARTS + j),
+    # released by every math warpgroup (empty count MATH_WG).
+    q = _ring(gl.allocate_shared_memory(q_desc.dtype, [2 * _parts(s)] + q_desc.block_type.shape, q_desc.layout),
+              MATH_WG, 2)
     # kv ring: STAGES slots per math warpgroup, each [BS, D] fp8 rows + [1, BS] fp32 scales, one barrier pair per slot.
     SLOTS: gl.constexpr = STAGES * MATH_WG
     kv = _ring(gl.allocate_shared_memory(kv_desc.dtype, [SLOTS] + kv_desc.block_type.shape, kv_desc.layout), 1)

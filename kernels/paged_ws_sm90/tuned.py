@@ -15,7 +15,7 @@ CUDA_TUNED = {
         'large': {'MATH_WG': 4, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg4: mean 0.755 of the portable kernel's time, 4 shapes
     },
     256: {
-        'small': {'HALVES': True, 'MATH_WG': 2, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2-halves: mean 0.706 of the portable kernel's time, 2 shapes
-        'large': {'HALVES': True, 'MATH_WG': 2, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2-halves: mean 0.739 of the portable kernel's time, 2 shapes
+        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2-mma128: mean 0.706 of the portable kernel's time, 2 shapes
+        'large': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2-mma128: mean 0.739 of the portable kernel's time, 2 shapes
     },
 }
