@@ -138,7 +138,12 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
         small="--paged --batch 4 --next-n 4 --context-len 2048 --heads 64 --dim 128 --block-size 64"  # N 256: MATH_WG 2
         large="--paged --batch 16 --context-len 65536 --context-jitter 0 --heads 64 --dim 128 --block-size 64"
         for tool in racecheck memcheck synccheck; do
-          [[ " $TOOLS " == *" $tool "* ]] && echo "$tool|$row|$row next_n 4|$small" >>"$JOBS"
+          [[ " $TOOLS " == *" $tool "* ]] || continue
+          echo "$tool|$row|$row next_n 4|$small" >>"$JOBS"
+          # a block's draft rows in parts (MMA_N): next_n 3 in three of one row, next_n 6 in three of two (q in
+          # three TMA boxes, the rows' weights reloaded per part)
+          echo "$tool|$row|$row next_n 3 parts|${small/--next-n 4/--next-n 3}" >>"$JOBS"
+          echo "$tool|$row|$row next_n 6 parts|${small/--next-n 4/--next-n 6}" >>"$JOBS"
         done
         for tool in memcheck synccheck; do  # 16384 blocks: the 'large' class (next_n 1: MATH_WG 2, next_n 2: 3)
           [[ " $TOOLS " == *" $tool "* ]] || continue

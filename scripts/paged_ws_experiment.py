@@ -309,7 +309,8 @@ def write_table(totals: dict) -> None:
     """kernels/paged_ws_sm90/tuned.py: per wgmma N and size class (config.regime), the checked choice with the least
     summed time relative to the portable kernel over the shapes where every candidate ran. The config reads it;
     nothing is copied by hand."""
-    lines = ['"""The H200 (sm90) choices of the Gluon paged decode kernel, by the wgmma\'s N = NP x H and the size class',
+    lines = ['"""The H200 (sm90) choices of the Gluon paged decode kernel, by live columns next_n x H (H 64 in the sweep;',
+             "config.table_entry falls back to the padded N = NP x H for other head counts) and the size class",
              "(config.regime): written by `python3 scripts/paged_ws_experiment.py` on",
              f"{DEVICE_NAME}, {time.strftime('%Y-%m-%d')}, triton {triton.__version__}: every candidate checked against the",
              f"reference, then timed by CUDA-graph replay from a cold L2 ({'2-D' if TWO_D else '1-D'} context lengths); kept:",

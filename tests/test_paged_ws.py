@@ -296,10 +296,9 @@ def test_q_in_lanes_descriptor(T, R):
     assert a.args[0].base is t.q
     assert a.args[0].shape == [64 // R, 4 * T, R, 128] and a.args[0].strides == [R * 128, 64 * 128, 128, 1]
     assert a.args[0].block_shape == [64 // R, NP, R, 128]
-    from mqa_kernels.paged_ws_sm90.config import regime
-    from mqa_kernels.paged_ws_sm90.tuned import CUDA_TUNED
+    from mqa_kernels.paged_ws_sm90.config import regime, table_entry
 
-    chosen = CUDA_TUNED[NP * 64][regime(4, 8192, 64)].get("Q_IN_LANES", False)
+    chosen = table_entry(T, 64, regime(4, 8192, 64)).get("Q_IN_LANES", False)
     assert paged_ws_sm90_config(**kw).constexprs["Q_IN_LANES"] == chosen  # the table's choice (the sweep's)
     one = dict(kw, next_n=1)
     assert not paged_ws_sm90_config(**one, override={"Q_IN_LANES": True}).constexprs["Q_IN_LANES"]  # NP 1: no use

@@ -1,4 +1,5 @@
-"""The H200 (sm90) choices of the Gluon paged decode kernel, by the wgmma's N = NP x H and the size class
+"""The H200 (sm90) choices of the Gluon paged decode kernel, by live columns next_n x H (H 64 in the sweep;
+config.table_entry falls back to the padded N = NP x H for other head counts) and the size class
 (config.regime): written by `python3 scripts/paged_ws_experiment.py` on
 NVIDIA H200, 2026-12-01, triton 3.6.0: every candidate checked against the
 reference, then timed by CUDA-graph replay from a cold L2 (2-D context lengths); kept:
@@ -14,8 +15,28 @@ CUDA_TUNED = {
         'small': {'PIPE': True, 'STAGES': 5, 'SUBS': 2},  # st5-sub2-pipe: mean 0.783 of the portable kernel's time, 5 shapes
         'large': {'MATH_WG': 4, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg4: mean 0.755 of the portable kernel's time, 4 shapes
     },
+    192: {
+        'small': {'MATH_WG': 2, 'MMA_N': 64, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2-mma64: mean 0.649 of the portable kernel's time, 1 shapes
+        'large': {'MATH_WG': 2, 'MMA_N': 64, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2-mma64: mean 0.656 of the portable kernel's time, 1 shapes
+    },
     256: {
-        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2-mma128: mean 0.706 of the portable kernel's time, 2 shapes
-        'large': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2-mma128: mean 0.739 of the portable kernel's time, 2 shapes
+        'small': {'MATH_WG': 2, 'Q_IN_LANES': True, 'STAGES': 8, 'SUBS': 1},  # st8-sub1-wg2-lanes: mean 0.750 of the portable kernel's time, 1 shapes
+        'large': {'MATH_WG': 2, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2: mean 0.812 of the portable kernel's time, 1 shapes
+    },
+    320: {
+        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.367 of the portable kernel's time, 1 shapes
+        'large': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.346 of the portable kernel's time, 1 shapes
+    },
+    384: {
+        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.393 of the portable kernel's time, 1 shapes
+        'large': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.374 of the portable kernel's time, 1 shapes
+    },
+    448: {
+        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.473 of the portable kernel's time, 1 shapes
+        'large': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.465 of the portable kernel's time, 1 shapes
+    },
+    512: {
+        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.539 of the portable kernel's time, 1 shapes
+        'large': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.543 of the portable kernel's time, 1 shapes
     },
 }
