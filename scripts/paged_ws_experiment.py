@@ -201,7 +201,7 @@ SWEEPS = {  # candidate choices by the wgmma's N: STAGES (ring slots per math wa
     256: [dict(STAGES=8, SUBS=1), dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MATH_WG=2),
           dict(STAGES=8, SUBS=1, Q_IN_LANES=True), dict(STAGES=8, SUBS=1, MATH_WG=2, Q_IN_LANES=True)],
 }
-COMPLETE = {"MATH_WG": 1, "PIPE": False, "Q_IN_LANES": False, "MMA_N": 0}  # what a candidate leaves out: it is timed as
+COMPLETE = {"MATH_WG": 1, "PIPE": False, "Q_IN_LANES": False, "MMA_N": 0, "AHEAD": True}  # what a candidate leaves out: it is timed as
 # labelled, never merged with the table's entry for the shape (before 2026-12-01 a large shape's candidates without
 # MATH_WG took the table's 2 or 3 warpgroups, and PIPE ones failed beside them)
 SWEEPS[64] += [dict(STAGES=6, SUBS=2, PIPE=True)]
@@ -218,10 +218,15 @@ SWEEPS[128].append(dict(STAGES=5, SUBS=1, MATH_WG=3, Q_IN_LANES=True))
 PARTS = [dict(STAGES=6, SUBS=1, MATH_WG=2, MMA_N=128), dict(STAGES=6, SUBS=1, MATH_WG=2, MMA_N=64),
          dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64)]
 SWEEPS[192] = [dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MMA_N=64)] + PARTS
+# AHEAD off (one part at a time, one accumulator): room for a third math warpgroup (2026-12-01, second sweep)
+SWEEPS[192].append(dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64, AHEAD=False))
 SWEEPS[256] += PARTS[1:]
 for _n in (5, 6, 7, 8):
     SWEEPS[64 * _n] = [dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=128), dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=64),
-                       dict(STAGES=3, SUBS=1, MATH_WG=3, MMA_N=64), dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64)]
+                       dict(STAGES=3, SUBS=1, MATH_WG=3, MMA_N=64), dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64),
+                       dict(STAGES=3, SUBS=1, MATH_WG=3, MMA_N=128, AHEAD=False),
+                       dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=128, AHEAD=False),
+                       dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64, AHEAD=False)]
 if os.environ.get("PAGED_WS_NO_WG") == "1":  # one math warpgroup per program only
     SWEEPS = {n: [c for c in cands if c.get("MATH_WG", 1) == 1] for n, cands in SWEEPS.items()}
 
@@ -229,7 +234,7 @@ if os.environ.get("PAGED_WS_NO_WG") == "1":  # one math warpgroup per program on
 def label_of(ch: dict) -> str:
     return (f"st{ch['STAGES']}-sub{ch['SUBS']}" + ("-pipe" if ch.get("PIPE") else "")
             + (f"-wg{ch['MATH_WG']}" if ch.get("MATH_WG", 1) > 1 else "") + ("-lanes" if ch.get("Q_IN_LANES") else "")
-            + (f"-mma{ch['MMA_N']}" if ch.get("MMA_N") else ""))
+            + (f"-mma{ch['MMA_N']}" if ch.get("MMA_N") else "") + ("-seq" if ch.get("AHEAD") is False else ""))
 
 
 LEGACY = {"-halves": "-mma128"}  # labels of CSVs written before MMA_N (2026-12-01): HALVES = MMA_N 128 at N 256

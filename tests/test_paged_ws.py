@@ -157,11 +157,12 @@ COMPILE = textwrap.dedent(r'''
     sys.path.insert(0, os.path.dirname(sys.argv[1]))  # the repository root: tests is a package
     from tests.test_paged_ws import meta_paged
 
-    T, H, D, clean, bf16, given, pipe, wg, lanes, mma = (int(a) for a in sys.argv[2:10] + sys.argv[11:13])
+    T, H, D, clean, bf16, given, pipe, wg, lanes, mma, ahead = (int(a) for a in sys.argv[2:10] + sys.argv[11:14])
     t = meta_paged(B=4, T=T, H=H, D=D)
     ov = {"PIPE": bool(pipe)} if wg == 1 else {"MATH_WG": wg, "SUBS": 1, "STAGES": 6 if T <= 4 else 4}
     ov["Q_IN_LANES"] = lanes == 1
     ov["MMA_N"] = mma  # a block's draft rows in parts of mma / H rows, one wgmma each (0: one wgmma)
+    ov["AHEAD"] = bool(ahead)  # parts: the next part's wgmma before a part's epilogue, or one part at a time
     cfg = paged_ws_sm90_config(heads=H, dim=D, next_n=T, block_size=64, batch=4, max_context_len=8192,
                                clean=bool(clean), bf16=bool(bf16), units=132, override=ov)
     cfg = with_schedule_source(cfg, not given)
@@ -186,18 +187,21 @@ COMPILE = textwrap.dedent(r'''
 
 
 @pytest.mark.skipif(not TRITON.startswith("3.6."), reason="the kernel is written against triton 3.6's Gluon API")
-@pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe, wg, lanes, mma", [
-    (1, 64, 128, 0, 0, 0, 0, 1, 0, 0), (2, 64, 128, 1, 1, 1, 1, 1, 0, 0), (4, 64, 128, 1, 0, 0, 0, 2, 0, 0),
-    (2, 32, 64, 0, 1, 1, 0, 1, 0, 0), (2, 64, 128, 1, 0, 0, 0, 3, 0, 0), (4, 64, 128, 1, 0, 0, 0, 2, 1, 0),
-    (3, 64, 128, 0, 1, 1, 0, 2, 1, 0), (2, 64, 128, 1, 0, 0, 0, 3, 1, 0), (4, 64, 128, 1, 0, 0, 0, 2, 0, 128),
-    (3, 64, 128, 0, 1, 1, 0, 2, 0, 128), (3, 64, 128, 1, 0, 0, 0, 2, 0, 64), (6, 64, 128, 1, 0, 0, 0, 2, 0, 128),
-    (8, 64, 128, 0, 1, 1, 0, 2, 0, 128), (5, 64, 64, 1, 0, 0, 0, 2, 0, 64)])
+@pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe, wg, lanes, mma, ahead", [
+    (1, 64, 128, 0, 0, 0, 0, 1, 0, 0, 1), (2, 64, 128, 1, 1, 1, 1, 1, 0, 0, 1),
+    (4, 64, 128, 1, 0, 0, 0, 2, 0, 0, 1), (2, 32, 64, 0, 1, 1, 0, 1, 0, 0, 1),
+    (2, 64, 128, 1, 0, 0, 0, 3, 0, 0, 1), (4, 64, 128, 1, 0, 0, 0, 2, 1, 0, 1),
+    (3, 64, 128, 0, 1, 1, 0, 2, 1, 0, 1), (2, 64, 128, 1, 0, 0, 0, 3, 1, 0, 1),
+    (4, 64, 128, 1, 0, 0, 0, 2, 0, 128, 1), (3, 64, 128, 0, 1, 1, 0, 2, 0, 128, 1),
+    (3, 64, 128, 1, 0, 0, 0, 2, 0, 64, 1), (6, 64, 128, 1, 0, 0, 0, 2, 0, 128, 1),
+    (8, 64, 128, 0, 1, 1, 0, 2, 0, 128, 1), (5, 64, 64, 1, 0, 0, 0, 2, 0, 64, 1),
+    (6, 64, 128, 1, 0, 0, 0, 3, 0, 64, 0)])
 def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, clean, bf16, given, pipe, wg, lanes,
-                                                            mma):
+                                                            mma, ahead):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
     r = subprocess.run([sys.executable, "-c", COMPILE, os.path.dirname(__file__), str(T), str(H), str(D), str(clean),
-                        str(bf16), str(given), str(pipe), str(wg), str(tmp_path), str(lanes), str(mma)],
+                        str(bf16), str(given), str(pipe), str(wg), str(tmp_path), str(lanes), str(mma), str(ahead)],
                        capture_output=True,
                        text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -210,7 +214,7 @@ def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, c
         per_loop = {sum("QGMMA" in op for op in body) for body in tile_loops(res["sass"])} - {0}
         assert per_loop == {-(-T // (mma // H)) * D // 32}, per_loop
     assert "LOCAL:0" in res["usage"]  # no register spills
-    assert res["lanes"] == (lanes == 1) and res["name"].endswith(f"_Q_IN_LANES_{int(lanes == 1)}_MMA_N_{mma}")
+    assert res["lanes"] == (lanes == 1) and res["name"].endswith(f"_Q_IN_LANES_{int(lanes == 1)}_MMA_N_{mma}_AHEAD_{int(ahead or not mma)}")
     # One math warpgroup: the split's results (computed in the kernel or read from the metadata) reach the block
     # loop in uniform registers, so the loop has no uniform-register moves (kernel._through_shared says what they
     # cost). With several math warpgroups each one's ring slots are per-block arithmetic: moves there are expected.

@@ -18,7 +18,8 @@ Partitions (gl.warp_specialize):
   N, B operand, K-major from q's slot), so each kv byte is read once for all next_n rows; then relu, x weight,
   head sum, x kv scale, the -inf mask past each row's end (CLEAN), and the [BS, NP] store. PIPE (one warpgroup):
   two accumulators, a block's epilogue beside the next block's wgmma. MMA_N: each block's draft rows in parts of
-  MMA_N / H rows, one wgmma each, the next part's wgmma issued before a part's epilogue (_blocks_in_parts); the
+  MMA_N / H rows, one wgmma each, the next part's wgmma issued before a part's epilogue (_blocks_in_parts; AHEAD
+  off: one part at a time, one accumulator, so that three warpgroups fit the registers); the
   rows past next_n are neither loaded nor computed (next_n 3: 2 + 1 rows, not 4), and next_n x heads may pass one
   wgmma's 256 columns (next_n 5-8 at H 64). q then comes in one TMA box per part.
 
@@ -108,9 +109,10 @@ class Shape:
     G: gl.constexpr  # math warpgroups per program; block c of the program goes to warpgroup c % G
     LANES: gl.constexpr  # Q_IN_LANES: wgmma column n = (draft row (n % 8) // (8 // NP), head ...): see _head_sum
     MMA_N: gl.constexpr  # columns per wgmma when a block's draft rows go in parts (MMA_N / H rows each); 0: one wgmma
+    AHEAD: gl.constexpr  # parts: part j + 1's wgmma issued before part j's epilogue (two accumulators in flight)
 
     @gluon.constexpr_function
-    def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, G, LANES, MMA_N=0):
+    def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, G, LANES, MMA_N=0, AHEAD=True):
         self.NEXT_N = gl.constexpr(NEXT_N)
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
@@ -123,6 +125,7 @@ class Shape:
         self.G = gl.constexpr(G)
         self.LANES = gl.constexpr(LANES)
         self.MMA_N = gl.constexpr(MMA_N)
+        self.AHEAD = gl.constexpr(AHEAD)
 
 
 @aggregate
@@ -372,7 +375,8 @@ def _rows_of_part(p, s2, b, b64, row0, cols, offs_t):
 def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0, u1, seg_hi, c):
     """Math warpgroup WG's blocks of sequence b's segment [u0, u1) (MMA_N): each block's draft rows in PARTS parts of
     PR = MMA_N / H rows, one wgmma each, part j + 1's wgmma issued before part j's epilogue, so the tensor cores
-    work on one part while the warpgroup finishes the other; two accumulators of MMA_N columns in registers.
+    work on one part while the warpgroup finishes the other; two accumulators of MMA_N columns in registers (AHEAD;
+    without it one part at a time, the other warpgroups' wgmmas beside its epilogue).
     Only the parts that hold rows below next_n run (next_n 3 at PR 1: three wgmmas of N 64 where one wgmma would
     take N 256). The rows' weights and ends stay in registers while they take at most 64 a thread (PARTS x MMA_N <=
     256); past that each part reloads them (a few hundred bytes, from L1) before its wgmma wait. Returns the
@@ -401,24 +405,29 @@ def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0,
         st, ph = _slot(c + k, s)
         u = u0 + k * s.SUBS
         mbarrier.wait(kv.full.index(st), ph)
-        tok = warpgroup_mma(kv.smem.index(st), q.smem.index(qs * PARTS).permute((1, 0)), acc2, use_acc=False,
-                            is_async=True)  # q part j: buffer qs * PARTS + j, [MMA_N, D] (K-major B operand)
+        if s.AHEAD:
+            tok = warpgroup_mma(kv.smem.index(st), q.smem.index(qs * PARTS).permute((1, 0)), acc2, use_acc=False,
+                                is_async=True)  # q part j: buffer qs * PARTS + j, [MMA_N, D] (K-major B operand)
         sc = _scales(sc_smem, st, BS, gl.SliceLayout(1, red2))
         for j in gl.static_range(PARTS):
-            if j + 1 < PARTS:
+            if not s.AHEAD:
+                tok = warpgroup_mma(kv.smem.index(st), q.smem.index(qs * PARTS + j).permute((1, 0)), acc2,
+                                    use_acc=False, is_async=True)
+            elif j + 1 < PARTS:
                 nxt = warpgroup_mma(kv.smem.index(st), q.smem.index(qs * PARTS + j + 1).permute((1, 0)), acc2,
                                     use_acc=False, is_async=True)
             if HOLD:
                 w2j, ends2j, rows_j, ok_j = held[j]
             else:
                 w2j, ends2j, rows_j, ok_j = _rows_of_part(p, s2, b, b64, j * PR, cols2, offs_t2)
-            if j + 1 < PARTS:
+            if s.AHEAD and j + 1 < PARTS:
                 done = warpgroup_mma_wait(num_outstanding=1, deps=(tok, ))
             else:
                 done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
+            if j + 1 == PARTS:
                 mbarrier.arrive(kv.empty.index(st), count=1)  # slot st: every part and the scales are read
             _store_block(p, s2, done, w2j, sc, u, offs_k2, ends2j, rows_j, ok_j, seg_hi)
-            if j + 1 < PARTS:
+            if s.AHEAD and j + 1 < PARTS:
                 tok = nxt
     return c + n_seg
 
@@ -575,6 +584,7 @@ def paged_mqa_logits_ws_sm90(
     SMALL_REGS: gl.constexpr,  # registers per thread of the producer warp
     Q_IN_LANES: gl.constexpr = False,  # draft rows spread over the lanes of a quad (see _head_sum)
     MMA_N: gl.constexpr = 0,  # columns per wgmma, a block's draft rows in parts of MMA_N / H (0: one wgmma of NP * H)
+    AHEAD: gl.constexpr = True,  # parts: the next part's wgmma issued before a part's epilogue
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BS == 64, "a cache block = one warpgroup's 64 MMA rows")
@@ -589,7 +599,7 @@ def paged_mqa_logits_ws_sm90(
     gl.static_assert((MMA_N == 0) | ((MMA_N % H == 0) & (MMA_N <= 128) & (not PIPE) & (not Q_IN_LANES)),
                      "MMA_N: a multiple of H up to 128 (two accumulators in flight), without PIPE or Q_IN_LANES")
     gl.static_assert((MMA_N != 0) | (NP * H <= 256), "NP * H past one wgmma's 256 columns needs MMA_N")
-    s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG, Q_IN_LANES, MMA_N)
+    s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG, Q_IN_LANES, MMA_N, AHEAD)
     _prefetch_table(p, BS)
     if SELF_SCHEDULE:
         b_lo, u_lo, b_end, u_end = _split_points(p, r, n_ranges, NEXT_N, BS)
