@@ -144,6 +144,8 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
           # three TMA boxes, the rows' weights reloaded per part)
           echo "$tool|$row|$row next_n 3 parts|${small/--next-n 4/--next-n 3}" >>"$JOBS"
           echo "$tool|$row|$row next_n 6 parts|${small/--next-n 4/--next-n 6}" >>"$JOBS"
+          # next_n 7: one part at a time (AHEAD off), three math warpgroups
+          echo "$tool|$row|$row next_n 7 parts|${small/--next-n 4/--next-n 7}" >>"$JOBS"
         done
         for tool in memcheck synccheck; do  # 16384 blocks: the 'large' class (next_n 1: MATH_WG 2, next_n 2: 3)
           [[ " $TOOLS " == *" $tool "* ]] || continue

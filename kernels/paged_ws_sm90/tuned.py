@@ -16,27 +16,27 @@ CUDA_TUNED = {
         'large': {'MATH_WG': 4, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg4: mean 0.755 of the portable kernel's time, 4 shapes
     },
     192: {
-        'small': {'MATH_WG': 2, 'MMA_N': 64, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2-mma64: mean 0.649 of the portable kernel's time, 1 shapes
-        'large': {'MATH_WG': 2, 'MMA_N': 64, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2-mma64: mean 0.656 of the portable kernel's time, 1 shapes
+        'small': {'MATH_WG': 2, 'MMA_N': 64, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2-mma64: mean 0.652 of the portable kernel's time, 1 shapes
+        'large': {'MATH_WG': 2, 'MMA_N': 64, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2-mma64: mean 0.676 of the portable kernel's time, 1 shapes
     },
     256: {
         'small': {'MATH_WG': 2, 'Q_IN_LANES': True, 'STAGES': 8, 'SUBS': 1},  # st8-sub1-wg2-lanes: mean 0.750 of the portable kernel's time, 1 shapes
         'large': {'MATH_WG': 2, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2: mean 0.812 of the portable kernel's time, 1 shapes
     },
     320: {
-        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.367 of the portable kernel's time, 1 shapes
-        'large': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.346 of the portable kernel's time, 1 shapes
+        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.374 of the portable kernel's time, 1 shapes
+        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg3-mma64-seq: mean 0.347 of the portable kernel's time, 1 shapes
     },
     384: {
-        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.393 of the portable kernel's time, 1 shapes
-        'large': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.374 of the portable kernel's time, 1 shapes
+        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.397 of the portable kernel's time, 1 shapes
+        'large': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.384 of the portable kernel's time, 1 shapes
     },
     448: {
-        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.473 of the portable kernel's time, 1 shapes
-        'large': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.465 of the portable kernel's time, 1 shapes
+        'small': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 128, 'STAGES': 3, 'SUBS': 1},  # st3-sub1-wg3-mma128-seq: mean 0.478 of the portable kernel's time, 1 shapes
+        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 128, 'STAGES': 3, 'SUBS': 1},  # st3-sub1-wg3-mma128-seq: mean 0.462 of the portable kernel's time, 1 shapes
     },
     512: {
-        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.539 of the portable kernel's time, 1 shapes
-        'large': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.543 of the portable kernel's time, 1 shapes
+        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.553 of the portable kernel's time, 1 shapes
+        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 128, 'STAGES': 3, 'SUBS': 1},  # st3-sub1-wg3-mma128-seq: mean 0.552 of the portable kernel's time, 1 shapes
     },
 }
