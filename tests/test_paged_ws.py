@@ -306,3 +306,16 @@ def test_q_in_lanes_descriptor(T, R):
     assert paged_ws_sm90_config(**kw).constexprs["Q_IN_LANES"] == chosen  # the table's choice (the sweep's)
     one = dict(kw, next_n=1)
     assert not paged_ws_sm90_config(**one, override={"Q_IN_LANES": True}).constexprs["Q_IN_LANES"]  # NP 1: no use
+
+
+def test_table_is_read_by_live_columns_then_padded_n():
+    """config.table_entry: next_n 3 at H 64 (192 live columns) has its own entry, apart from next_n 4 (256); a head
+    count the sweep did not run falls back to the entry of its padded N (H 32 next_n 3: NP 4 x 32 = 128)."""
+    from mqa_kernels.paged_ws_sm90.config import table_entry
+
+    assert table_entry(3, 64, "large") == CUDA_TUNED[192]["large"]
+    assert table_entry(4, 64, "large") == CUDA_TUNED[256]["large"]
+    assert 96 not in CUDA_TUNED and table_entry(3, 32, "small") == CUDA_TUNED[128]["small"]
+    cfg = paged_ws_sm90_config(heads=32, dim=128, next_n=3, block_size=64, batch=8, max_context_len=8192,
+                               clean=False, units=132)
+    assert all(cfg.constexprs[k] == v for k, v in CUDA_TUNED[128]["small"].items() if k in cfg.constexprs)

@@ -332,6 +332,15 @@ def _scales(sc_smem, st, BS: gl.constexpr, k_layout: gl.constexpr):
 
 
 @gluon.jit
+def _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout: gl.constexpr):
+    """The program's block c: wait for its ring slot, start its wgmma (all draft rows), read its kv scales."""
+    st, ph = _slot(c, s)
+    mbarrier.wait(kv.full.index(st), ph)
+    tok = warpgroup_mma(kv.smem.index(st), q_t, acc, use_acc=False, is_async=True)
+    return st, tok, _scales(sc_smem, st, s.BS, k_layout)
+
+
+@gluon.jit
 def _head_sum(x, s):
     """[BS, NP * H] (wgmma accumulator layout, lane t of a quad holding columns 8j + 2t + {0, 1}) -> [BS, NP].
 
@@ -480,28 +489,19 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                 if s.PIPE:
                     # Two accumulators in fixed roles (A: even blocks, B: odd), so no register copy of an in-flight
                     # wgmma: block n+1's wgmma runs on the tensor cores while block n's epilogue runs.
-                    st_a, ph_a = _slot(c, s)
-                    mbarrier.wait(kv.full.index(st_a), ph_a)
-                    tok_a = warpgroup_mma(kv.smem.index(st_a), q_t, acc, use_acc=False, is_async=True)
-                    sc_a = _scales(sc_smem, st_a, BS, k_layout)
+                    st_a, tok_a, sc_a = _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout)
                     c += 1
                     for u in range(u0, u1, 2 * s.SUBS):
                         ub = u + s.SUBS
                         if ub < u1:
-                            st_b, ph_b = _slot(c, s)
-                            mbarrier.wait(kv.full.index(st_b), ph_b)
-                            tok_b = warpgroup_mma(kv.smem.index(st_b), q_t, acc, use_acc=False, is_async=True)
-                            sc_b = _scales(sc_smem, st_b, BS, k_layout)
+                            st_b, tok_b, sc_b = _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout)
                             c += 1
                             done_a = warpgroup_mma_wait(num_outstanding=1, deps=(tok_a, ))
                             mbarrier.arrive(kv.empty.index(st_a), count=1)
                             _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
                             ua = ub + s.SUBS
                             if ua < u1:
-                                st_a, ph_a = _slot(c, s)
-                                mbarrier.wait(kv.full.index(st_a), ph_a)
-                                tok_a = warpgroup_mma(kv.smem.index(st_a), q_t, acc, use_acc=False, is_async=True)
-                                sc_a = _scales(sc_smem, st_a, BS, k_layout)
+                                st_a, tok_a, sc_a = _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout)
                                 c += 1
                                 done_b = warpgroup_mma_wait(num_outstanding=1, deps=(tok_b, ))
                             else:
@@ -518,11 +518,7 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                     n_seg = (u1 - u0 + s.SUBS - 1) // s.SUBS
                     c_seg = c
                     for k in range((WG - c_seg % s.G + s.G) % s.G, n_seg, s.G):
-                        cc = c_seg + k
-                        st, ph = _slot(cc, s)
-                        mbarrier.wait(kv.full.index(st), ph)
-                        tok = warpgroup_mma(kv.smem.index(st), q_t, acc, use_acc=False, is_async=True)
-                        sc = _scales(sc_smem, st, BS, k_layout)
+                        st, tok, sc = _issue_block(c_seg + k, s, kv, sc_smem, q_t, acc, k_layout)
                         done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
                         mbarrier.arrive(kv.empty.index(st), count=1)  # slot st: the tile and its scales are read
                         _store_block(p, s, done, w2, sc, u0 + k * s.SUBS, offs_k, ends2, out_rows, t_ok, seg_hi)
