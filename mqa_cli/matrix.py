@@ -131,3 +131,5 @@ DRAFTS_SUITE: list[PagedSpec] = [
     PG(batch=B, next_n=T, context_len=C, context_jitter=0.3, block_size=64, heads=64, dim=128, clean_logits=False)
     for C in (8192, 65536) for B in (64, 128) for T in range(3, 9)
 ]
+
+PAGED_SUITES: dict = {"decode": DECODE_SUITE, "drafts": DRAFTS_SUITE}  # bench's paged suites by name

@@ -21,8 +21,8 @@ def jobs(suite: str | None, problem, fp8: str) -> list:
     names = NAMES if suite == "all" else (suite,)
     out = []
     for n in names:
-        if n in ("decode", "drafts"):
-            for spec in matrix.DECODE_SUITE if n == "decode" else matrix.DRAFTS_SUITE:
+        if n in matrix.PAGED_SUITES:
+            for spec in matrix.PAGED_SUITES[n]:
                 key = (spec.batch, spec.context_len, spec.next_n)
                 spec = replace(spec, clean_logits=problem.clean)
                 ref = None if problem.clean else matrix.DECODE_REFERENCE_US.get(key)

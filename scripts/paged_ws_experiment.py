@@ -1,8 +1,8 @@
 """GPU experiment for the Gluon paged decode kernel (mqa_kernels.paged_ws_sm90), one call on the H200:
 
 1. correctness of the public API (mqa_cli.fp8_paged_mqa_logits, which dispatches this kernel on Hopper) on a
-   matrix of forms: next_n 1-8 (5-8 at H 64 in parts), H 8-64, D 64/128, clean on/off, fp32/bf16 logits, 1-D/2-D context lens, zero
-   contexts, schedule given/None, strided block table, q and weights slices, a padded cache block stride, a
+   matrix of forms: next_n 1-8 (5-8 at H 64 in parts), H 8-64, D 64/128, clean on/off, fp32/bf16 logits,
+   1-D/2-D context lens, zero contexts, schedule given/None, strided block table, q and weights slices, a padded cache block stride, a
    cache TMA cannot describe (the portable kernel runs); each against the float32 reference (exact -inf pattern
    with clean, relative error of live entries < 2e-3, no unwritten live entry) and bitwise repeatable;
 2. a checked, timed sweep of (STAGES, SUBS) beside the portable paged kernel (kernels/paged), one CUDA-graph replay
@@ -46,7 +46,7 @@ from mqa_cli.paged_problem import PagedSpec  # noqa: E402
 from mqa_cli.paged_reference import reference_paged  # noqa: E402
 from mqa_cli.paged_tensors import Paged, random_paged  # noqa: E402
 from mqa_kernels.paged.config import paged_config  # noqa: E402
-from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config, regime  # noqa: E402
+from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config, regime, table_key  # noqa: E402
 
 COPY_TBS, FP8_TFS = targets.TARGETS["sm90"].measured_bandwidth_tbs, targets.TARGETS["sm90"].measured_fp8_tflops
 GPU = torch.cuda.is_available()
@@ -192,7 +192,7 @@ def portable_runner(t, out):
     return lambda: kern[a.grid](*a.args, **a.constexprs, **a.options)
 
 
-SWEEPS = {  # candidate choices by the wgmma's N: STAGES (ring slots per math warpgroup), SUBS (programs per SM),
+SWEEPS = {  # candidate choices by table key (live columns at H 64): STAGES (ring slots per math warpgroup), SUBS (programs per SM),
     # PIPE (two accumulators), MATH_WG (math warpgroups per program, taking its blocks in turn)
     64: [dict(STAGES=4, SUBS=3), dict(STAGES=4, SUBS=1), dict(STAGES=6, SUBS=2), dict(STAGES=6, SUBS=1, MATH_WG=3), dict(STAGES=8, SUBS=1, MATH_WG=2),
          dict(STAGES=4, SUBS=2, MATH_WG=2), dict(STAGES=5, SUBS=1, MATH_WG=4)],
@@ -201,9 +201,10 @@ SWEEPS = {  # candidate choices by the wgmma's N: STAGES (ring slots per math wa
     256: [dict(STAGES=8, SUBS=1), dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MATH_WG=2),
           dict(STAGES=8, SUBS=1, Q_IN_LANES=True), dict(STAGES=8, SUBS=1, MATH_WG=2, Q_IN_LANES=True)],
 }
-COMPLETE = {"MATH_WG": 1, "PIPE": False, "Q_IN_LANES": False, "MMA_N": 0, "AHEAD": True}  # what a candidate leaves out: it is timed as
-# labelled, never merged with the table's entry for the shape (before 2026-12-01 a large shape's candidates without
-# MATH_WG took the table's 2 or 3 warpgroups, and PIPE ones failed beside them)
+# What a candidate leaves out: it is timed as labelled, never merged with the table's entry for the shape (before
+# 2026-12-01 a large shape's candidates without MATH_WG took the table's 2 or 3 warpgroups, and PIPE ones failed
+# beside them)
+COMPLETE = {"MATH_WG": 1, "PIPE": False, "Q_IN_LANES": False, "MMA_N": 0, "AHEAD": True}
 SWEEPS[64] += [dict(STAGES=6, SUBS=2, PIPE=True)]
 SWEEPS[128] += [dict(STAGES=6, SUBS=2, PIPE=True), dict(STAGES=4, SUBS=2, PIPE=True)]
 # MMA_N (a block's draft rows in parts of MMA_N / H rows, the next part's wgmma beside a part's epilogue): 128 at
@@ -267,7 +268,7 @@ def sweep(write: bool):
         except Exception as e:  # noqa: BLE001
             port = float("nan")
             say(f"  portable ERROR {type(e).__name__}: {str(e)[:200]}")
-        N = n * 64  # the table's key: live columns (config.table_entry)
+        N = table_key(n, 64)
         res = []
         for ch in SWEEPS[N]:
             label = label_of(ch)
@@ -311,7 +312,7 @@ def sweep(write: bool):
 
 
 def write_table(totals: dict) -> None:
-    """kernels/paged_ws_sm90/tuned.py: per wgmma N and size class (config.regime), the checked choice with the least
+    """kernels/paged_ws_sm90/tuned.py: per table key (config.table_key) and size class (config.regime), the checked choice with the least
     summed time relative to the portable kernel over the shapes where every candidate ran. The config reads it;
     nothing is copied by hand."""
     lines = ['"""The H200 (sm90) choices of the Gluon paged decode kernel, by live columns next_n x H (H 64 in the sweep;',
@@ -361,7 +362,7 @@ def table_from_csv(paths: list[str]) -> None:
         if ch is None or not row["us"] or not row["portable_us"]:
             continue
         spec = PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, block_size=64, seed=B + C + n)
-        N = n * 64
+        N = table_key(n, 64)
         agg = totals.setdefault((N, regime(B, max(spec.context_lengths()))), {}).setdefault(
             tuple(sorted(ch.items())), [0.0, 0])
         agg[0] += float(row["us"]) / float(row["portable_us"])

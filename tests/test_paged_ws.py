@@ -18,6 +18,7 @@ from mqa_cli.launch_paged_ws import describable, paged_ws_args, runnable
 from mqa_cli.paged_tensors import Paged
 from mqa_kernels.paged_ws_sm90.config import (SMEM_PER_SM, padded_rows, paged_ws_sm90_config, q_rows, regime,
                                               smem_bytes)
+from mqa_kernels.paged_ws_sm90.config import parts as config_parts
 from mqa_kernels.paged_ws_sm90.tuned import CUDA_TUNED
 
 from .sass_loops import tile_loops
@@ -57,7 +58,7 @@ def test_parts_cover_the_live_draft_rows_and_size_the_q_slot(T, mma, parts, rows
                                clean=False, units=132, override={"MMA_N": mma, "MATH_WG": 2, "SUBS": 1, "STAGES": 4})
     got = cfg.constexprs["MMA_N"]
     assert got == (mma or (128 if T > 4 else 0))  # past one wgmma (T > 4 at H 64) parts are not optional
-    assert q_rows(T, 64, got) == rows and (not got or rows == parts * got)
+    assert q_rows(T, 64, got) == rows and config_parts(T, 64, got) == parts and (not got or rows == parts * got)
     assert cfg.schedule["smem_per_program"] == smem_bytes(rows, 128, 64, 4 * 2)
 
 
@@ -214,7 +215,8 @@ def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, c
         per_loop = {sum("QGMMA" in op for op in body) for body in tile_loops(res["sass"])} - {0}
         assert per_loop == {-(-T // (mma // H)) * D // 32}, per_loop
     assert "LOCAL:0" in res["usage"]  # no register spills
-    assert res["lanes"] == (lanes == 1) and res["name"].endswith(f"_Q_IN_LANES_{int(lanes == 1)}_MMA_N_{mma}_AHEAD_{int(ahead or not mma)}")
+    tail = f"_Q_IN_LANES_{int(lanes == 1)}_MMA_N_{mma}_AHEAD_{int(ahead or not mma)}"
+    assert res["lanes"] == (lanes == 1) and res["name"].endswith(tail)
     # One math warpgroup: the split's results (computed in the kernel or read from the metadata) reach the block
     # loop in uniform registers, so the loop has no uniform-register moves (kernel._through_shared says what they
     # cost). With several math warpgroups each one's ring slots are per-block arithmetic: moves there are expected.

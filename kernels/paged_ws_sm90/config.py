@@ -45,11 +45,16 @@ def smem_bytes(q_rows: int, dim: int, block_size: int, stages: int) -> int:
     return 2 * q_rows * dim + stages * (block_size * dim + 4 * block_size) + 1024  # + barriers, alignment
 
 
+def parts(next_n: int, heads: int, mma_n: int) -> int:
+    """Wgmmas per cache block: 1, or with mma_n the parts of mma_n / heads rows that hold rows below next_n."""
+    return cdiv(next_n, mma_n // heads) if mma_n else 1
+
+
 def q_rows(next_n: int, heads: int, mma_n: int) -> int:
     """Rows of a q slot: NP x H, or with parts (mma_n) those of the parts that hold rows below next_n."""
     if not mma_n:
         return padded_rows(next_n, heads) * heads
-    return cdiv(next_n, mma_n // heads) * mma_n
+    return parts(next_n, heads, mma_n) * mma_n
 
 
 LARGE_BLOCKS = 16384  # cache blocks (batch x max_context_len / 64) from which a shape counts as "large" (~124 per SM)
@@ -71,13 +76,19 @@ def default_choice(np_heads: int) -> dict:
     return {"STAGES": 6 if np_heads <= 64 else 5, "SUBS": 2}
 
 
-OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "maxnreg", "Q_IN_LANES", "MMA_N", "AHEAD")  # what `override` may set
+# what `override` may set
+OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "maxnreg", "Q_IN_LANES", "MMA_N", "AHEAD")
+
+
+def table_key(next_n: int, heads: int) -> int:
+    """The key the sweep writes its choices under: the live columns next_n x H."""
+    return next_n * heads
 
 
 def table_entry(next_n: int, heads: int, size_class: str) -> dict:
     """The sweep's choice for this shape: by the live columns next_n x H (next_n 3 and 4 differ: 3 runs best in
     parts of one row), else by the wgmma's padded N = NP x H (a head count the sweep did not run)."""
-    for key in (next_n * heads, padded_rows(next_n, heads) * heads):
+    for key in (table_key(next_n, heads), padded_rows(next_n, heads) * heads):
         if key in CUDA_TUNED:
             return CUDA_TUNED[key].get(size_class, {})
     return {}

@@ -149,7 +149,8 @@ class Work:
 
 @gluon.constexpr_function
 def _parts(s):
-    """Wgmmas per cache block: 1, or with MMA_N the parts of MMA_N / H rows that hold rows below next_n."""
+    """Wgmmas per cache block: 1, or with MMA_N the parts of MMA_N / H rows that hold rows below next_n (the rule of
+    config.parts, which sizes the q slots on the host; triton resolves no plain function here)."""
     if s.MMA_N == 0:
         return 1
     pr = s.MMA_N // s.H
@@ -333,7 +334,8 @@ def _scales(sc_smem, st, BS: gl.constexpr, k_layout: gl.constexpr):
 
 @gluon.jit
 def _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout: gl.constexpr):
-    """The program's block c: wait for its ring slot, start its wgmma (all draft rows), read its kv scales."""
+    """The program's block c: wait for its ring slot, start its wgmma with B operand q_t (all draft rows, or the
+    first part), read its kv scales."""
     st, ph = _slot(c, s)
     mbarrier.wait(kv.full.index(st), ph)
     tok = warpgroup_mma(kv.smem.index(st), q_t, acc, use_acc=False, is_async=True)
@@ -381,6 +383,12 @@ def _rows_of_part(p, s2, b, b64, row0, cols, offs_t):
 
 
 @gluon.jit
+def _q_part(q, qs, j, PARTS: gl.constexpr):
+    """Part j of q slot qs as a wgmma's B operand: buffer qs * PARTS + j, [MMA_N, D], K-major."""
+    return q.smem.index(qs * PARTS + j).permute((1, 0))
+
+
+@gluon.jit
 def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0, u1, seg_hi, c):
     """Math warpgroup WG's blocks of sequence b's segment [u0, u1) (MMA_N): each block's draft rows in PARTS parts of
     PR = MMA_N / H rows, one wgmma each, part j + 1's wgmma issued before part j's epilogue, so the tensor cores
@@ -411,20 +419,12 @@ def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0,
     mbarrier.wait(q.full.index(qs), q_phase)
     n_seg = (u1 - u0 + s.SUBS - 1) // s.SUBS
     for k in range((WG - c % s.G + s.G) % s.G, n_seg, s.G):
-        st, ph = _slot(c + k, s)
         u = u0 + k * s.SUBS
-        mbarrier.wait(kv.full.index(st), ph)
-        if s.AHEAD:
-            tok = warpgroup_mma(kv.smem.index(st), q.smem.index(qs * PARTS).permute((1, 0)), acc2, use_acc=False,
-                                is_async=True)  # q part j: buffer qs * PARTS + j, [MMA_N, D] (K-major B operand)
-        sc = _scales(sc_smem, st, BS, gl.SliceLayout(1, red2))
+        st, tok, sc = _issue_block(c + k, s, kv, sc_smem, _q_part(q, qs, 0, PARTS), acc2, gl.SliceLayout(1, red2))
         for j in gl.static_range(PARTS):
-            if not s.AHEAD:
-                tok = warpgroup_mma(kv.smem.index(st), q.smem.index(qs * PARTS + j).permute((1, 0)), acc2,
-                                    use_acc=False, is_async=True)
-            elif j + 1 < PARTS:
-                nxt = warpgroup_mma(kv.smem.index(st), q.smem.index(qs * PARTS + j + 1).permute((1, 0)), acc2,
-                                    use_acc=False, is_async=True)
+            if s.AHEAD and j + 1 < PARTS:
+                nxt = warpgroup_mma(kv.smem.index(st), _q_part(q, qs, j + 1, PARTS), acc2, use_acc=False,
+                                    is_async=True)
             if HOLD:
                 w2j, ends2j, rows_j, ok_j = held[j]
             else:
@@ -436,8 +436,12 @@ def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0,
             if j + 1 == PARTS:
                 mbarrier.arrive(kv.empty.index(st), count=1)  # slot st: every part and the scales are read
             _store_block(p, s2, done, w2j, sc, u, offs_k2, ends2j, rows_j, ok_j, seg_hi)
-            if s.AHEAD and j + 1 < PARTS:
-                tok = nxt
+            if j + 1 < PARTS:
+                if s.AHEAD:
+                    tok = nxt
+                else:
+                    tok = warpgroup_mma(kv.smem.index(st), _q_part(q, qs, j + 1, PARTS), acc2, use_acc=False,
+                                        is_async=True)
     return c + n_seg
 
 
@@ -513,8 +517,8 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                             mbarrier.arrive(kv.empty.index(st_a), count=1)
                             _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
                 else:
-                    # The program's blocks of this segment are c_seg .. c_seg + n_seg - 1 (block k at token u0 + k*SUBS);
-                    # this warpgroup takes those with (c_seg + k) % G == WG.
+                    # The program's blocks of this segment are c_seg .. c_seg + n_seg - 1 (block k at token
+                    # u0 + k*SUBS); this warpgroup takes those with (c_seg + k) % G == WG.
                     n_seg = (u1 - u0 + s.SUBS - 1) // s.SUBS
                     c_seg = c
                     for k in range((WG - c_seg % s.G + s.G) % s.G, n_seg, s.G):
