@@ -3,11 +3,9 @@
     artifact = compile_plan(plan)              # triton.compile on an AST source, cached by Triton
     write_dump(artifact, "dumps", force=False)  # every stage + manifest.json in dumps/<target>/<cfg.dump_name>/
 
-The signature is built the way the JIT builds it at launch: from the LaunchArgs that
-mqa_cli.launch computes (the one source of the argument order) on "meta"-device tensors of
-the problem's shape, so nothing is allocated; pointers and 16-divisible ints get
-tt.divisibility 16 (and, on AMD, the 2 GB pointer range that enables buffer ops), ints equal
-to 1 become constexprs, as the JIT does.
+The signature is built the way the JIT builds it at launch (mqa_cli.signature): from the LaunchArgs that
+mqa_cli.launch computes (the one source of the argument order) on "meta"-device tensors of the problem's shape, so
+nothing is allocated.
 
 Trap: a process whose kernels were decorated with TRITON_INTERPRET=1 cannot compile them (they
 are InterpretedFunctions). `prepare()` turns the interpreter off before any kernel module is
@@ -24,7 +22,9 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import barrier_offsets
 from .errors import UserError
+from .signature import Signature, build_signature, compile_launch, compile_with_signature  # noqa: F401
 
 # Stages written to the dump folder, per backend, in pipeline order ("sass" is disassembled from the cubin).
 STAGES = {"cuda": ("ttir", "ttgir", "llir", "ptx", "cubin", "sass"),
@@ -120,14 +120,6 @@ def apply_overrides(cfg, overrides: dict):
     return replace(cfg, constexprs=constexprs, options=options, schedule=schedule)
 
 
-# ---------------------------------------------------------------------------------------------- signature
-
-# torch dtype name -> triton pointer type (what the JIT's specialisation produces).
-POINTER_TYPES = {"float8_e4m3fn": "*fp8e4nv", "float8_e4m3fnuz": "*fp8e4b8", "float8_e5m2": "*fp8e5",
-                 "float8_e5m2fnuz": "*fp8e5b16", "float32": "*fp32", "float16": "*fp16", "bfloat16": "*bf16",
-                 "int32": "*i32", "int64": "*i64", "int8": "*i8", "uint8": "*u8", "bool": "*i1"}
-
-
 def meta_prefill(shape):
     """A Prefill of the problem's sizes on the meta device (shapes and strides, no memory)."""
     import torch
@@ -140,72 +132,6 @@ def meta_prefill(shape):
     return Prefill(torch.empty(S, H, D, dtype=fp8, **meta), torch.empty(N, D, dtype=fp8, **meta),
                    torch.empty(N, dtype=torch.float32, **meta), torch.empty(S, H, dtype=torch.float32, **meta),
                    torch.empty(S, dtype=torch.int32, **meta), torch.empty(S, dtype=torch.int32, **meta))
-
-
-def _specialize(backend_cls, param, value):
-    """(type, attrs key or None, constexpr value or None) for one runtime argument, as the JIT decides."""
-    import torch
-
-    specialize = not param.do_not_specialize
-    align = not param.do_not_specialize_on_alignment
-    if isinstance(value, torch.Tensor):
-        ty = POINTER_TYPES.get(str(value.dtype).removeprefix("torch."))
-        if ty is None:
-            raise UserError(f"argument {param.name}: no triton pointer type for {value.dtype}")
-        key = backend_cls.get_tensor_specialization(value, align=align) if specialize else ""
-        return ty, key, None
-    if isinstance(value, bool):
-        return "u1", None, None
-    if isinstance(value, int):
-        if specialize and value == 1:
-            return "constexpr", None, 1  # the JIT specialises 1 into the code
-        ty = "i32" if -2**31 <= value < 2**31 else ("u64" if value >= 2**63 else "i64")
-        key = backend_cls.get_int_specialization(value, align=align) if specialize else ""
-        return ty, key, None
-    if isinstance(value, float):
-        return "fp32", None, None
-    # Anything else (TMA tensor descriptors of Gluon kernels, ...): the JIT's own specialisation.
-    from triton._C.libtriton import native_specialize_impl
-
-    ty, key = native_specialize_impl(backend_cls, value, param.is_const, specialize, align)
-    return ty, key if isinstance(key, str) else None, None
-
-
-@dataclass
-class Signature:
-    signature: dict  # param name -> triton type ("*fp8e4nv", "i32", "constexpr", ...)
-    constexprs: dict  # param name -> value
-    attrs: dict  # (index,) -> [[attr, value], ...]
-    grid: tuple
-
-
-def build_signature(fn, launch_args, backend) -> Signature:
-    """ASTSource pieces for `fn` from LaunchArgs (positional runtime args in order, constexprs by name)."""
-    params = fn.params
-    runtime = [p for p in params if not p.is_constexpr]
-    if len(runtime) != len(launch_args.args):
-        raise UserError(f"{fn.__name__} takes {len(runtime)} runtime arguments, the launch builder gives "
-                        f"{len(launch_args.args)}: mqa_cli/launch.py and the kernel disagree")
-    values = dict(zip((p.name for p in runtime), launch_args.args))
-    missing = [p.name for p in params if p.is_constexpr and p.name not in launch_args.constexprs]
-    if missing:
-        raise UserError(f"{fn.__name__}: no value for constexpr {', '.join(missing)}")
-    backend_cls = type(backend)
-    signature, constexprs, attrs = {}, {}, {}
-    for i, p in enumerate(params):
-        if p.is_constexpr:
-            signature[p.name] = "constexpr"
-            constexprs[p.name] = launch_args.constexprs[p.name]
-            continue
-        ty, key, const = _specialize(backend_cls, p, values[p.name])
-        signature[p.name] = ty
-        if ty == "constexpr":
-            constexprs[p.name] = const
-        elif key:
-            parsed = backend.parse_attr(key)
-            if parsed:
-                attrs[(i, )] = parsed
-    return Signature(signature, constexprs, attrs, tuple(launch_args.grid))
 
 
 # ---------------------------------------------------------------------------------------------- compile
@@ -326,24 +252,19 @@ def compile_config(target, cfg, shape, kernel: str = "", problem: str = "") -> A
         extra = max_seqlen_k
     la = build_args(t, cfg, out, extra)
     gpu = target.gpu_target()
-    backend = make_backend(gpu)
-    sig = build_signature(fn, la, backend)
-    source_cls = triton.compiler.ASTSource
-    if fn.is_gluon():
-        from triton.experimental.gluon._runtime import GluonASTSource as source_cls
-    src = source_cls(fn, sig.signature, sig.constexprs, sig.attrs)
-    options = dict(cfg.options)
+    barrier_offsets.resolve(fn, la, gpu, compile_launch)
     seen, restore = _listen()
     t0 = time.perf_counter()
     try:
-        compiled = triton.compile(src, target=gpu, options=options)
+        compiled, sig = compile_with_signature(fn, la, gpu)
     except Exception as e:  # a compile error is reported in one line (the CLI shows no tracebacks)
-        lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+        lines = [ln for ln in str(e).strip().splitlines() if ln.strip(" ^~\t")]  # not the caret line
         raise UserError(f"compiling {cfg.name} for {target.name} failed: {type(e).__name__}: "
                         f"{lines[-1] if lines else ''}") from None
     finally:
         restore()
     seconds = time.perf_counter() - t0
+    options = dict(la.options)
     return Artifact(target, cfg, kernel, _stages_of(compiled, target.backend), _metadata(compiled), sig, options,
                     seen.get("cache_hit"), seconds, problem)
 

@@ -12,6 +12,7 @@ import itertools
 
 import torch
 
+from . import barrier_offsets
 from .launch import LaunchArgs
 from .launch_paged import no_meta
 
@@ -136,7 +137,14 @@ def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None)
         q_d.base = q if q_in_place else _q_rows(q)
         return (q_d, kv_d, sc_d, weights, ctx, table, meta if placeholder is None else placeholder, out, *tail)
 
-    return LaunchArgs((ranges * c["SUBS"],), args, dict(c), dict(cfg.options), rebuild)
+    la = LaunchArgs((ranges * c["SUBS"],), args, dict(c), dict(cfg.options), rebuild)
+    if c.get("PTX_SLOTS") and t.q.is_cuda:  # slot waits in PTX need the ring barriers' offset (one compile, cached)
+        from triton.runtime import driver
+
+        from .signature import compile_launch
+
+        barrier_offsets.resolve(cfg.jitted(), la, driver.active.get_current_target(), compile_launch)
+    return la
 
 
 def _desc_fields(desc) -> dict:

@@ -146,11 +146,15 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
           echo "$tool|$row|$row next_n 6 parts|${small/--next-n 4/--next-n 6}" >>"$JOBS"
           # next_n 7: one part at a time (AHEAD off), three math warpgroups
           echo "$tool|$row|$row next_n 7 parts|${small/--next-n 4/--next-n 7}" >>"$JOBS"
+          # slot waits and releases in PTX (PTX_SLOTS): one part at a time in three warpgroups, and one wgmma
+          echo "$tool|$row:PTX_SLOTS=1|$row next_n 7 PTX_SLOTS|${small/--next-n 4/--next-n 7}" >>"$JOBS"
+          echo "$tool|$row:PTX_SLOTS=1|$row next_n 2 PTX_SLOTS|${small/--next-n 4/--next-n 2}" >>"$JOBS"
         done
         for tool in memcheck synccheck; do  # 16384 blocks: the 'large' class (next_n 1: MATH_WG 2, next_n 2: 3)
           [[ " $TOOLS " == *" $tool "* ]] || continue
           echo "$tool|$row|$row large n1|$large --next-n 1" >>"$JOBS"
           echo "$tool|$row|$row large n2|$large --next-n 2" >>"$JOBS"
+          echo "$tool|$row:PTX_SLOTS=1|$row large n1 PTX_SLOTS|$large --next-n 1" >>"$JOBS"
         done ;;
       gluon_ws_sm90)
         for tool in racecheck memcheck synccheck; do

@@ -158,12 +158,13 @@ COMPILE = textwrap.dedent(r'''
     sys.path.insert(0, os.path.dirname(sys.argv[1]))  # the repository root: tests is a package
     from tests.test_paged_ws import meta_paged
 
-    T, H, D, clean, bf16, given, pipe, wg, lanes, mma, ahead = (int(a) for a in sys.argv[2:10] + sys.argv[11:14])
+    T, H, D, clean, bf16, given, pipe, wg, lanes, mma, ahead, ptx = (int(a) for a in sys.argv[2:10] + sys.argv[11:15])
     t = meta_paged(B=4, T=T, H=H, D=D)
     ov = {"PIPE": bool(pipe)} if wg == 1 else {"MATH_WG": wg, "SUBS": 1, "STAGES": 6 if T <= 4 else 4}
     ov["Q_IN_LANES"] = lanes == 1
     ov["MMA_N"] = mma  # a block's draft rows in parts of mma / H rows, one wgmma each (0: one wgmma)
     ov["AHEAD"] = bool(ahead)  # parts: the next part's wgmma before a part's epilogue, or one part at a time
+    ov["PTX_SLOTS"] = bool(ptx)  # ring slots waited for and released in PTX at the barriers' resolved offsets
     cfg = paged_ws_sm90_config(heads=H, dim=D, next_n=T, block_size=64, batch=4, max_context_len=8192,
                                clean=bool(clean), bf16=bool(bf16), units=132, override=ov)
     cfg = with_schedule_source(cfg, not given)
@@ -172,6 +173,8 @@ COMPILE = textwrap.dedent(r'''
     la = paged_ws_args(t, cfg, out, meta)
     gpu = GPUTarget("cuda", 90, 128)
     fn = cfg.jitted()
+    from mqa_cli import barrier_offsets
+    barrier_offsets.resolve(fn, la, gpu, comp.compile_launch)  # PTX_SLOTS: FULL_AT / EMPTY_AT from a first build
     sig = comp.build_signature(fn, la, make_backend(gpu))
     k = triton.compile(GluonASTSource(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
                        options=dict(cfg.options))
@@ -182,27 +185,33 @@ COMPILE = textwrap.dedent(r'''
     sass = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "-sass", cubin], capture_output=True, text=True).stdout
     usage = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "--dump-resource-usage", cubin], capture_output=True,
                            text=True).stdout
-    json.dump({"name": k.metadata.name, "expected": cfg.name, "sass": sass, "usage": usage, "lanes": cfg.constexprs["Q_IN_LANES"]},
-              open(os.path.join(folder, "result.json"), "w"))
+    json.dump({"name": k.metadata.name, "expected": cfg.name, "sass": sass, "usage": usage,
+               "lanes": cfg.constexprs["Q_IN_LANES"],
+               "offsets": [la.constexprs["FULL_AT"], la.constexprs["EMPTY_AT"]],
+               "inits": barrier_offsets.ring_barriers(k.asm["ptx"])}, open(os.path.join(folder, "result.json"), "w"))
 ''')
 
 
 @pytest.mark.skipif(not TRITON.startswith("3.6."), reason="the kernel is written against triton 3.6's Gluon API")
-@pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe, wg, lanes, mma, ahead", [
-    (1, 64, 128, 0, 0, 0, 0, 1, 0, 0, 1), (2, 64, 128, 1, 1, 1, 1, 1, 0, 0, 1),
-    (4, 64, 128, 1, 0, 0, 0, 2, 0, 0, 1), (2, 32, 64, 0, 1, 1, 0, 1, 0, 0, 1),
-    (2, 64, 128, 1, 0, 0, 0, 3, 0, 0, 1), (4, 64, 128, 1, 0, 0, 0, 2, 1, 0, 1),
-    (3, 64, 128, 0, 1, 1, 0, 2, 1, 0, 1), (2, 64, 128, 1, 0, 0, 0, 3, 1, 0, 1),
-    (4, 64, 128, 1, 0, 0, 0, 2, 0, 128, 1), (3, 64, 128, 0, 1, 1, 0, 2, 0, 128, 1),
-    (3, 64, 128, 1, 0, 0, 0, 2, 0, 64, 1), (6, 64, 128, 1, 0, 0, 0, 2, 0, 128, 1),
-    (8, 64, 128, 0, 1, 1, 0, 2, 0, 128, 1), (5, 64, 64, 1, 0, 0, 0, 2, 0, 64, 1),
-    (6, 64, 128, 1, 0, 0, 0, 3, 0, 64, 0)])
+@pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe, wg, lanes, mma, ahead, ptx", [
+    (1, 64, 128, 0, 0, 0, 0, 1, 0, 0, 1, 0), (2, 64, 128, 1, 1, 1, 1, 1, 0, 0, 1, 0),
+    (4, 64, 128, 1, 0, 0, 0, 2, 0, 0, 1, 0), (2, 32, 64, 0, 1, 1, 0, 1, 0, 0, 1, 0),
+    (2, 64, 128, 1, 0, 0, 0, 3, 0, 0, 1, 0), (4, 64, 128, 1, 0, 0, 0, 2, 1, 0, 1, 0),
+    (3, 64, 128, 0, 1, 1, 0, 2, 1, 0, 1, 0), (2, 64, 128, 1, 0, 0, 0, 3, 1, 0, 1, 0),
+    (4, 64, 128, 1, 0, 0, 0, 2, 0, 128, 1, 0), (3, 64, 128, 0, 1, 1, 0, 2, 0, 128, 1, 0),
+    (3, 64, 128, 1, 0, 0, 0, 2, 0, 64, 1, 0), (6, 64, 128, 1, 0, 0, 0, 2, 0, 128, 1, 0),
+    (8, 64, 128, 0, 1, 1, 0, 2, 0, 128, 1, 0), (5, 64, 64, 1, 0, 0, 0, 2, 0, 64, 1, 0),
+    (6, 64, 128, 1, 0, 0, 0, 3, 0, 64, 0, 0),
+    # PTX_SLOTS: one wgmma with two accumulators (PIPE), three warpgroups, parts one at a time
+    (2, 64, 128, 1, 0, 0, 1, 1, 0, 0, 1, 1), (1, 64, 128, 0, 0, 1, 0, 2, 0, 0, 1, 1),
+    (6, 64, 128, 1, 1, 0, 0, 3, 0, 64, 0, 1)])
 def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, clean, bf16, given, pipe, wg, lanes,
-                                                            mma, ahead):
+                                                            mma, ahead, ptx):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
     r = subprocess.run([sys.executable, "-c", COMPILE, os.path.dirname(__file__), str(T), str(H), str(D), str(clean),
-                        str(bf16), str(given), str(pipe), str(wg), str(tmp_path), str(lanes), str(mma), str(ahead)],
+                        str(bf16), str(given), str(pipe), str(wg), str(tmp_path), str(lanes), str(mma), str(ahead),
+                        str(ptx)],
                        capture_output=True,
                        text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -215,7 +224,7 @@ def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, c
         per_loop = {sum("QGMMA" in op for op in body) for body in tile_loops(res["sass"])} - {0}
         assert per_loop == {-(-T // (mma // H)) * D // 32}, per_loop
     assert "LOCAL:0" in res["usage"]  # no register spills
-    tail = f"_Q_IN_LANES_{int(lanes == 1)}_MMA_N_{mma}_AHEAD_{int(ahead or not mma)}"
+    tail = f"_Q_IN_LANES_{int(lanes == 1)}_MMA_N_{mma}_AHEAD_{int(ahead or not mma)}_PTX_SLOTS_{ptx}"
     assert res["lanes"] == (lanes == 1) and res["name"].endswith(tail)
     # One math warpgroup: the split's results (computed in the kernel or read from the metadata) reach the block
     # loop in uniform registers, so the loop has no uniform-register moves (kernel._through_shared says what they
@@ -229,6 +238,13 @@ def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, c
     # A block's kv scales go from shared memory straight into the accumulator's row layout: no shared-memory
     # store (a layout conversion) inside the block loops.
     assert not [op for body in loops for op in body if op.startswith("STS") or " STS " in op]
+    # Slot waits and releases: triton's ops put a warpgroup barrier (BAR.SYNC) in every block loop, PTX_SLOTS none;
+    # its waits and releases address the ring's barriers where the build put them.
+    bars = [sum("BAR.SYNC" in op for op in body) for body in loops]
+    assert all(bars) if not ptx else not any(bars), bars
+    if ptx:
+        assert res["offsets"] == res["inits"] and min(res["offsets"]) > 0
+        assert all(sum("SYNCS.ARRIVE" in op for op in body) for body in loops)  # every thread releases its slot
 
 
 def test_sweep_csv_writes_the_table_the_config_reads(tmp_path):

@@ -77,7 +77,7 @@ def default_choice(np_heads: int) -> dict:
 
 
 # what `override` may set
-OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "maxnreg", "Q_IN_LANES", "MMA_N", "AHEAD")
+OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "maxnreg", "Q_IN_LANES", "MMA_N", "AHEAD", "PTX_SLOTS")
 
 
 def table_key(next_n: int, heads: int) -> int:
@@ -150,7 +150,8 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
     constexprs = {"NEXT_N": next_n, "H": heads, "D": dim, "BS": block_size, "NP": np_, "STAGES": stages,
                   "SUBS": subs, "CLEAN": bool(clean), "SELF_SCHEDULE": True,
                   "PIPE": pipe, "MATH_WG": g, "MATH_REGS": math_regs, "SMALL_REGS": SMALL_REGS, "Q_IN_LANES": lanes,
-                  "MMA_N": mma_n, "AHEAD": bool(choice.get("AHEAD", True)) or not mma_n}
+                  "MMA_N": mma_n, "AHEAD": bool(choice.get("AHEAD", True)) or not mma_n,
+                  "PTX_SLOTS": bool(choice.get("PTX_SLOTS", False)), "FULL_AT": -1, "EMPTY_AT": -1}
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "blocks_max": cdiv(max(1, max_context_len), block_size), "batch": batch, "bf16": bool(bf16),
                 "smem_per_program": need, "size_class": regime(batch, max_context_len, block_size),

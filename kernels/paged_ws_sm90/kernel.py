@@ -36,6 +36,10 @@ mbarrier phases as in mqa_kernels.gluon_ws_sm90 (Ring): the n-th fill of a slot 
 its math warpgroup, and its (n-1)-th release with parity (n & 1) ^ 1 by the producer before refilling it. Each
 slot belongs to one warpgroup, which takes its fills in order: a parity wait cannot match a fill two behind (one
 ring shared by several warpgroups can: a warpgroup early for fill n passes on the completed fill n - 2).
+PTX_SLOTS: the math warpgroups wait for a fill and release a slot in PTX at the ring barriers' offsets (FULL_AT,
+EMPTY_AT, which mqa_cli.barrier_offsets reads from a first build), every thread arriving (empty count 128). Triton's
+own ops put a 128-thread barrier before each wait and each elected release; without them each warp still waits
+for a slot's fills in order, and no fill starts before all 128 threads released the one before.
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -110,9 +114,13 @@ class Shape:
     LANES: gl.constexpr  # Q_IN_LANES: wgmma column n = (draft row (n % 8) // (8 // NP), head ...): see _head_sum
     MMA_N: gl.constexpr  # columns per wgmma when a block's draft rows go in parts (MMA_N / H rows each); 0: one wgmma
     AHEAD: gl.constexpr  # parts: part j + 1's wgmma issued before part j's epilogue (two accumulators in flight)
+    PTX_SLOTS: gl.constexpr  # a math warpgroup waits for and releases its kv ring slots in PTX (_wait_full, _release)
+    FULL_AT: gl.constexpr  # PTX_SLOTS: byte offset of the kv ring's full barriers in shared memory
+    EMPTY_AT: gl.constexpr  # PTX_SLOTS: and of its empty barriers
 
     @gluon.constexpr_function
-    def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, G, LANES, MMA_N=0, AHEAD=True):
+    def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, G, LANES, MMA_N=0, AHEAD=True,
+                 PTX_SLOTS=False, FULL_AT=-1, EMPTY_AT=-1):
         self.NEXT_N = gl.constexpr(NEXT_N)
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
@@ -126,6 +134,9 @@ class Shape:
         self.LANES = gl.constexpr(LANES)
         self.MMA_N = gl.constexpr(MMA_N)
         self.AHEAD = gl.constexpr(AHEAD)
+        self.PTX_SLOTS = gl.constexpr(PTX_SLOTS)
+        self.FULL_AT = gl.constexpr(FULL_AT)
+        self.EMPTY_AT = gl.constexpr(EMPTY_AT)
 
 
 @aggregate
@@ -333,11 +344,40 @@ def _scales(sc_smem, st, BS: gl.constexpr, k_layout: gl.constexpr):
 
 
 @gluon.jit
+def _wait_full(kv, st, ph, s):
+    """Wait for fill parity ph of kv ring slot st. PTX_SLOTS: by PTX at the barrier's address (global_smem + FULL_AT
+    + 8 st), which triton does not see as a barrier op, so it puts no warpgroup barrier before the wait (it does
+    between two of its waits on one barrier array, so that no warp gets a phase ahead: here each warp waits for a
+    slot's fills in order, and a fill cannot start before all 128 threads released the one before)."""
+    if s.PTX_SLOTS:
+        gl.inline_asm_elementwise(
+            "{ .reg .pred ok; .reg .b32 at; mov.b32 at, global_smem; add.s32 at, at, $1; wait_full: "
+            "mbarrier.try_wait.parity.shared::cta.b64 ok, [at], $2; @!ok bra.uni wait_full; mov.b32 $0, 0; }",
+            "=r,r,r", [st * 8 + s.FULL_AT, ph], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        mbarrier.wait(kv.full.index(st), ph)
+
+
+@gluon.jit
+def _release(kv, st, s):
+    """Release kv ring slot st to the producer, after the wgmma wait and the scale reads: one elected thread arrives
+    (triton puts a warpgroup barrier before it, so that all four warps are done), or, PTX_SLOTS, every thread
+    arrives by PTX at global_smem + EMPTY_AT + 8 st (empty count 128; mbarrier.arrive releases the thread's reads)."""
+    if s.PTX_SLOTS:
+        gl.inline_asm_elementwise(
+            "{ .reg .b32 at; mov.b32 at, global_smem; add.s32 at, at, $1; "
+            "mbarrier.arrive.shared::cta.b64 _, [at]; mov.b32 $0, 0; }",
+            "=r,r", [st * 8 + s.EMPTY_AT], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        mbarrier.arrive(kv.empty.index(st), count=1)
+
+
+@gluon.jit
 def _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout: gl.constexpr):
     """The program's block c: wait for its ring slot, start its wgmma with B operand q_t (all draft rows, or the
     first part), read its kv scales."""
     st, ph = _slot(c, s)
-    mbarrier.wait(kv.full.index(st), ph)
+    _wait_full(kv, st, ph, s)
     tok = warpgroup_mma(kv.smem.index(st), q_t, acc, use_acc=False, is_async=True)
     return st, tok, _scales(sc_smem, st, s.BS, k_layout)
 
@@ -404,7 +444,8 @@ def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0,
     PR: gl.constexpr = MN // H
     PARTS: gl.constexpr = _parts(s)
     HOLD: gl.constexpr = PARTS * MN <= 256
-    s2 = Shape(s.NEXT_N, H, s.D, BS, PR, s.STAGES, s.SUBS, s.CLEAN, False, s.G, False, MN)
+    s2 = Shape(s.NEXT_N, H, s.D, BS, PR, s.STAGES, s.SUBS, s.CLEAN, False, s.G, False, MN, True, s.PTX_SLOTS,
+               s.FULL_AT, s.EMPTY_AT)
     mma2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, MN, 32])
     acc2 = gl.zeros([BS, MN], gl.float32, layout=mma2)
     red2: gl.constexpr = _head_sum(acc2, s2).type.layout
@@ -434,7 +475,7 @@ def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0,
             else:
                 done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
             if j + 1 == PARTS:
-                mbarrier.arrive(kv.empty.index(st), count=1)  # slot st: every part and the scales are read
+                _release(kv, st, s)  # slot st: every part and the scales are read
             _store_block(p, s2, done, w2j, sc, u, offs_k2, ends2j, rows_j, ok_j, seg_hi)
             if j + 1 < PARTS:
                 if s.AHEAD:
@@ -501,7 +542,7 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                             st_b, tok_b, sc_b = _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout)
                             c += 1
                             done_a = warpgroup_mma_wait(num_outstanding=1, deps=(tok_a, ))
-                            mbarrier.arrive(kv.empty.index(st_a), count=1)
+                            _release(kv, st_a, s)
                             _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
                             ua = ub + s.SUBS
                             if ua < u1:
@@ -510,11 +551,11 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                                 done_b = warpgroup_mma_wait(num_outstanding=1, deps=(tok_b, ))
                             else:
                                 done_b = warpgroup_mma_wait(num_outstanding=0, deps=(tok_b, ))
-                            mbarrier.arrive(kv.empty.index(st_b), count=1)
+                            _release(kv, st_b, s)
                             _store_block(p, s, done_b, w2, sc_b, ub, offs_k, ends2, out_rows, t_ok, seg_hi)
                         else:
                             done_a = warpgroup_mma_wait(num_outstanding=0, deps=(tok_a, ))
-                            mbarrier.arrive(kv.empty.index(st_a), count=1)
+                            _release(kv, st_a, s)
                             _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
                 else:
                     # The program's blocks of this segment are c_seg .. c_seg + n_seg - 1 (block k at token
@@ -524,7 +565,7 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                     for k in range((WG - c_seg % s.G + s.G) % s.G, n_seg, s.G):
                         st, tok, sc = _issue_block(c_seg + k, s, kv, sc_smem, q_t, acc, k_layout)
                         done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
-                        mbarrier.arrive(kv.empty.index(st), count=1)  # slot st: the tile and its scales are read
+                        _release(kv, st, s)  # slot st: the tile and its scales are read
                         _store_block(p, s, done, w2, sc, u0 + k * s.SUBS, offs_k, ends2, out_rows, t_ok, seg_hi)
                     c = c_seg + n_seg
             mbarrier.arrive(q.empty.index(qs), count=1)
@@ -585,6 +626,9 @@ def paged_mqa_logits_ws_sm90(
     Q_IN_LANES: gl.constexpr = False,  # draft rows spread over the lanes of a quad (see _head_sum)
     MMA_N: gl.constexpr = 0,  # columns per wgmma, a block's draft rows in parts of MMA_N / H (0: one wgmma of NP * H)
     AHEAD: gl.constexpr = True,  # parts: the next part's wgmma issued before a part's epilogue
+    PTX_SLOTS: gl.constexpr = False,  # ring slots waited for and released in PTX: no warpgroup barrier per block
+    FULL_AT: gl.constexpr = -1,  # PTX_SLOTS: offset of the kv full barriers (mqa_cli.barrier_offsets resolves it)
+    EMPTY_AT: gl.constexpr = -1,  # PTX_SLOTS: and of the empty barriers
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BS == 64, "a cache block = one warpgroup's 64 MMA rows")
@@ -599,7 +643,9 @@ def paged_mqa_logits_ws_sm90(
     gl.static_assert((MMA_N == 0) | ((MMA_N % H == 0) & (MMA_N <= 128) & (not PIPE) & (not Q_IN_LANES)),
                      "MMA_N: a multiple of H up to 128 (two accumulators in flight), without PIPE or Q_IN_LANES")
     gl.static_assert((MMA_N != 0) | (NP * H <= 256), "NP * H past one wgmma's 256 columns needs MMA_N")
-    s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG, Q_IN_LANES, MMA_N, AHEAD)
+    gl.static_assert((not PTX_SLOTS) | ((FULL_AT >= 0) & (EMPTY_AT >= 0)), "PTX_SLOTS needs FULL_AT and EMPTY_AT")
+    s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG, Q_IN_LANES, MMA_N, AHEAD, PTX_SLOTS,
+              FULL_AT, EMPTY_AT)
     _prefetch_table(p, BS)
     if SELF_SCHEDULE:
         b_lo, u_lo, b_end, u_end = _split_points(p, r, n_ranges, NEXT_N, BS)
@@ -616,7 +662,8 @@ def paged_mqa_logits_ws_sm90(
               MATH_WG, 2)
     # kv ring: STAGES slots per math warpgroup, each [BS, D] fp8 rows + [1, BS] fp32 scales, one barrier pair per slot.
     SLOTS: gl.constexpr = STAGES * MATH_WG
-    kv = _ring(gl.allocate_shared_memory(kv_desc.dtype, [SLOTS] + kv_desc.block_type.shape, kv_desc.layout), 1)
+    kv = _ring(gl.allocate_shared_memory(kv_desc.dtype, [SLOTS] + kv_desc.block_type.shape, kv_desc.layout),
+               128 if PTX_SLOTS else 1)  # PTX_SLOTS: every thread of the warpgroup releases
     sc_smem = gl.allocate_shared_memory(sc_desc.dtype, [SLOTS] + sc_desc.block_type.shape, sc_desc.layout)
     fence_async_shared()
 

@@ -24,19 +24,19 @@ CUDA_TUNED = {
         'large': {'MATH_WG': 2, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2: mean 0.812 of the portable kernel's time, 1 shapes
     },
     320: {
-        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.374 of the portable kernel's time, 1 shapes
-        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg3-mma64-seq: mean 0.347 of the portable kernel's time, 1 shapes
+        'small': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 128, 'PTX_SLOTS': True, 'STAGES': 3, 'SUBS': 1},  # st3-sub1-wg3-mma128-seq-ptx: mean 0.361 of the portable kernel's time, 1 shapes
+        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'PTX_SLOTS': True, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg3-mma64-seq-ptx: mean 0.348 of the portable kernel's time, 1 shapes
     },
     384: {
-        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.397 of the portable kernel's time, 1 shapes
-        'large': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.384 of the portable kernel's time, 1 shapes
+        'small': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 128, 'PTX_SLOTS': True, 'STAGES': 3, 'SUBS': 1},  # st3-sub1-wg3-mma128-seq-ptx: mean 0.392 of the portable kernel's time, 1 shapes
+        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 128, 'PTX_SLOTS': True, 'STAGES': 3, 'SUBS': 1},  # st3-sub1-wg3-mma128-seq-ptx: mean 0.376 of the portable kernel's time, 1 shapes
     },
     448: {
-        'small': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 128, 'STAGES': 3, 'SUBS': 1},  # st3-sub1-wg3-mma128-seq: mean 0.478 of the portable kernel's time, 1 shapes
-        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 128, 'STAGES': 3, 'SUBS': 1},  # st3-sub1-wg3-mma128-seq: mean 0.462 of the portable kernel's time, 1 shapes
+        'small': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 128, 'STAGES': 3, 'SUBS': 1},  # st3-sub1-wg3-mma128-seq: mean 0.483 of the portable kernel's time, 1 shapes
+        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 128, 'STAGES': 3, 'SUBS': 1},  # st3-sub1-wg3-mma128-seq: mean 0.466 of the portable kernel's time, 1 shapes
     },
     512: {
-        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.553 of the portable kernel's time, 1 shapes
-        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 128, 'STAGES': 3, 'SUBS': 1},  # st3-sub1-wg3-mma128-seq: mean 0.552 of the portable kernel's time, 1 shapes
+        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg2-mma128: mean 0.555 of the portable kernel's time, 1 shapes
+        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 128, 'PTX_SLOTS': True, 'STAGES': 3, 'SUBS': 1},  # st3-sub1-wg3-mma128-seq-ptx: mean 0.544 of the portable kernel's time, 1 shapes
     },
 }

@@ -1,0 +1,115 @@
+"""How the Gluon decode kernel's math warpgroups wait for and release their ring slots, timed side by side.
+
+triton: its mbarrier ops (a 128-thread warpgroup barrier before each slot wait and before the elected release);
+PTX_SLOTS: the wait and the release in PTX at the ring barriers' offsets, every thread arriving (no warpgroup
+barrier in the block loop). Each is the table's config for the shape with PTX_SLOTS set, launched directly (the
+API's config without its host work), checked bitwise against the other (and against the float32 reference on
+every live entry where the reference fits), then timed: one CUDA-graph
+replay after an L2 flush, median, the least of two rounds in opposite orders. DeepGEMM beside it when importable.
+Inputs as the harness builds them: 2-D context lengths, contexts uniform in [0.7C, 1.3C), a shuffled block table.
+
+    python3 scripts/sync_ab.py [--shapes B:C,...] [--next-n 1,2,3,6]      (the H200; a Markdown table on stdout)
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+SHAPES = ((1, 8192), (8, 8192), (64, 8192), (128, 8192), (8, 65536), (64, 65536), (128, 65536), (4096, 8192))
+COPY_TBS = 4.3
+VARIANTS = (False, True)
+NAMES = {False: "triton", True: "PTX_SLOTS"}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default=",".join(f"{b}:{c}" for b, c in SHAPES), help="B:C pairs, comma-separated")
+    ap.add_argument("--next-n", default="1,2")
+    ap.add_argument("--reference-below", type=int, default=2 ** 25,
+                    help="check against the float32 reference when B*next_n*max_len is below this")
+    args = ap.parse_args(argv)
+    shapes = [tuple(int(x) for x in s.split(":")) for s in args.shapes.split(",") if s]
+    import torch
+
+    import mqa_cli
+    from mqa_cli import timing
+    from mqa_cli.launch_paged_ws import paged_ws_args
+    from mqa_cli.paged_problem import PagedSpec
+    from mqa_cli.paged_reference import reference_paged
+    from mqa_cli.paged_tensors import Paged, random_paged
+    from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
+
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    from decode_split_ab import _clock_power, _deep_gemm
+
+    dg, why = _deep_gemm()
+    sms = mqa_cli.get_num_sms()
+    print(f"{torch.cuda.get_device_name()}: decode kernel's slot waits by triton / PTX_SLOTS, launched directly "
+          f"(µs, graph replay, cold L2){'' if dg else '; DeepGEMM not importable: ' + why}")
+    print("| B | C | next_n | config | triton | PTX_SLOTS | PTX_SLOTS / triton | DeepGEMM | triton / DG "
+          "| PTX_SLOTS / DG | PTX_SLOTS % of 4.3 TB/s | check | MHz, W |")
+    print("|" + "---|" * 13)
+    bad = 0
+    for B, C in shapes:
+        for n in (int(x) for x in args.next_n.split(",")):
+            t = random_paged(PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, clean_logits=False,
+                                       seed=B + C), device="cuda")
+            ctx = (t.context_lens[:, None] - n + 1 + torch.arange(n, device="cuda", dtype=torch.int32)[None, :])
+            ctx = ctx.clamp_min(0).to(torch.int32).contiguous()
+            t = Paged(t.q, t.kv_cache, t.weights, ctx, t.block_table, t.max_context_len)
+            maxlen = t.max_context_len
+            calls, outs, name = {}, {}, ""
+            for v in VARIANTS:
+                cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=n, block_size=64, batch=B,
+                                           max_context_len=maxlen, clean=False, units=sms, override={"PTX_SLOTS": v})
+                name = name or cfg.name
+                out = torch.full((B * n, maxlen), float("nan"), device="cuda")
+                a = paged_ws_args(t, cfg, out, None)
+                kern = cfg.jitted()
+                calls[NAMES[v]] = (lambda k=kern, a=a: k[a.grid](*a.args, **a.constexprs, **a.options))
+                outs[NAMES[v]] = out
+            if dg is not None and n <= 2:  # DeepGEMM runs next_n 1-2 on sm90
+                dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)
+                calls["dg"] = lambda: dg.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, ctx, t.block_table, dmeta,
+                                                              maxlen, clean_logits=False)
+            for k, f in calls.items():
+                r = f()
+                if k == "dg":
+                    outs["dg"] = r
+            torch.cuda.synchronize()
+            live = torch.arange(maxlen, device="cuda")[None, :] < ctx.reshape(-1, 1)
+            base = outs["triton"][live]
+            notes = []
+            if not torch.equal(outs["PTX_SLOTS"][live], base):
+                notes.append("PTX_SLOTS differs from triton!")
+            if B * n * maxlen < args.reference_below:
+                ref = reference_paged(t, dtype=torch.float32, clean_logits=True)[live]
+                rel = float((base - ref).double().norm() / ref.double().norm().clamp_min(1e-30))
+                if not rel < 2e-3:
+                    notes.append(f"off the reference: {rel:.1e}!")
+                check = f"ref {rel:.1e}"
+            else:
+                check = "bitwise"
+            if "dg" in outs:
+                rel = float((outs["dg"][live] - base).double().norm() / base.double().norm().clamp_min(1e-30))
+                if not rel < 2e-3:
+                    notes.append(f"differs from DeepGEMM: {rel:.1e}!")
+            bad += bool(notes)
+            order = list(calls)
+            rounds = [{k: timing.time_kernel(calls[k], rep_ms=60) for k in seq} for seq in (order, order[::-1])]
+            us = {k: min(r[k] for r in rounds) for k in calls}
+            nbytes = int(t.context_lens.long().max(dim=1).values.sum()) * (128 + 4) + B * n * maxlen * 4
+            a, p = us["triton"], us["PTX_SLOTS"]
+            pct = nbytes / (p * 1e-6) / (COPY_TBS * 1e12) * 100
+            d = us.get("dg")
+            dg_cols = "- | - | -" if d is None else f"{d:.2f} | {a / d:.3f} | {p / d:.3f}"
+            print(f"| {B} | {C // 1024}K | {n} | {name.split('_NEXT_N_')[-1][:60]} | {a:.2f} | {p:.2f} | "
+                  f"{p / a:.3f} | {dg_cols} | {pct:.1f} | {check}{' ' + ' '.join(notes) if notes else ''} "
+                  f"| {_clock_power(torch)} |", flush=True)
+            del t, outs, calls
+            torch.cuda.empty_cache()
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

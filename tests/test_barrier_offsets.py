@@ -1,0 +1,75 @@
+"""mqa_cli.barrier_offsets: the kv ring's barrier offsets read from a build's PTX, and the resolve step that a
+PTX_SLOTS launch takes before its compile (the real kernel's offsets: tests/test_paged_ws.py cross-compiles it)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from mqa_cli import barrier_offsets
+from mqa_cli.errors import UserError
+from mqa_cli.launch import LaunchArgs
+
+
+def ptx_with_ring(full: int, empty: int, slots: int = 2, q_at: int = 64) -> str:
+    """PTX as triton writes a ring's inits: q's pair (counts 1 and 3) first, then kv's full/empty slot by slot."""
+    lines = ["\tmov.b32 \t%r10, global_smem;", f"\tadd.s32 \t%r11, %r10, {q_at};",
+             f"\tadd.s32 \t%r12, %r10, {q_at + 8};",
+             "\t@%p1 mbarrier.init.shared::cta.b64 [%r11], 1;", "\t@%p1 mbarrier.init.shared::cta.b64 [%r12], 3;"]
+    reg = 20
+    for s in range(slots):
+        lines += [f"\tadd.s32 \t%r{reg}, %r10, {full + 8 * s};", f"\tadd.s32 \t%r{reg + 1}, %r{reg}, {empty - full};",
+                  f"\t@%p1 mbarrier.init.shared::cta.b64 [%r{reg}], 1;",
+                  f"\t@%p1 mbarrier.init.shared::cta.b64 [%r{reg + 1}], 128;"]
+        reg += 2
+    return "\n".join(lines) + "\n"
+
+
+def test_ring_barriers_follows_the_address_chain_to_global_smem():
+    assert barrier_offsets.ring_barriers(ptx_with_ring(50384, 50416)) == (50384, 50416)
+    assert barrier_offsets.ring_barriers(ptx_with_ring(0, 16)) == (0, 16)
+
+
+def test_ring_barriers_refuses_what_it_cannot_follow():
+    assert barrier_offsets.ring_barriers(ptx_with_ring(100, 132).replace("128;", "1;")) is None  # no empty count
+    # a register written twice is not a constant offset
+    twice = ptx_with_ring(100, 132).replace("\t@%p1 mbarrier.init.shared::cta.b64 [%r20], 1;",
+                                           "\tmov.b32 \t%r20, %r5;\n\t@%p1 mbarrier.init.shared::cta.b64 [%r20], 1;")
+    assert barrier_offsets.ring_barriers(twice) is None
+    assert barrier_offsets.ring_barriers(ptx_with_ring(100, 132).replace("global_smem", "other_smem")) is None
+
+
+def _launch(ptx_slots: bool) -> LaunchArgs:
+    c = {"PTX_SLOTS": ptx_slots, "FULL_AT": -1, "EMPTY_AT": -1, "STAGES": 4}
+    return LaunchArgs((1,), [], c, {"num_warps": 4})
+
+
+def test_resolve_compiles_reads_and_checks_the_offsets(monkeypatch):
+    calls = []
+
+    def fake_compile(fn, la, gpu):
+        calls.append((la.constexprs["FULL_AT"], la.constexprs["EMPTY_AT"]))
+        return SimpleNamespace(asm={"ptx": ptx_with_ring(4096, 4128)})
+
+    monkeypatch.setattr(barrier_offsets, "_RESOLVED", {})
+    fn, gpu = SimpleNamespace(__name__="k"), SimpleNamespace(backend="cuda", arch=90)
+    la = _launch(True)
+    barrier_offsets.resolve(fn, la, gpu, fake_compile)
+    assert (la.constexprs["FULL_AT"], la.constexprs["EMPTY_AT"]) == (4096, 4128)
+    assert calls == [(0, 0), (4096, 4128)]  # the placeholder build, then the build that uses them, checked
+    again = _launch(True)
+    barrier_offsets.resolve(fn, again, gpu, fake_compile)  # the same variant: cached, no compile
+    assert len(calls) == 2 and again.constexprs["FULL_AT"] == 4096
+    plain = _launch(False)
+    barrier_offsets.resolve(fn, plain, gpu, fake_compile)  # triton's own slot ops: nothing to resolve
+    assert plain.constexprs["FULL_AT"] == -1 and len(calls) == 2
+
+
+def test_resolve_refuses_offsets_that_move_or_are_missing(monkeypatch):
+    fn, gpu = SimpleNamespace(__name__="k"), SimpleNamespace(backend="cuda", arch=90)
+    monkeypatch.setattr(barrier_offsets, "_RESOLVED", {})
+    builds = iter([ptx_with_ring(4096, 4128), ptx_with_ring(8192, 8224)])
+    with pytest.raises(UserError, match="moved"):
+        barrier_offsets.resolve(fn, _launch(True), gpu, lambda fn, la, gpu: SimpleNamespace(asm={"ptx": next(builds)}))
+    with pytest.raises(UserError, match="not found"):
+        barrier_offsets.resolve(fn, _launch(True), gpu, lambda fn, la, gpu: SimpleNamespace(asm={"ptx": "ret;"}))
