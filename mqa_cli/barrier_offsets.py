@@ -48,12 +48,13 @@ def smem_offset(ptx: str, reg: str) -> int | None:
     return None
 
 
-def ring_barriers(ptx: str, empty_count: int = EMPTY_COUNT) -> tuple[int, int] | None:
-    """Offsets (full, empty) of the kv ring's first barriers: the first init of count empty_count is its first empty
-    barrier, and the init just before it (count 1) its first full one (the ring initialises them slot by slot)."""
+def ring_barriers(ptx: str) -> tuple[int, int] | None:
+    """Offsets (full, empty) of the kv ring's first barriers: the first init of count 128 is its first empty barrier
+    (no other barrier of the kernel counts threads), and the init just before it (count 1) its first full one (the
+    ring initialises them slot by slot)."""
     inits = _INIT.findall(ptx)
     for i, (reg, plus, count) in enumerate(inits):
-        if int(count) == empty_count and i > 0 and int(inits[i - 1][2]) == 1:
+        if int(count) == EMPTY_COUNT and i > 0 and int(inits[i - 1][2]) == 1:
             at = [smem_offset(ptx, r) for r, _, _ in (inits[i - 1], inits[i])]
             if None in at:
                 return None
@@ -87,3 +88,15 @@ def resolve(fn, la, gpu, compile_launch) -> None:
             raise UserError(f"{fn.__name__}: the kv ring's barriers moved in its PTX_SLOTS build")
         _RESOLVED[key] = at
     c.update(zip(KEYS, at))
+
+
+def resolve_on_device(cfg, la, tensor) -> None:
+    """resolve() for a launch on `tensor`'s GPU (the launchers' hook); a launch on "meta" tensors (the cross-target
+    compile, which resolves for its own target) or without PTX_SLOTS is left alone."""
+    if not la.constexprs.get("PTX_SLOTS") or not tensor.is_cuda:
+        return
+    from triton.runtime import driver
+
+    from .signature import compile_launch
+
+    resolve(cfg.jitted(), la, driver.active.get_current_target(), compile_launch)

@@ -138,12 +138,7 @@ def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None)
         return (q_d, kv_d, sc_d, weights, ctx, table, meta if placeholder is None else placeholder, out, *tail)
 
     la = LaunchArgs((ranges * c["SUBS"],), args, dict(c), dict(cfg.options), rebuild)
-    if c.get("PTX_SLOTS") and t.q.is_cuda:  # slot waits in PTX need the ring barriers' offset (one compile, cached)
-        from triton.runtime import driver
-
-        from .signature import compile_launch
-
-        barrier_offsets.resolve(cfg.jitted(), la, driver.active.get_current_target(), compile_launch)
+    barrier_offsets.resolve_on_device(cfg, la, t.q)
     return la
 
 

@@ -114,7 +114,7 @@ class Shape:
     LANES: gl.constexpr  # Q_IN_LANES: wgmma column n = (draft row (n % 8) // (8 // NP), head ...): see _head_sum
     MMA_N: gl.constexpr  # columns per wgmma when a block's draft rows go in parts (MMA_N / H rows each); 0: one wgmma
     AHEAD: gl.constexpr  # parts: part j + 1's wgmma issued before part j's epilogue (two accumulators in flight)
-    PTX_SLOTS: gl.constexpr  # a math warpgroup waits for and releases its kv ring slots in PTX (_wait_full, _release)
+    PTX_SLOTS: gl.constexpr  # kv ring slots waited for and released in PTX (_wait_slot, _release_slot)
     FULL_AT: gl.constexpr  # PTX_SLOTS: byte offset of the kv ring's full barriers in shared memory
     EMPTY_AT: gl.constexpr  # PTX_SLOTS: and of its empty barriers
 
@@ -344,32 +344,34 @@ def _scales(sc_smem, st, BS: gl.constexpr, k_layout: gl.constexpr):
 
 
 @gluon.jit
-def _wait_full(kv, st, ph, s):
-    """Wait for fill parity ph of kv ring slot st. PTX_SLOTS: by PTX at the barrier's address (global_smem + FULL_AT
-    + 8 st), which triton does not see as a barrier op, so it puts no warpgroup barrier before the wait (it does
-    between two of its waits on one barrier array, so that no warp gets a phase ahead: here each warp waits for a
-    slot's fills in order, and a fill cannot start before all 128 threads released the one before)."""
-    if s.PTX_SLOTS:
+def _wait_slot(ring, st, ph, PTX: gl.constexpr, FULL_AT: gl.constexpr):
+    """A math warpgroup's wait for fill parity ph of ring slot st. PTX: by PTX at the full barrier's address
+    (global_smem + FULL_AT + 8 st, mqa_cli.barrier_offsets), which triton does not see as a barrier op: no
+    warpgroup barrier before it (triton puts one between two of its waits on one barrier array, so that no warp runs
+    a phase ahead; a warp here waits for a slot's fills in order, and no fill starts before all 128 threads released
+    the one before)."""
+    if PTX:
         gl.inline_asm_elementwise(
             "{ .reg .pred ok; .reg .b32 at; mov.b32 at, global_smem; add.s32 at, at, $1; wait_full: "
             "mbarrier.try_wait.parity.shared::cta.b64 ok, [at], $2; @!ok bra.uni wait_full; mov.b32 $0, 0; }",
-            "=r,r,r", [st * 8 + s.FULL_AT, ph], dtype=gl.int32, is_pure=False, pack=1)
+            "=r,r,r", [st * 8 + FULL_AT, ph], dtype=gl.int32, is_pure=False, pack=1)
     else:
-        mbarrier.wait(kv.full.index(st), ph)
+        mbarrier.wait(ring.full.index(st), ph)
 
 
 @gluon.jit
-def _release(kv, st, s):
-    """Release kv ring slot st to the producer, after the wgmma wait and the scale reads: one elected thread arrives
-    (triton puts a warpgroup barrier before it, so that all four warps are done), or, PTX_SLOTS, every thread
-    arrives by PTX at global_smem + EMPTY_AT + 8 st (empty count 128; mbarrier.arrive releases the thread's reads)."""
-    if s.PTX_SLOTS:
+def _release_slot(ring, st, PTX: gl.constexpr, EMPTY_AT: gl.constexpr):
+    """A math warpgroup's release of ring slot st, after its wgmma wait and its reads of the slot: one elected
+    thread arrives (triton puts a warpgroup barrier before it, so that all four warps are done), or, PTX, every
+    thread arrives by PTX at global_smem + EMPTY_AT + 8 st (the empty count is 128 per warpgroup; mbarrier.arrive
+    releases the thread's own reads)."""
+    if PTX:
         gl.inline_asm_elementwise(
             "{ .reg .b32 at; mov.b32 at, global_smem; add.s32 at, at, $1; "
             "mbarrier.arrive.shared::cta.b64 _, [at]; mov.b32 $0, 0; }",
-            "=r,r", [st * 8 + s.EMPTY_AT], dtype=gl.int32, is_pure=False, pack=1)
+            "=r,r", [st * 8 + EMPTY_AT], dtype=gl.int32, is_pure=False, pack=1)
     else:
-        mbarrier.arrive(kv.empty.index(st), count=1)
+        mbarrier.arrive(ring.empty.index(st), count=1)
 
 
 @gluon.jit
@@ -377,7 +379,7 @@ def _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout: gl.constexpr):
     """The program's block c: wait for its ring slot, start its wgmma with B operand q_t (all draft rows, or the
     first part), read its kv scales."""
     st, ph = _slot(c, s)
-    _wait_full(kv, st, ph, s)
+    _wait_slot(kv, st, ph, s.PTX_SLOTS, s.FULL_AT)
     tok = warpgroup_mma(kv.smem.index(st), q_t, acc, use_acc=False, is_async=True)
     return st, tok, _scales(sc_smem, st, s.BS, k_layout)
 
@@ -475,7 +477,7 @@ def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0,
             else:
                 done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
             if j + 1 == PARTS:
-                _release(kv, st, s)  # slot st: every part and the scales are read
+                _release_slot(kv, st, s.PTX_SLOTS, s.EMPTY_AT)  # slot st: every part and the scales are read
             _store_block(p, s2, done, w2j, sc, u, offs_k2, ends2j, rows_j, ok_j, seg_hi)
             if j + 1 < PARTS:
                 if s.AHEAD:
@@ -542,7 +544,7 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                             st_b, tok_b, sc_b = _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout)
                             c += 1
                             done_a = warpgroup_mma_wait(num_outstanding=1, deps=(tok_a, ))
-                            _release(kv, st_a, s)
+                            _release_slot(kv, st_a, s.PTX_SLOTS, s.EMPTY_AT)
                             _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
                             ua = ub + s.SUBS
                             if ua < u1:
@@ -551,11 +553,11 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                                 done_b = warpgroup_mma_wait(num_outstanding=1, deps=(tok_b, ))
                             else:
                                 done_b = warpgroup_mma_wait(num_outstanding=0, deps=(tok_b, ))
-                            _release(kv, st_b, s)
+                            _release_slot(kv, st_b, s.PTX_SLOTS, s.EMPTY_AT)
                             _store_block(p, s, done_b, w2, sc_b, ub, offs_k, ends2, out_rows, t_ok, seg_hi)
                         else:
                             done_a = warpgroup_mma_wait(num_outstanding=0, deps=(tok_a, ))
-                            _release(kv, st_a, s)
+                            _release_slot(kv, st_a, s.PTX_SLOTS, s.EMPTY_AT)
                             _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
                 else:
                     # The program's blocks of this segment are c_seg .. c_seg + n_seg - 1 (block k at token
@@ -565,7 +567,7 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                     for k in range((WG - c_seg % s.G + s.G) % s.G, n_seg, s.G):
                         st, tok, sc = _issue_block(c_seg + k, s, kv, sc_smem, q_t, acc, k_layout)
                         done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
-                        _release(kv, st, s)  # slot st: the tile and its scales are read
+                        _release_slot(kv, st, s.PTX_SLOTS, s.EMPTY_AT)  # slot st: the tile and its scales are read
                         _store_block(p, s, done, w2, sc, u0 + k * s.SUBS, offs_k, ends2, out_rows, t_ok, seg_hi)
                     c = c_seg + n_seg
             mbarrier.arrive(q.empty.index(qs), count=1)
