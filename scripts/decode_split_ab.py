@@ -38,6 +38,31 @@ def _clock_power(torch) -> str:
         return "-"
 
 
+def harness_inputs(torch, B: int, C: int, n: int):
+    """(paged tensors, 2-D context lengths [B, n], max_context_len) as the harness builds a decode step: contexts
+    uniform in [0.7C, 1.3C), a shuffled block table, row t of sequence b seeing k < ctx_b - n + t + 1."""
+    from mqa_cli.paged_problem import PagedSpec
+    from mqa_cli.paged_tensors import random_paged
+
+    t = random_paged(PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, clean_logits=False,
+                               seed=B + C), device="cuda")
+    ctx = (t.context_lens[:, None] - n + 1 + torch.arange(n, device="cuda", dtype=torch.int32)[None, :])
+    return t, ctx.clamp_min(0).to(torch.int32).contiguous(), t.max_context_len
+
+
+def rel_err(got, ref) -> float:
+    """||got - ref|| / ||ref|| in float64."""
+    return float((got - ref).double().norm() / ref.double().norm().clamp_min(1e-30))
+
+
+def two_rounds(calls: dict, timing) -> tuple[dict, list]:
+    """Each call timed alone (graph replay after an L2 flush) in two rounds of opposite order: (the least of each,
+    the rounds). A card near its power cap runs a later measurement at a lower clock; the pair shows how much."""
+    order = list(calls)
+    rounds = [{k: timing.time_kernel(calls[k], rep_ms=60) for k in seq} for seq in (order, order[::-1])]
+    return {k: min(r[k] for r in rounds) for k in calls}, rounds
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default=",".join(f"{b}:{c}" for b, c in SHAPES), help="B:C pairs, comma-separated")
@@ -48,8 +73,6 @@ def main(argv=None) -> int:
 
     import mqa_cli
     from mqa_cli import timing
-    from mqa_cli.paged_problem import PagedSpec
-    from mqa_cli.paged_tensors import random_paged
 
     dg, why = _deep_gemm()
     sms = mqa_cli.get_num_sms()
@@ -60,11 +83,7 @@ def main(argv=None) -> int:
     bad = 0
     for B, C in shapes:
         for n in (int(x) for x in args.next_n.split(",")):
-            t = random_paged(PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, clean_logits=False,
-                                       seed=B + C), device="cuda")
-            ctx = (t.context_lens[:, None] - n + 1 + torch.arange(n, device="cuda", dtype=torch.int32)[None, :])
-            ctx = ctx.clamp_min(0).to(torch.int32).contiguous()
-            maxlen = t.max_context_len
+            t, ctx, maxlen = harness_inputs(torch, B, C, n)
             meta = mqa_cli.get_paged_mqa_logits_metadata(ctx, 64, sms)
 
             def ours(m):
@@ -84,15 +103,12 @@ def main(argv=None) -> int:
             if not torch.equal(ref, outs["given"][live]):
                 notes.append("split given differs!")
             if "dg" in outs:
-                rel = float((outs["dg"][live] - ref).double().norm() / ref.double().norm().clamp_min(1e-30))
+                rel = rel_err(outs["dg"][live], ref)
                 if not rel < 2e-3:
                     notes.append(f"differs from DeepGEMM: {rel:.1e}!")
             bad += bool(notes)
-            # Two rounds in opposite orders, the least of each kept: a card near its power cap runs a later
-            # measurement at a lower clock, and the round pair shows how much that moved each call.
+            us, rounds = two_rounds(calls, timing)
             order = list(calls)
-            rounds = [{k: timing.time_kernel(calls[k], rep_ms=60) for k in seq} for seq in (order, order[::-1])]
-            us = {k: min(r[k] for r in rounds) for k in calls}
             spread = " / ".join(f"{k} {rounds[0][k]:.1f}, {rounds[1][k]:.1f}" for k in order)
             nbytes = int(t.context_lens.long().sum()) * (128 + 4) + B * n * maxlen * 4
             dg_us = us.get("dg")

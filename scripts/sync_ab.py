@@ -34,13 +34,12 @@ def main(argv=None) -> int:
     import mqa_cli
     from mqa_cli import timing
     from mqa_cli.launch_paged_ws import paged_ws_args
-    from mqa_cli.paged_problem import PagedSpec
     from mqa_cli.paged_reference import reference_paged
-    from mqa_cli.paged_tensors import Paged, random_paged
+    from mqa_cli.paged_tensors import Paged
     from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
 
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from decode_split_ab import _clock_power, _deep_gemm
+    from decode_split_ab import _clock_power, _deep_gemm, harness_inputs, rel_err, two_rounds
 
     dg, why = _deep_gemm()
     sms = mqa_cli.get_num_sms()
@@ -52,12 +51,8 @@ def main(argv=None) -> int:
     bad = 0
     for B, C in shapes:
         for n in (int(x) for x in args.next_n.split(",")):
-            t = random_paged(PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, clean_logits=False,
-                                       seed=B + C), device="cuda")
-            ctx = (t.context_lens[:, None] - n + 1 + torch.arange(n, device="cuda", dtype=torch.int32)[None, :])
-            ctx = ctx.clamp_min(0).to(torch.int32).contiguous()
-            t = Paged(t.q, t.kv_cache, t.weights, ctx, t.block_table, t.max_context_len)
-            maxlen = t.max_context_len
+            t, ctx, maxlen = harness_inputs(torch, B, C, n)
+            t = Paged(t.q, t.kv_cache, t.weights, ctx, t.block_table, maxlen)
             calls, outs, name = {}, {}, ""
             for v in VARIANTS:
                 cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=n, block_size=64, batch=B,
@@ -84,20 +79,18 @@ def main(argv=None) -> int:
                 notes.append("PTX_SLOTS differs from triton!")
             if B * n * maxlen < args.reference_below:
                 ref = reference_paged(t, dtype=torch.float32, clean_logits=True)[live]
-                rel = float((base - ref).double().norm() / ref.double().norm().clamp_min(1e-30))
+                rel = rel_err(base, ref)
                 if not rel < 2e-3:
                     notes.append(f"off the reference: {rel:.1e}!")
                 check = f"ref {rel:.1e}"
             else:
                 check = "bitwise"
             if "dg" in outs:
-                rel = float((outs["dg"][live] - base).double().norm() / base.double().norm().clamp_min(1e-30))
+                rel = rel_err(outs["dg"][live], base)
                 if not rel < 2e-3:
                     notes.append(f"differs from DeepGEMM: {rel:.1e}!")
             bad += bool(notes)
-            order = list(calls)
-            rounds = [{k: timing.time_kernel(calls[k], rep_ms=60) for k in seq} for seq in (order, order[::-1])]
-            us = {k: min(r[k] for r in rounds) for k in calls}
+            us, _ = two_rounds(calls, timing)
             nbytes = int(t.context_lens.long().max(dim=1).values.sum()) * (128 + 4) + B * n * maxlen * 4
             a, p = us["triton"], us["PTX_SLOTS"]
             pct = nbytes / (p * 1e-6) / (COPY_TBS * 1e12) * 100
