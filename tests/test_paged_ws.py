@@ -337,3 +337,15 @@ def test_table_is_read_by_live_columns_then_padded_n():
     cfg = paged_ws_sm90_config(heads=32, dim=128, next_n=3, block_size=64, batch=8, max_context_len=8192,
                                clean=False, units=132)
     assert all(cfg.constexprs[k] == v for k, v in CUDA_TUNED[128]["small"].items() if k in cfg.constexprs)
+
+
+@pytest.mark.parametrize("ptx", [False, True])
+def test_ptx_slots_is_a_choice_the_config_carries_and_names(ptx):
+    """PTX_SLOTS comes from the table or an override, names the compiled variant, and leaves the barrier offsets
+    unresolved (-1) until a build reads them; the schedule says which slot waits the config runs."""
+    cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=6, block_size=64, batch=8, max_context_len=8192,
+                               clean=False, units=132, override={"PTX_SLOTS": ptx})
+    c = cfg.constexprs
+    assert c["PTX_SLOTS"] is ptx and (c["FULL_AT"], c["EMPTY_AT"]) == (-1, -1)
+    assert cfg.name.endswith(f"_PTX_SLOTS_{int(ptx)}")
+    assert ("PTX" in cfg.schedule["slots"]) is ptx

@@ -156,6 +156,9 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
                 "blocks_max": cdiv(max(1, max_context_len), block_size), "batch": batch, "bf16": bool(bf16),
                 "smem_per_program": need, "size_class": regime(batch, max_context_len, block_size),
                 "math_warpgroups": g,
+                "slots": ("waited for and released in PTX at the kv ring barriers' offsets (FULL_AT, EMPTY_AT: "
+                          "read from a first build when it compiles)") if constexprs["PTX_SLOTS"]
+                else "triton's mbarrier ops (a warpgroup barrier before each wait and release)",
                 "split": "each program computes its share; with schedule_meta given: SELF_SCHEDULE=0, read from it"}
     return KernelConfig("paged_ws_sm90", "paged_mqa_logits_ws_sm90", KEYS, constexprs, {"num_warps": 4, "maxnreg": maxnreg},
                         (programs * subs,), schedule, launcher="paged_ws", load=_load)
