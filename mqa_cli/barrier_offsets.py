@@ -66,15 +66,18 @@ _RESOLVED: dict = {}
 KEYS = ("FULL_AT", "EMPTY_AT")
 
 
-def resolve(fn, la, gpu, compile_launch) -> None:
+def resolve(fn, la, gpu, compile_launch, specialization=None) -> None:
     """Set FULL_AT and EMPTY_AT in la.constexprs for a PTX_SLOTS launch, compiling for `gpu` as needed with
-    compile_launch(fn, launch_args, gpu) -> compiled kernel (mqa_cli.compile.compile_launch); other launches are
-    left alone."""
+    compile_launch(fn, launch_args, gpu) -> compiled kernel (mqa_cli.signature.compile_launch); other launches are
+    left alone. Cached per JIT specialisation (`specialization(fn, la, gpu, leave_out)` -> str, default
+    mqa_cli.signature.specialization): argument alignment or a stride of 1 makes another binary, whose shared
+    memory may be laid out otherwise."""
     c = la.constexprs
     if not c.get("PTX_SLOTS") or min(c.get(k, 0) for k in KEYS) >= 0:
         return
-    key = (fn.__name__, tuple(sorted((k, v) for k, v in c.items() if k not in KEYS)),
-           tuple(sorted(la.options.items())), gpu.backend, str(gpu.arch))
+    if specialization is None:
+        from .signature import specialization
+    key = specialization(fn, la, gpu, KEYS)
     at = _RESOLVED.get(key)
     if at is None:
         def build(offsets):

@@ -101,3 +101,14 @@ def compile_with_signature(fn, la, gpu):
 def compile_launch(fn, la, gpu):
     """The compiled kernel of one launch's arguments for `gpu` (triton's cache makes a repeat cheap)."""
     return compile_with_signature(fn, la, gpu)[0]
+
+
+def specialization(fn, la, gpu, leave_out: tuple = ()) -> str:
+    """What makes the JIT compile a distinct binary of `fn` for launch `la` on `gpu` (argument types, alignment and
+    ==1 specialisations, constexprs except `leave_out`, options, target), as one hashable string."""
+    from triton.compiler.compiler import make_backend
+
+    sig = build_signature(fn, la, make_backend(gpu))
+    constexprs = {k: v for k, v in sig.constexprs.items() if k not in leave_out}
+    return repr((fn.__name__, sig.signature, sorted(sig.attrs.items()), sorted(constexprs.items(), key=repr),
+                 sorted(la.options.items()), gpu.backend, str(gpu.arch)))

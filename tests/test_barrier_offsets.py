@@ -39,9 +39,14 @@ def test_ring_barriers_refuses_what_it_cannot_follow():
     assert barrier_offsets.ring_barriers(ptx_with_ring(100, 132).replace("global_smem", "other_smem")) is None
 
 
-def _launch(ptx_slots: bool) -> LaunchArgs:
+def _launch(ptx_slots: bool, aligned: bool = True) -> LaunchArgs:
     c = {"PTX_SLOTS": ptx_slots, "FULL_AT": -1, "EMPTY_AT": -1, "STAGES": 4}
-    return LaunchArgs((1,), [], c, {"num_warps": 4})
+    return LaunchArgs((1,), ["aligned" if aligned else "unaligned"], c, {"num_warps": 4})
+
+
+def _spec(fn, la, gpu, leave_out):
+    """A stand-in for the JIT's specialisation: the constexprs (offsets left out) and the arguments."""
+    return repr((sorted((k, v) for k, v in la.constexprs.items() if k not in leave_out), la.args))
 
 
 def test_resolve_compiles_reads_and_checks_the_offsets(monkeypatch):
@@ -54,15 +59,18 @@ def test_resolve_compiles_reads_and_checks_the_offsets(monkeypatch):
     monkeypatch.setattr(barrier_offsets, "_RESOLVED", {})
     fn, gpu = SimpleNamespace(__name__="k"), SimpleNamespace(backend="cuda", arch=90)
     la = _launch(True)
-    barrier_offsets.resolve(fn, la, gpu, fake_compile)
+    barrier_offsets.resolve(fn, la, gpu, fake_compile, _spec)
     assert (la.constexprs["FULL_AT"], la.constexprs["EMPTY_AT"]) == (4096, 4128)
     assert calls == [(0, 0), (4096, 4128)]  # the placeholder build, then the build that uses them, checked
     again = _launch(True)
-    barrier_offsets.resolve(fn, again, gpu, fake_compile)  # the same variant: cached, no compile
+    barrier_offsets.resolve(fn, again, gpu, fake_compile, _spec)  # the same variant: cached, no compile
     assert len(calls) == 2 and again.constexprs["FULL_AT"] == 4096
     plain = _launch(False)
-    barrier_offsets.resolve(fn, plain, gpu, fake_compile)  # triton's own slot ops: nothing to resolve
+    barrier_offsets.resolve(fn, plain, gpu, fake_compile, _spec)  # triton's own slot ops: nothing to resolve
     assert plain.constexprs["FULL_AT"] == -1 and len(calls) == 2
+    other = _launch(True, aligned=False)  # another JIT specialisation: another binary, resolved on its own
+    barrier_offsets.resolve(fn, other, gpu, fake_compile, _spec)
+    assert len(calls) == 4 and other.constexprs["EMPTY_AT"] == 4128
 
 
 def test_resolve_refuses_offsets_that_move_or_are_missing(monkeypatch):
@@ -70,6 +78,8 @@ def test_resolve_refuses_offsets_that_move_or_are_missing(monkeypatch):
     monkeypatch.setattr(barrier_offsets, "_RESOLVED", {})
     builds = iter([ptx_with_ring(4096, 4128), ptx_with_ring(8192, 8224)])
     with pytest.raises(UserError, match="moved"):
-        barrier_offsets.resolve(fn, _launch(True), gpu, lambda fn, la, gpu: SimpleNamespace(asm={"ptx": next(builds)}))
+        barrier_offsets.resolve(fn, _launch(True), gpu, lambda fn, la, gpu: SimpleNamespace(asm={"ptx": next(builds)}),
+                                _spec)
     with pytest.raises(UserError, match="not found"):
-        barrier_offsets.resolve(fn, _launch(True), gpu, lambda fn, la, gpu: SimpleNamespace(asm={"ptx": "ret;"}))
+        barrier_offsets.resolve(fn, _launch(True), gpu, lambda fn, la, gpu: SimpleNamespace(asm={"ptx": "ret;"}),
+                                _spec)
