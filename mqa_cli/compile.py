@@ -233,9 +233,6 @@ def compile_config(target, cfg, shape, kernel: str = "", problem: str = "") -> A
         raise UserError("target cpu runs the Triton interpreter: nothing is compiled there; "
                         "pick --target sm90, sm100, gfx942 or gfx950")
     prepare()
-    import triton
-    from triton.compiler.compiler import make_backend
-
     from . import launch, launchers
     from .paged_tensors import meta_paged
 
@@ -252,17 +249,20 @@ def compile_config(target, cfg, shape, kernel: str = "", problem: str = "") -> A
         extra = max_seqlen_k
     la = build_args(t, cfg, out, extra)
     gpu = target.gpu_target()
-    barrier_offsets.resolve(fn, la, gpu, compile_launch)
-    seen, restore = _listen()
-    t0 = time.perf_counter()
     try:
-        compiled, sig = compile_with_signature(fn, la, gpu)
+        barrier_offsets.resolve(fn, la, gpu, compile_launch)  # PTX_SLOTS: its ring barriers' offsets, from a build
+        seen, restore = _listen()
+        t0 = time.perf_counter()
+        try:
+            compiled, sig = compile_with_signature(fn, la, gpu)
+        finally:
+            restore()
+    except UserError:
+        raise
     except Exception as e:  # a compile error is reported in one line (the CLI shows no tracebacks)
         lines = [ln for ln in str(e).strip().splitlines() if ln.strip(" ^~\t")]  # not the caret line
         raise UserError(f"compiling {cfg.name} for {target.name} failed: {type(e).__name__}: "
                         f"{lines[-1] if lines else ''}") from None
-    finally:
-        restore()
     seconds = time.perf_counter() - t0
     options = dict(la.options)
     return Artifact(target, cfg, kernel, _stages_of(compiled, target.backend), _metadata(compiled), sig, options,

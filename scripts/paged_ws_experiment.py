@@ -222,18 +222,17 @@ SWEEPS[192] = [dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MMA_N=6
 # AHEAD off (one part at a time, one accumulator): room for a third math warpgroup (2026-12-01, second sweep)
 SWEEPS[192].append(dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64, AHEAD=False))
 SWEEPS[256] += PARTS[1:]
+# PTX_SLOTS (slot waits and releases in PTX, no warpgroup barrier per block; 2026-12-01, eighth session): 3-6 %
+# faster at next_n 8 with three warpgroups one part at a time, 2-11 % slower at next_n 2-6 (scripts/sync_ab.py)
 for _n in (5, 6, 7, 8):
     SWEEPS[64 * _n] = [dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=128), dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=64),
                        dict(STAGES=3, SUBS=1, MATH_WG=3, MMA_N=64), dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64),
                        dict(STAGES=3, SUBS=1, MATH_WG=3, MMA_N=128, AHEAD=False),
                        dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=128, AHEAD=False),
-                       dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64, AHEAD=False)]
-# PTX_SLOTS (slot waits and releases in PTX, no warpgroup barrier per block; 2026-12-01, eighth session): 3-6 %
-# faster at next_n 8 with three warpgroups one part at a time, 2-11 % slower at next_n 2-6 (scripts/sync_ab.py)
-for _n in (5, 6, 7, 8):
-    SWEEPS[64 * _n] += [dict(STAGES=3, SUBS=1, MATH_WG=3, MMA_N=128, AHEAD=False, PTX_SLOTS=True),
-                        dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64, AHEAD=False, PTX_SLOTS=True),
-                        dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=128, AHEAD=False, PTX_SLOTS=True)]
+                       dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64, AHEAD=False),
+                       dict(STAGES=3, SUBS=1, MATH_WG=3, MMA_N=128, AHEAD=False, PTX_SLOTS=True),
+                       dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64, AHEAD=False, PTX_SLOTS=True),
+                       dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=128, AHEAD=False, PTX_SLOTS=True)]
 if os.environ.get("PAGED_WS_NO_WG") == "1":  # one math warpgroup per program only
     SWEEPS = {n: [c for c in cands if c.get("MATH_WG", 1) == 1] for n, cands in SWEEPS.items()}
 
