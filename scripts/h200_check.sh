@@ -39,6 +39,8 @@
 #   splitab   python3 scripts/decode_split_ab.py: decode through the API (split in the kernel / given) beside
 #             DeepGEMM given its metadata, incl. B 4096 C 8K (DeepGEMM put in place as for `deepgemm`)
 #   ceilings  python3 scripts/mma_ceiling.py (fp8 wgmma alone) and scripts/write_ceiling.py (fill, copy)
+#   overlap   python3 scripts/overlap_probe.py: fp8 wgmma with the decode epilogue between them, 1-4 warpgroups, to
+#             $OUT/overlap.txt (how much of the tensor rate an fp32 epilogue leaves)
 #   heads     the head-count sweep (scripts/sweep_heads.py --write-table ${HEADS_ARGS}, e.g. HEADS_ARGS="--gluon-only
 #             --shapes 8x64,8x128"): the portable kernel's table and the Gluon kernel's head-count keys, to $OUT
 #   topk      the top-k sweep alone, with DeepGEMM's logits + torch.topk beside it (DeepGEMM put in place as
@@ -68,13 +70,13 @@ SUMMARY=$SLOGS/summary.rows
 
 # per-step cap (s) and the least time worth starting it with
 declare -A CAP=([env]=60 [install]=120 [tests]=200 [verify]=180 [capture]=180 [hostcost]=120 [views]=150
-                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=160 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300 [variants]=200 [ncu]=240 [ceilings]=90 [splitab]=200 [ncusrc]=200 [syncab]=300)
+                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=160 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300 [variants]=200 [ncu]=240 [ceilings]=90 [overlap]=160 [splitab]=200 [ncusrc]=200 [syncab]=300)
 declare -A MIN=([env]=5 [install]=20 [tests]=30 [verify]=30 [capture]=20 [hostcost]=20 [views]=20
-                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60 [variants]=30 [ncu]=40 [ceilings]=20 [splitab]=40 [ncusrc]=40 [syncab]=40)
+                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60 [variants]=30 [ncu]=40 [ceilings]=20 [overlap]=40 [splitab]=40 [ncusrc]=40 [syncab]=40)
 # the line of each step's output that says how it went
 declare -A KEY=([tests]='passed|failed|error' [verify]='passed, [0-9]+ failed' [capture]='^gpu_checks [a-z]+: '
                 [hostcost]='worst eager|^gpu_checks [a-z]+: ' [views]='^gpu_checks [a-z]+: ' [large]='^gpu_checks [a-z]+: '
-                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [variants]='^variants:' [ncu]='^ncu:' [ceilings]='TF/s|TB/s' [ncusrc]='^ncusrc:' [splitab]='differs|not importable|^\| 4096' [syncab]='differs|off the|not importable|^\| 128 \| 64K \| 2' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
+                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [variants]='^variants:' [ncu]='^ncu:' [ceilings]='TF/s|TB/s' [overlap]='^\| G 2 N 128 EPI 1 \|' [ncusrc]='^ncusrc:' [splitab]='differs|not importable|^\| 4096' [syncab]='differs|off the|not importable|^\| 128 \| 64K \| 2' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
 
 left() { echo $((T0 + BUDGET - $(date +%s))); }
 stamp() { echo; echo "=== $* (t=$(($(date +%s) - T0)) s, $(date -u +%H:%M:%S) UTC, $(left) s left)"; }
@@ -303,6 +305,8 @@ step_ncusrc() {  # where warps wait, per SASS instruction (warp-state sampling),
 
 step_ceilings() { "$PY" scripts/mma_ceiling.py && "$PY" scripts/write_ceiling.py; }
 
+step_overlap() { timeout 150 "$PY" scripts/overlap_probe.py | tee "$OUT/overlap.txt"; }
+
 step_headsverify() { "$PY" scripts/verify_heads.py; }  # every shape of the Gluon prefill table, four forms
 
 step_sweeps() {  # the sweeps that write the tuned tables (each checks every candidate before timing it)
@@ -353,6 +357,7 @@ step_fn() {  # name t -> the command line of the step
     syncab) echo "step_syncab" ;;
     ncusrc) echo "step_ncusrc" ;;
     ceilings) echo "step_ceilings" ;;
+    overlap) echo "step_overlap" ;;
     anchor) echo "step_anchor $2" ;;
   esac
 }
@@ -389,7 +394,7 @@ run_step() {  # name rest [bg]: time-box it, log it, record a summary row; bg: s
   fi
   STEP_T0=$(date +%s)
   export STEP_T0 T0 BUDGET SLOGS REPO
-  export -f step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify step_variants step_ncu step_ceilings step_splitab step_syncab step_ncusrc dg_env installed left
+  export -f step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify step_variants step_ncu step_ceilings step_overlap step_splitab step_syncab step_ncusrc dg_env installed left
   fn=$(step_fn "$s" "$t")
   if [ -n "$bg" ]; then
     ( timeout -k 10 "$t" bash -c "$fn" >"$SLOGS/$s.txt" 2>&1; echo "$? $(( $(date +%s) - STEP_T0 ))" >"$SLOGS/$s.rc" ) &

@@ -26,7 +26,8 @@ def _load():
 
 
 # the keys a caller may override (`run --kernel gluon_ws_sm90:KEY=V`), mapped onto the table entry's fields
-OVERRIDE_KEYS = ("BLOCK_Q", "STAGES", "Q_IN_LANES", "TMA_STORE", "CHAINS", "Q_GROUPS", "KV_GROUPS", "kv_splits")
+OVERRIDE_KEYS = ("BLOCK_Q", "STAGES", "Q_IN_LANES", "TMA_STORE", "CHAINS", "Q_GROUPS", "KV_GROUPS", "kv_splits",
+                 "PINGPONG")
 HEADS = (8, 16, 32, 64, 128)  # H/2 head pairs per TMA box row, N = BLOCK_Q * H of 128 or 256
 DIMS = (64, 128, 256)
 
@@ -51,7 +52,7 @@ def _overridden(entry: dict, override: dict, heads: int) -> dict:
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(unknown)}; choose from {', '.join(OVERRIDE_KEYS)}")
     fields = {"STAGES": "stages", "Q_IN_LANES": "q_in_lanes", "TMA_STORE": "tma_store", "CHAINS": "chains",
-              "kv_splits": "splits"}
+              "kv_splits": "splits", "PINGPONG": "pingpong"}
     entry.update({fields[k]: v for k, v in override.items() if k in fields})
     if "BLOCK_Q" in override:
         entry["n"] = int(override["BLOCK_Q"]) * heads
@@ -118,10 +119,14 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     splits = splits or entry.get("splits", 1)
     tma_store = bool(entry.get("tma_store", False) if tma_store is None else tma_store) and not compressed
     chains = int(chains or entry.get("chains", 1))
+    pingpong = int(entry.get("pingpong", 0))
     q_groups, kv_groups = groups
     if (q_groups, kv_groups) not in GROUPS:
         raise ValueError(f"groups must be one of {GROUPS}, got {(q_groups, kv_groups)}")
     math_wg = q_groups * kv_groups
+    if pingpong not in (0, 1, 2) or (pingpong and math_wg != 2):
+        raise ValueError(f"PINGPONG is 0, 1 (turn mbarriers) or 2 (named barriers), between two math warpgroups; "
+                         f"got {pingpong} with {math_wg}")
     # N = 256 for H = 64 with two warpgroups; N = 128 below (H = 32 at N = 256 in query-major order spills: 8
     # query rows of per-row state) and with three (their 160 registers hold a 64 x 128 accumulator).
     n = n or (256 if heads >= 64 and math_wg == 2 else 128)
@@ -147,7 +152,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     items = cdiv(S, q_groups * block_q) * splits
     programs = max(1, min(items, units or DEFAULT_UNITS))
     constexprs = {"H": heads, "D": dim, "BLOCK_Q": block_q, "BLOCK_KV": block_kv, "STAGES": stages,
-                  "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16), "PINGPONG": False,
+                  "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16), "PINGPONG": pingpong,
                   "MATH_REGS": REGS[math_wg]["MATH_REGS"], "SMALL_REGS": SMALL_REGS, "Q_GROUPS": q_groups,
                   "KV_GROUPS": kv_groups, "Q_IN_LANES": q_in_lanes, "TMA_STORE": tma_store,
                   "CHAINS": chains}

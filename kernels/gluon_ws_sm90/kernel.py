@@ -307,6 +307,24 @@ def _head_sum(x, t):
         return gl.sum(gl.reshape(x, [t.BLOCK_KV, t.BLOCK_Q, t.H]), axis=2)
 
 
+TURN_BAR = gl.constexpr(14)  # PINGPONG 2: named barriers 14, 15 (triton's own: 0 and 1, then one per partition)
+
+
+@gluon.jit
+def _turn_wait(WG: gl.constexpr):
+    """PINGPONG 2: wait until the other math warpgroup has issued its wgmma (named barrier TURN_BAR + WG: this
+    warpgroup's 128 threads wait, the other's 128 arrive), with no spin and no warpgroup barrier before it."""
+    gl.inline_asm_elementwise("{ bar.sync $1, 256; mov.b32 $0, 0; }", "=r,r", [TURN_BAR + WG], dtype=gl.int32,
+                              is_pure=False, pack=1)
+
+
+@gluon.jit
+def _turn_pass(OTHER: gl.constexpr):
+    """PINGPONG 2: let math warpgroup OTHER issue its wgmma (arrive at its turn barrier without waiting)."""
+    gl.inline_asm_elementwise("{ bar.arrive $1, 256; mov.b32 $0, 0; }", "=r,r", [TURN_BAR + OTHER],
+                              dtype=gl.int32, is_pure=False, pack=1)
+
+
 @gluon.jit
 def _math_partition(p, t, kv, q, turn, osm, out_desc, WG: gl.constexpr):
     """One math warpgroup: for each work item, its BLOCK_Q query rows (query group WG % Q_GROUPS) against its
@@ -324,6 +342,9 @@ def _math_partition(p, t, kv, q, turn, osm, out_desc, WG: gl.constexpr):
 
     c = 0  # kv tiles consumed so far: ring slot c % STAGES, use c // STAGES
     i = 0  # work items done: q slot i % 2, use i // 2
+    if t.PINGPONG == 2:
+        if WG == 1:
+            _turn_pass(0)  # the first turn is warpgroup 0's
     for j in range(0, _my_rounds(p.n_items)):
         c, i = _math_item(p, t, kv, q, turn, osm, out_desc, WG, _item(p, t, j, 4), acc, cols, offs_q, offs_kv, c, i)
     if t.TMA_STORE:
@@ -388,13 +409,17 @@ def _math_item(p, t, kv, q, turn, osm, out_desc, WG: gl.constexpr, it, acc, cols
         scale = _tile_scales(p, start, offs_kv)
         # kv slot s, use c // STAGES: wait for its fill.
         mbarrier.wait(kv.full.index(s), (c // STAGES) & 1)
-        if t.PINGPONG:
+        if t.PINGPONG == 2:
+            _turn_wait(WG)
+        elif t.PINGPONG:
             # turn[WG] completes one phase per tile, on the other warpgroup's issue: warpgroup 0 waits
             # parity (c & 1) ^ 1 (its first wait passes at once: it goes first), warpgroup 1 parity c & 1.
             mbarrier.wait(turn.index(WG), (c & 1) ^ (1 - WG))
         # ring stage s holds the tile's KV_GROUPS blocks of BLOCK_KV rows in slots s*KV_GROUPS + g
         tok = warpgroup_mma(kv.smem.index(s * t.KV_GROUPS + KG), q_t, acc, use_acc=False, is_async=True)
-        if t.PINGPONG:
+        if t.PINGPONG == 2:
+            _turn_pass(1 - WG)
+        elif t.PINGPONG:
             mbarrier.arrive(turn.index(1 - WG), count=1)
         done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
         # Release slot s: the last of the math warpgroups' arrivals completes its empty phase.
@@ -606,7 +631,7 @@ def mqa_logits_gluon_ws_sm90(
     CLEAN: gl.constexpr,  # -inf outside [ks, ke) (full) / past each row's length (compressed)
     COMPRESSED: gl.constexpr,  # column = kv row - ks of the row, max_seqlen_k columns
     BF16: gl.constexpr,  # out_ptr is bf16 (the store casts; -inf stays exact)
-    PINGPONG: gl.constexpr,  # math warpgroups take turns issuing their wgmma
+    PINGPONG: gl.constexpr,  # math warpgroups take turns issuing their wgmma: 1 by turn mbarriers, 2 by named barriers
     MATH_REGS: gl.constexpr,  # registers per thread of the worker math warpgroups (setmaxnreg; math 0 gets the rest)
     SMALL_REGS: gl.constexpr,  # registers per thread of the producer and filler warps
     Q_GROUPS: gl.constexpr = 2,  # query blocks per work item (2: each of two math warpgroups has its own)
