@@ -166,6 +166,10 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
           echo "$tool|$row|$row H16 D128|--seq 1024 --heads 16 --dim 128" >>"$JOBS"
           # the TMA store with two warpgroups and kv splits (a sweep option there)
           echo "$tool|$row:TMA_STORE=1,kv_splits=2|$row tma_store x2 H8 D128|--seq 1024 --heads 8 --dim 128" >>"$JOBS"
+          # the two warpgroups taking turns by named barriers (PINGPONG 2; the table's H 32 D 128 where a sweep
+          # took it), clean and not
+          echo "$tool|$row:PINGPONG=2|$row PINGPONG 2 H32|--seq 1024 --heads 32 --dim 128" >>"$JOBS"
+          echo "$tool|$row:PINGPONG=2|$row PINGPONG 2 H32 no-clean|--seq 1024 --heads 32 --dim 128 --no-clean-logits" >>"$JOBS"
         done ;;
     esac
   done <"$LOGS/rows.txt"

@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
             launchers.run(t, cfg, out)
             torch.cuda.synchronize()
             cfgs[mode], outs[mode] = cfg, out
+        if 0 not in cfgs:  # not a shape this kernel's table takes
+            print(f"| {b.name} | - | - | - | - | - | - | {'; '.join(notes)} |", flush=True)
+            continue
         ref = reference_logits(t)
         cmp = compare(outs[0], ref, b.spec.clean_logits, rel_tol=REL_TOL)
         ok = cmp.ok

@@ -36,17 +36,20 @@ OUT = Path(os.environ.get("OUT") or "/tmp/out")
 BUDGET_S = float(os.environ.get("GLUON_SWEEP_BUDGET_S", "400"))
 REL_TOL = 2e-3
 NOISE = 0.02
-CANDIDATES = [  # (groups, stages, q_in_lanes, kv splits, tma_store, chains); the first is the baseline
-    ((2, 1), 4, False, 1, False, 1), ((2, 1), 4, True, 1, False, 1), ((2, 1), 3, True, 1, False, 1),
-    ((2, 1), 3, True, 2, False, 1), ((2, 1), 3, True, 1, True, 1), ((2, 1), 3, True, 1, False, 4),
-    ((1, 3), 5, False, 1, False, 1),
+CANDIDATES = [  # (groups, stages, q_in_lanes, kv splits, tma_store, chains, pingpong); the first is the baseline
+    ((2, 1), 4, False, 1, False, 1, 0), ((2, 1), 4, True, 1, False, 1, 0), ((2, 1), 3, True, 1, False, 1, 0),
+    ((2, 1), 3, True, 2, False, 1, 0), ((2, 1), 3, True, 1, True, 1, 0), ((2, 1), 3, True, 1, False, 4, 0),
+    ((1, 3), 5, False, 1, False, 1, 0),
+    # the two warpgroups taking turns at the tensor cores by named barriers (scripts/pingpong_ab.py, 2026-12-01:
+    # 0.94-0.95 of PINGPONG 0 at H 32 N 128, 1.00-1.09 at H 64 N 256)
+    ((2, 1), 3, True, 1, False, 1, 2),
 ]
 BASE = CANDIDATES[0]
 
 
-def label(groups, stages, q_in_lanes=False, splits=1, tma_store=False, chains=1) -> str:
+def label(groups, stages, q_in_lanes=False, splits=1, tma_store=False, chains=1, pingpong=0) -> str:
     return (f"g{groups[0]}x{groups[1]}-st{stages}" + ("-lanes" if q_in_lanes else "") + (f"-x{splits}" if splits > 1 else "")
-            + ("-tma" if tma_store else "") + (f"-c{chains}" if chains > 1 else ""))
+            + ("-tma" if tma_store else "") + (f"-c{chains}" if chains > 1 else "") + (f"-pp{pingpong}" if pingpong else ""))
 
 
 def main() -> int:
@@ -97,12 +100,13 @@ def main() -> int:
             t = prob.materialise("cuda")
             ref = reference_logits(t)
             res = {}
-            for groups, stages, lanes, splits, tma_store, chains in CANDIDATES:
-                lab = label(groups, stages, lanes, splits, tma_store, chains)
+            for groups, stages, lanes, splits, tma_store, chains, pp in CANDIDATES:
+                lab = label(groups, stages, lanes, splits, tma_store, chains, pp)
                 try:
                     cfg = gluon_ws_sm90_config(heads=t.heads, dim=t.dim, S=t.S, N=t.N, clean=clean, units=units,
                                                groups=groups, stages=stages, q_in_lanes=lanes, splits=splits,
-                                               tma_store=tma_store, chains=chains)
+                                               tma_store=tma_store, chains=chains,
+                                               override={"PINGPONG": pp} if pp else None)
                     out = launchers.output_for(t, cfg)
                     out.fill_(float("nan"))
                     launchers.run(t, cfg, out)
@@ -124,7 +128,7 @@ def main() -> int:
                              "" if tf is None else f"{tf:.1f}", "" if err is None else f"{err:.2e}", status])
                 f.flush()
                 if us is not None:
-                    res[(groups, stages, lanes, splits, tma_store, chains)] = us
+                    res[(groups, stages, lanes, splits, tma_store, chains, pp)] = us
             runs[(b.name, clean, t.heads)] = res
             del t, ref
             torch.cuda.empty_cache()
@@ -186,9 +190,9 @@ def write_table(table: dict, say, device: str) -> None:
     day = time.strftime("%Y-%m-%d")
     entries = {(H, 128): ({"groups": tuple(groups), "stages": stages, "q_in_lanes": lanes,
                            **({"splits": splits} if splits > 1 else {}), **({"tma_store": True} if tma else {}),
-                           **({"chains": chains} if chains > 1 else {})},
+                           **({"chains": chains} if chains > 1 else {}), **({"pingpong": pp} if pp else {})},
                           f"sweep_gluon_prefill {day}: mean {r:.3f} of (2, 1) st4 over {n} runs")
-               for H, ((groups, stages, lanes, splits, tma, chains), r, n) in table.items()}
+               for H, ((groups, stages, lanes, splits, tma, chains, pp), r, n) in table.items()}
     gluon_table.write(entries, device, say)
 
 
