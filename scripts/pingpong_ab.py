@@ -1,5 +1,5 @@
-"""The prefill kernel's two math warpgroups taking turns at the tensor cores, or not: its table config as it is
-(PINGPONG 0), with turn mbarriers (1), and with named barriers (2), on the seed and head-count shapes.
+"""The prefill kernel's two math warpgroups taking turns at the tensor cores, or not: its table config without
+turns (PINGPONG 0), with turn mbarriers (1), and with named barriers (2), on the seed and head-count shapes.
 
 Why: scripts/overlap_probe.py measured, with nothing but wgmma and the fp32 epilogue in the loop, two warpgroups
 at N 256 at 0.66 of the tensor ceiling unordered and 0.73-0.74 taking turns by named barriers (two runs), where
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode in MODES:
             try:
                 cfg = gluon_ws_sm90_config(heads=t.heads, dim=t.dim, S=t.S, N=t.N, clean=b.spec.clean_logits,
-                                           units=units, override={"PINGPONG": mode} if mode else None)
+                                           units=units, override={"PINGPONG": mode})  # (0 too: the table may say 2)
             except ValueError as e:
                 notes.append(f"{mode}: {e}"[:80])
                 continue
