@@ -17,6 +17,8 @@ import re
 import struct
 from collections import Counter
 
+from .sass_loops import loop_mix, tile_loops
+
 # ---------------------------------------------------------------------------------------------- ELF
 
 
@@ -99,6 +101,8 @@ def _cuda_summary(art, base: dict) -> dict:
     }
     base["instructions"] = _group(ops, CUDA_GROUPS)
     base["total_instructions"] = sum(ops.values())
+    base["tensor_loops"] = [{"instructions": len(body), "mix": loop_mix(body)}
+                            for body in tile_loops(art.stages.get("sass", ""))]
     return base
 
 
@@ -229,6 +233,17 @@ def _rows_instructions(d: dict) -> list:
     return rows
 
 
+def _loop_lines(d: dict) -> str:
+    """One line per innermost loop that issues a tensor-core instruction (CUDA): its length and commonest opcodes."""
+    loops = d.get("tensor_loops") or []
+    if not loops:
+        return ""
+    lines = [f"  loop {i + 1}: {lp['instructions']} instructions: "
+             + ", ".join(f"{op} {n}" for op, n in list(lp["mix"].items())[:10]) for i, lp in enumerate(loops)]
+    return ("\n\ntensor-core loops (each instruction a scheduler issues there costs the tensor cores about a cycle "
+            "on the H200):\n" + "\n".join(lines))
+
+
 def summary_table(d: dict) -> str:
     from tabulate import tabulate
 
@@ -237,7 +252,7 @@ def summary_table(d: dict) -> str:
             f" (dispatch row {d['kernel'] or '?'})")
     res = tabulate(_rows_resources(d), headers=["resource", "value"], tablefmt="simple")
     ins = tabulate(_rows_instructions(d), headers=["group", "instruction", "count"], tablefmt="simple")
-    return f"{head}\n\n{res}\n\n{ins}\n\n{d['total_instructions']} instructions in all"
+    return f"{head}\n\n{res}\n\n{ins}\n\n{d['total_instructions']} instructions in all{_loop_lines(d)}"
 
 
 def diff_table(a: dict, b: dict) -> str:
@@ -263,6 +278,11 @@ def diff_table(a: dict, b: dict) -> str:
             ins.append((group if i == 0 else "", op, ga.get(op, 0), gb.get(op, 0), delta(ga.get(op, 0), gb.get(op, 0))))
     ins.append(("total", "", a["total_instructions"], b["total_instructions"],
                 delta(a["total_instructions"], b["total_instructions"])))
+    la, lb = a.get("tensor_loops") or [], b.get("tensor_loops") or []
+    for i in range(max(len(la), len(lb))):
+        na = la[i]["instructions"] if i < len(la) else 0
+        nb = lb[i]["instructions"] if i < len(lb) else 0
+        ins.append(("tensor-core loop" if i == 0 else "", f"loop {i + 1}", na, nb, delta(na, nb)))
     ha, hb = "A", "B"
     head = f"A: {a['config']} on {a['target']}\nB: {b['config']} on {b['target']}"
     return (head + "\n\n" + tabulate(res, headers=["resource", ha, hb, "Δ"], tablefmt="simple") + "\n\n"

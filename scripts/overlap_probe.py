@@ -160,8 +160,7 @@ def cpu_compile() -> int:
     import triton
     from triton.backends.compiler import GPUTarget
 
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "tests"))
-    from sass_loops import tile_loops
+    from mqa_cli.sass_loops import loop_mix, tile_loops
     from triton import knobs
 
     from mqa_cli.compile import run_tool
@@ -181,10 +180,7 @@ def cpu_compile() -> int:
         loops = tile_loops(sass)
         regs = int(re.search(r"REG:(\d+)", usage).group(1))
         spills = len(re.findall(r"\b(?:STL|LDL)\b", sass))
-        ops = collections.Counter()
-        for op in (loops[0] if loops else []):
-            t = op.split()
-            ops[(t[1] if t[0].startswith("@") else t[0]).split(".")[0]] += 1
+        ops = collections.Counter(loop_mix(loops[0]) if loops else {})
         print(f"{_name(g, n, epi, ahead, pp):22s} regs {regs:3d} spills {spills:3d} loop "
               f"{sum(ops.values()):4d}, QGMMA {ops['QGMMA']}, BAR {ops['BAR']}: {dict(ops.most_common(8))}")
         bad += not loops or spills > 0 or ops["BAR"] != (2 if pp else 0) or (pp and not _turns_first(sass))

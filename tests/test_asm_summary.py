@@ -1,10 +1,13 @@
 """The asm summary's parsers and the config override syntax, on small hand-written inputs (no compile)."""
+import re
+
 import pytest
 
 from mqa_cli.compile import apply_overrides, split_kernel_spec
 from mqa_cli.errors import UserError
 from mqa_cli.inspect_asm import (AMD_GROUPS, CUDA_GROUPS, _group, amd_resources, cuda_resources, diff_table,
                                  gcn_opcodes, sass_opcodes, summary_table)
+from mqa_cli.sass_loops import loop_mix, op_name, tile_loops
 from mqa_kernels.tiled.config import tiled_config
 from mqa_kernels.naming import kernel_name
 
@@ -104,8 +107,42 @@ def _summary(regs, qgmma):
 def test_tables_render():
     text = summary_table(_summary(168, 4))
     assert "registers / thread" in text and "QGMMA.64x256x32.F32.E4M3.E4M3" in text and "104 instructions" in text
+    assert "tensor-core loops" not in text  # (none in this summary)
     diff = diff_table(_summary(168, 4), _summary(200, 8))
     assert "+32" in diff and "+4" in diff
+
+
+LOOP_SASS = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   IADD3 R2, R2, 0x1, RZ ;
+        /*0020*/                   WARPGROUP.ARRIVE ;
+        /*0030*/                   QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR4], RZ, !UPT ;
+        /*0040*/                   FMNMX R3, RZ, R24, !PT ;
+        /*0050*/                   FFMA R4, R3, R5, R4 ;
+        /*0060*/              @!P0 FMNMX R6, RZ, R25, !PT ;
+        /*0070*/              @P1 BRA 0x20 ;
+        /*0080*/                   ISETP.NE.AND P2, PT, R2, R7, PT ;
+        /*0090*/                   FADD R8, R8, R9 ;
+        /*00a0*/              @P2 BRA 0x10 ;
+        /*00b0*/                   FADD R8, R8, R9 ;
+        /*00c0*/                   BRA 0xb0;
+        /*00d0*/                   EXIT ;
+"""
+
+
+def test_tensor_core_loops_are_the_innermost_loops_that_issue_a_wgmma():
+    """The loop at 0x20-0x70 (inside the one at 0x10-0xa0) issues the QGMMA: it is the only one reported, with every
+    instruction counted under its opcode (predicates and modifiers dropped); the self-branch at 0xc0 has no wgmma."""
+    loops = tile_loops(LOOP_SASS)
+    assert len(loops) == 1 and len(loops[0]) == 6, loops
+    assert loop_mix(loops[0]) == {"FMNMX": 2, "BRA": 1, "FFMA": 1, "QGMMA": 1, "WARPGROUP": 1}
+    assert op_name("@!P0 LDG.E.64 R2, desc[UR4][R4.64]") == "LDG" and op_name("QGMMA.64x128x32") == "QGMMA"
+    d = _summary(168, 4) | {"tensor_loops": [{"instructions": 6, "mix": loop_mix(loops[0])}]}
+    text = summary_table(d)
+    assert "tensor-core loops" in text and "loop 1: 6 instructions: FMNMX 2, BRA 1" in text
+    e = _summary(168, 4) | {"tensor_loops": [{"instructions": 9, "mix": {}}]}
+    diff = diff_table(d, e)
+    assert re.search(r"tensor-core loop\s+loop 1\s+6\s+9\s+\+3", diff), diff
 
 
 def test_override_syntax():

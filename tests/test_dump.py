@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from mqa_cli.inspect_asm import elf_symbols
+from mqa_cli.sass_loops import tile_loops
 
 from .conftest import assert_one_line_error, cli
 
@@ -84,6 +85,10 @@ def test_sm90_sass_has_e4m3_qgmma(dumps):
     assert re.search(r"QGMMA\.\d+x\d+x\d+\.F32\.E4M3\.E4M3", sass)
     tc = d["summary"]["instructions"]["tensor core"]
     assert any(op.startswith("QGMMA") and op.endswith("E4M3.E4M3") for op in tc), tc
+    # the summary's tensor-core loops are the SASS file's: each one's length, and a wgmma in each
+    loops = d["summary"]["tensor_loops"]
+    assert loops and [lp["instructions"] for lp in loops] == [len(b) for b in tile_loops(sass)]
+    assert all(lp["mix"].get("QGMMA", 0) > 0 and sum(lp["mix"].values()) == lp["instructions"] for lp in loops)
 
 
 def test_gfx950_amdgcn_has_fp8_mfma(dumps):

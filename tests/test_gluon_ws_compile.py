@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from .sass_loops import tile_loops
+from mqa_cli.sass_loops import tile_loops
 
 TRITON = version("triton")
 pytestmark = pytest.mark.skipif(

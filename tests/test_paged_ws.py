@@ -21,7 +21,7 @@ from mqa_kernels.paged_ws_sm90.config import (SMEM_PER_SM, padded_rows, paged_ws
 from mqa_kernels.paged_ws_sm90.config import parts as config_parts
 from mqa_kernels.paged_ws_sm90.tuned import CUDA_TUNED
 
-from .sass_loops import tile_loops
+from mqa_cli.sass_loops import tile_loops
 
 TRITON = version("triton")
 SM90 = targets.TARGETS["sm90"]

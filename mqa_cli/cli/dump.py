@@ -42,7 +42,8 @@ def dump(target: Target = None, kernel: KernelSpec = None, dump_dir: DumpDir = "
     Writes ttir, ttgir, llir, then ptx + cubin + sass (CUDA) or amdgcn + hsaco (AMD) and manifest.json into
     DUMP_DIR/<target>/<kernel name>_w<warps>_s<stages>/ (an existing non-empty folder needs --force), then prints the
     summary: registers, spills, stack/local/shared memory, warps, stages and the instruction mix (tensor-core,
-    global and shared loads/stores, shuffles, max/relu). Triton's cache makes a repeated dump cheap.
+    global and shared loads/stores, shuffles, max/relu); on CUDA also each tensor-core loop's length and mix (what
+    a tile costs the tensor cores). Triton's cache makes a repeated dump cheap.
 
     Examples: `mqa-logits dump --target sm90 --seq 4096`;
     `mqa-logits dump --target gfx950 --seq 8192 --stage amdgcn`;
