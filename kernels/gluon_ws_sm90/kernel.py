@@ -18,9 +18,10 @@ each lane of a quad holds every head of its query rows (_head_sum). kv_splits (a
 block kv_splits work items, each an equal share of its live kv tiles (_item). With TMA_STORE each logits tile
 leaves through a shared buffer and one TMA store (_tma_store_tile) instead of per-thread stores. CHAINS splits
 a lane's head sum into independent FMA chains.
-Each math warpgroup waits for its own wgmma right away; the other warpgroup's MMA fills the tensor cores
-while it runs its fp32 epilogue (relu, x weight, head sum, x kv_scale, -inf mask on boundary tiles, store
-in fp32 or bf16). PINGPONG makes the two warpgroups take turns issuing their wgmma: 1 through a pair of turn
+Each math warpgroup waits for its own wgmma right away, then runs its fp32 epilogue (relu, x weight, head sum,
+x kv_scale, -inf mask on boundary tiles, store in fp32 or bf16) while the other warpgroup's wgmma runs; each
+instruction of that epilogue still costs the tensor cores about a cycle on the H200 (scripts/overlap_probe.py),
+so a tile's time is its wgmma plus its loop's length. PINGPONG makes the two warpgroups take turns issuing their wgmma: 1 through a pair of turn
 mbarriers (2-4 % slower on the H200), 2 through named barriers 14 and 15 (_turn_wait, _turn_pass; the table takes
 it at H 32 D 128, 5-6 % faster). Both warpgroups take every tile of every item, so each turn wait has its pass;
 warpgroup 1's last pass has no wait to meet, and the barrier is left part-arrived at exit (synccheck: 0 errors).
