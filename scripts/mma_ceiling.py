@@ -21,9 +21,9 @@ M = 128  # two warpgroups of 64 rows
 
 
 @gluon.jit
-def mma_loop(a_ptr, b_ptr, out_ptr, iters, M: gl.constexpr, N: gl.constexpr, K: gl.constexpr):
-    """iters wgmmas of [M, K] x [K, N] on operands loaded once into shared memory; the accumulator's sum is
-    stored so that the loop is not dead code."""
+def operands_in_shared(a_ptr, b_ptr, M: gl.constexpr, N: gl.constexpr, K: gl.constexpr):
+    """fp8 A [M, K] and B [N, K] (row-major, K contiguous) loaded once into wgmma-swizzled shared memory, fenced
+    for the async proxy. (Also scripts/overlap_probe.py's.)"""
     ld: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [gl.num_warps(), 1], [1, 0])
     rows_a = gl.arange(0, M, layout=gl.SliceLayout(1, ld))
     rows_b = gl.arange(0, N, layout=gl.SliceLayout(1, ld))
@@ -35,6 +35,14 @@ def mma_loop(a_ptr, b_ptr, out_ptr, iters, M: gl.constexpr, N: gl.constexpr, K: 
     a_smem = gl.allocate_shared_memory(gl.float8e4nv, [M, K], a_layout, a_val)
     b_smem = gl.allocate_shared_memory(gl.float8e4nv, [N, K], b_layout, b_val)
     fence_async_shared()
+    return a_smem, b_smem
+
+
+@gluon.jit
+def mma_loop(a_ptr, b_ptr, out_ptr, iters, M: gl.constexpr, N: gl.constexpr, K: gl.constexpr):
+    """iters wgmmas of [M, K] x [K, N] on operands loaded once into shared memory; the accumulator's sum is
+    stored so that the loop is not dead code."""
+    a_smem, b_smem = operands_in_shared(a_ptr, b_ptr, M, N, K)
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                                   instr_shape=[16, N, 32])
     acc = gl.zeros([M, N], gl.float32, layout=mma)

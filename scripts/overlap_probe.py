@@ -33,7 +33,9 @@ import sys
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma, warpgroup_mma_wait
+
+from mma_ceiling import operands_in_shared  # (scripts/ is the script's own folder, first on sys.path)
 
 K = 128
 H = 64
@@ -85,17 +87,7 @@ def probe(a_ptr, b_ptr, w_ptr, sc_ptr, out_ptr, iters, M: gl.constexpr, N: gl.co
     """iters wgmmas [M, K] x [K, N] on operands loaded once into shared memory, each followed (EPI) by the decode
     epilogue on its accumulator; the running sum is stored so that nothing is dead code."""
     NP: gl.constexpr = N // H
-    ld: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [gl.num_warps(), 1], [1, 0])
-    rows_a = gl.arange(0, M, layout=gl.SliceLayout(1, ld))
-    rows_b = gl.arange(0, N, layout=gl.SliceLayout(1, ld))
-    cols = gl.arange(0, K, layout=gl.SliceLayout(0, ld))
-    a_val = gl.load(a_ptr + gl.expand_dims(rows_a, 1) * K + gl.expand_dims(cols, 0))
-    b_val = gl.load(b_ptr + gl.expand_dims(rows_b, 1) * K + gl.expand_dims(cols, 0))
-    a_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([M, K], gl.float8e4nv)
-    b_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([N, K], gl.float8e4nv)
-    a_smem = gl.allocate_shared_memory(gl.float8e4nv, [M, K], a_layout, a_val)
-    b_smem = gl.allocate_shared_memory(gl.float8e4nv, [N, K], b_layout, b_val)
-    fence_async_shared()
+    a_smem, b_smem = operands_in_shared(a_ptr, b_ptr, M, N, K)
     gl.thread_barrier()  # here, not where triton would put it: before the first wgmma, past a PP bar.sync (a hang)
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                                   instr_shape=[16, N, 32])

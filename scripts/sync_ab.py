@@ -16,7 +16,6 @@ import argparse
 import sys
 
 SHAPES = ((1, 8192), (8, 8192), (64, 8192), (128, 8192), (8, 65536), (64, 65536), (128, 65536), (4096, 8192))
-COPY_TBS = 4.3
 VARIANTS = (False, True)
 NAMES = {False: "triton", True: "PTX_SLOTS"}
 
@@ -39,7 +38,7 @@ def main(argv=None) -> int:
     from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
 
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from decode_split_ab import _clock_power, _deep_gemm, harness_inputs, rel_err, two_rounds
+    from decode_split_ab import _clock_power, _deep_gemm, copy_pct, harness_inputs, rel_err, two_rounds
 
     dg, why = _deep_gemm()
     sms = mqa_cli.get_num_sms()
@@ -91,9 +90,8 @@ def main(argv=None) -> int:
                     notes.append(f"differs from DeepGEMM: {rel:.1e}!")
             bad += bool(notes)
             us, _ = two_rounds(calls, timing)
-            nbytes = int(t.context_lens.long().max(dim=1).values.sum()) * (128 + 4) + B * n * maxlen * 4
             a, p = us["triton"], us["PTX_SLOTS"]
-            pct = nbytes / (p * 1e-6) / (COPY_TBS * 1e12) * 100
+            pct = copy_pct(ctx, B, n, maxlen, p)
             d = us.get("dg")
             dg_cols = "- | - | -" if d is None else f"{d:.2f} | {a / d:.3f} | {p / d:.3f}"
             print(f"| {B} | {C // 1024}K | {n} | {name.split('_NEXT_N_')[-1][:60]} | {a:.2f} | {p:.2f} | "
