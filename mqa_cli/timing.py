@@ -89,6 +89,35 @@ def time_kernel(fn, warmup_ms: int = 10, rep_ms: int = 40) -> float:
     return triton.testing.do_bench(graph.replay, warmup=warmup_ms, rep=rep_ms, return_mode="median") * 1e3
 
 
+SIDE_BY_SIDE_ROUNDS = 6
+
+
+def side_by_side(calls: dict, rounds: int = SIDE_BY_SIDE_ROUNDS, rep_ms: int = 30, time=None) -> list[dict]:
+    """Each call timed alone (time_kernel: graph replay after an L2 flush) once per round, the order reversed every
+    round: the rounds, {name: µs} each. Compare calls within a round (ratio_in_rounds), never by each one's best over
+    the rounds: a card at its power cap clocks down during a measurement, so the call timed first in a round gets
+    the higher clock, and the least of two rounds in opposite orders still favoured the first call (an A/A pair of
+    one binary measured 1.085 on the H200, 2026-12-01)."""
+    time = time or (lambda fn: time_kernel(fn, rep_ms=rep_ms))
+    order = list(calls)
+    return [{k: time(calls[k]) for k in (order if r % 2 == 0 else order[::-1])} for r in range(rounds)]
+
+
+def ratio_in_rounds(rounds: list[dict], num: str, den: str) -> float:
+    """The median over rounds of num's time over den's in the same round (a clock that drifts over the measurement
+    cancels: each round's two times are taken next to each other, in alternating order)."""
+    import statistics
+
+    return statistics.median(r[num] / r[den] for r in rounds)
+
+
+def median_in_rounds(rounds: list[dict], name: str) -> float:
+    """The median of name's times over the rounds."""
+    import statistics
+
+    return statistics.median(r[name] for r in rounds)
+
+
 @dataclass(frozen=True)
 class Floor:
     """The least time a problem can take on a target: its FLOP at the fp8 ceiling or its minimum bytes at the

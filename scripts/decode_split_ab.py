@@ -6,10 +6,11 @@ harness's small batches, plus B 128 C 64K and B 4096 C 8K (DeepGEMM's test size,
 
 Inputs as the harness builds them: 2-D context lengths [B, next_n] (row t of sequence b sees k < ctx_b - next_n
 + t + 1), contexts uniform in [0.7C, 1.3C), a shuffled block table, max_context_len = max(ctx). Times: one
-CUDA-graph replay after an L2 flush, median (mqa_cli.timing.time_kernel), the least of two rounds in opposite
-orders; H 64 D 128, block 64, no clean logits. Outputs of the three calls are compared on every live entry.
+CUDA-graph replay after an L2 flush, median (mqa_cli.timing.time_kernel), in six rounds of alternating order
+(mqa_cli.timing.side_by_side): each time the median over the rounds, each ratio the median of the rounds' ratios;
+H 64 D 128, block 64, no clean logits. Outputs of the three calls are compared on every live entry.
 Last columns: the SM clock (MHz) and board power (W) NVML reads right after the shape's timings (the card's 700 W
-cap lowers the clock under sustained load), and each round's times.
+cap lowers the clock under sustained load), and each call's least and greatest time over the rounds.
 
     python3 scripts/decode_split_ab.py [--shapes B:C,...] [--next-n 1,2]      (the H200)
 """
@@ -62,14 +63,6 @@ def rel_err(got, ref) -> float:
     return float((got - ref).double().norm() / ref.double().norm().clamp_min(1e-30))
 
 
-def two_rounds(calls: dict, timing) -> tuple[dict, list]:
-    """Each call timed alone (graph replay after an L2 flush) in two rounds of opposite order: (the least of each,
-    the rounds). A card near its power cap runs a later measurement at a lower clock; the pair shows how much."""
-    order = list(calls)
-    rounds = [{k: timing.time_kernel(calls[k], rep_ms=60) for k in seq} for seq in (order, order[::-1])]
-    return {k: min(r[k] for r in rounds) for k in calls}, rounds
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default=",".join(f"{b}:{c}" for b, c in SHAPES), help="B:C pairs, comma-separated")
@@ -85,7 +78,7 @@ def main(argv=None) -> int:
     sms = mqa_cli.get_num_sms()
     print(f"{torch.cuda.get_device_name()}: decode through the API, split in the kernel / given, beside DeepGEMM "
           f"(µs, graph replay, cold L2){'' if dg else '; DeepGEMM not importable: ' + why}")
-    print("| B | C | next_n | split in kernel | split given | difference | DeepGEMM | ours / DeepGEMM | ours % of 4.3 TB/s | MHz, W | rounds (µs, forward / reversed order) |")
+    print("| B | C | next_n | split in kernel | split given | difference | DeepGEMM | ours / DeepGEMM | ours % of 4.3 TB/s | MHz, W | least-greatest µs over the rounds |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     bad = 0
     for B, C in shapes:
@@ -114,11 +107,11 @@ def main(argv=None) -> int:
                 if not rel < 2e-3:
                     notes.append(f"differs from DeepGEMM: {rel:.1e}!")
             bad += bool(notes)
-            us, rounds = two_rounds(calls, timing)
-            order = list(calls)
-            spread = " / ".join(f"{k} {rounds[0][k]:.1f}, {rounds[1][k]:.1f}" for k in order)
+            rounds = timing.side_by_side(calls)
+            us = {k: timing.median_in_rounds(rounds, k) for k in calls}
+            spread = " / ".join(f"{k} {min(r[k] for r in rounds):.1f}-{max(r[k] for r in rounds):.1f}" for k in calls)
             dg_us = us.get("dg")
-            dg_col = "- | -" if dg_us is None else f"{dg_us:.2f} | {us['self'] / dg_us:.3f}"
+            dg_col = "- | -" if dg_us is None else f"{dg_us:.2f} | {timing.ratio_in_rounds(rounds, 'self', 'dg'):.3f}"
             pct = copy_pct(ctx, B, n, maxlen, us["self"])
             print(f"| {B} | {C // 1024}K | {n} | {us['self']:.2f} | {us['given']:.2f} | {us['self'] - us['given']:+.2f} | "
                   f"{dg_col} | {pct:.1f}{' ' + ' '.join(notes) if notes else ''} | {_clock_power(torch)} | {spread} |", flush=True)

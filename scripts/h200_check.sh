@@ -35,7 +35,8 @@
 #             NCU_SRC_PROBES (default: decode B 8 and B 1, C 8K, next_n 1): the 40 SASS instructions where warps
 #             waited most, to $OUT/ncu_source.txt (the full per-instruction CSV beside it, gzipped); NCU_CLOCK=base
 #             profiles at the base clock (what the 700 W cap leaves under sustained load), default none
-#   syncab    python3 scripts/sync_ab.py ${SYNCAB_ARGS}: the decode kernel's slot waits by triton and PTX_SLOTS, beside DeepGEMM
+#   syncab    python3 scripts/sync_ab.py ${SYNCAB_ARGS}: two configs of the decode kernel side by side (default: slot
+#             waits by triton and PTX_SLOTS; --a / --b their override keys), beside DeepGEMM
 #   splitab   python3 scripts/decode_split_ab.py: decode through the API (split in the kernel / given) beside
 #             DeepGEMM given its metadata, incl. B 4096 C 8K (DeepGEMM put in place as for `deepgemm`)
 #   ceilings  python3 scripts/mma_ceiling.py (fp8 wgmma alone) and scripts/write_ceiling.py (fill, copy)

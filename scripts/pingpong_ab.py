@@ -1,16 +1,22 @@
-"""The prefill kernel's two math warpgroups taking turns at the tensor cores, or not: its table config without
-turns (PINGPONG 0), with turn mbarriers (1), and with named barriers (2), on the seed and head-count shapes.
+"""Configs of the Gluon prefill kernel, timed side by side.
 
-Why: scripts/overlap_probe.py measured, with nothing but wgmma and the fp32 epilogue in the loop, two warpgroups
-at N 256 at 0.66 of the tensor ceiling unordered and 0.73-0.74 taking turns by named barriers (two runs), where
-the turn mbarriers of PINGPONG 1 had measured 2-4 % slower than no turns on this kernel (2026-11-30).
+By default its two math warpgroups taking turns at the tensor cores or not: its table config without turns
+(PINGPONG 0), with turn mbarriers (1), and with named barriers (2), on the seed and head-count shapes. `--variants` names others: override-key sets separated by ';', the first the
+baseline (e.g. "LATE_RELEASE=0;LATE_RELEASE=1").
 
-Each variant is checked first: bitwise equal to PINGPONG 0's logits (the same arithmetic in the same order), and
-PINGPONG 0 against the float32 reference (exact -inf pattern, relative error < 2e-3). Then the three are timed
-alone (graph replay after an L2 flush, `mqa_cli.timing.time_kernel`), in two interleaved rounds, the least of each
-kept. Shapes whose table layout is not two warpgroups run PINGPONG 0 only.
+Why the default: scripts/overlap_probe.py measured, with nothing but wgmma and the fp32 epilogue in the loop, two
+warpgroups at N 256 at 0.66 of the tensor ceiling unordered and 0.73-0.74 taking turns by named barriers (two runs),
+where the turn mbarriers of PINGPONG 1 had measured 2-4 % slower than no turns on this kernel (2026-11-30).
 
-    python3 scripts/pingpong_ab.py [--only TEXT,...]     (the H200; a markdown table on stdout, CSV under $OUT)
+Each variant is checked first: bitwise equal to the baseline's logits (the same arithmetic in the same order), and
+the baseline against the float32 reference (exact -inf pattern, relative error < 2e-3). Then they are timed alone
+(graph replay after an L2 flush, `mqa_cli.timing.time_kernel`) in six rounds of alternating order
+(`mqa_cli.timing.side_by_side`): each time the median over the rounds, each ratio the median of the rounds' ratios.
+A variant named twice ("X;X") is the control: it measures the method's own bias.
+A variant the shape's layout cannot take (PINGPONG past two warpgroups) is left out of that row.
+
+    python3 scripts/pingpong_ab.py [--only TEXT,...] [--variants "K=V,...;K=V,..."]
+    (the H200; a markdown table on stdout, CSV under $OUT)
 """
 from __future__ import annotations
 
@@ -23,7 +29,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = Path(os.environ.get("OUT") or "/tmp/out")
 REL_TOL = 2e-3
-MODES = (0, 2, 1)
+DEFAULT = "PINGPONG=0;PINGPONG=2;PINGPONG=1"
+
+
+def _override(text: str) -> dict:
+    """'K=V,K2=V2' -> {K: int(V)}."""
+    return {k.strip(): int(v) for k, _, v in (kv.partition("=") for kv in text.split(",") if kv.strip())}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,13 +49,15 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", default=None, help="comma-separated texts: shapes whose name contains one of them")
+    ap.add_argument("--variants", default=DEFAULT, help="override-key sets separated by ';', the first the baseline")
     args = ap.parse_args(argv)
+    names = [v.strip() for v in args.variants.split(";") if v.strip()]
     OUT.mkdir(parents=True, exist_ok=True)
     units = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"{torch.cuda.get_device_name()}, {units} SMs, triton {triton.__version__}: prefill kernel alone, µs "
-          "(least of two rounds)")
-    print("| shape | layout | PINGPONG 0 | 2 (named) | 1 (mbarriers) | 2 / 0 | 1 / 0 | checks |")
-    print("|---|---|---|---|---|---|---|---|")
+          "(median of six rounds in alternating order)")
+    print("| shape | layout | " + " | ".join(names) + " | " + " | ".join(f"{n} / base" for n in names[1:]) + " | checks |")
+    print("|---|---|" + "---|" * (2 * len(names) - 1) + "---|")
     rows = []
     benches = list(matrix.SUITES["seed"]) + list(matrix.SUITES["heads"])
     for b in benches:
@@ -53,46 +66,49 @@ def main(argv: list[str] | None = None) -> int:
         t = source.from_spec(b.spec).materialise("cuda")
         prob_flop = source.from_spec(b.spec).counts.flop
         cfgs, outs, notes = {}, {}, []
-        for mode in MODES:
+        for mode, text in enumerate(names):  # keyed by position: a variant may be named twice (the control)
             try:
                 cfg = gluon_ws_sm90_config(heads=t.heads, dim=t.dim, S=t.S, N=t.N, clean=b.spec.clean_logits,
-                                           units=units, override={"PINGPONG": mode})  # (0 too: the table may say 2)
+                                           units=units, override=_override(text))
             except ValueError as e:
-                notes.append(f"{mode}: {e}"[:80])
+                notes.append(f"{text}: {e}"[:80])
                 continue
             out = launchers.output_for(t, cfg)
             out.fill_(float("nan"))
             launchers.run(t, cfg, out)
             torch.cuda.synchronize()
             cfgs[mode], outs[mode] = cfg, out
-        if 0 not in cfgs:  # not a shape this kernel's table takes
-            print(f"| {b.name} | - | - | - | - | - | - | {'; '.join(notes)} |", flush=True)
+        base = 0
+        if base not in cfgs:  # not a shape this kernel's table takes
+            print(f"| {b.name} | - | " + "- | " * (2 * len(names) - 1) + f"{'; '.join(notes)} |", flush=True)
             continue
         ref = reference_logits(t)
-        cmp = compare(outs[0], ref, b.spec.clean_logits, rel_tol=REL_TOL)
+        cmp = compare(outs[base], ref, b.spec.clean_logits, rel_tol=REL_TOL)
         ok = cmp.ok
-        notes.append(f"0 vs reference {'ok' if cmp.ok else 'WRONG'} ({cmp.rel_error:.1e})")
+        notes.append(f"base vs reference {'ok' if cmp.ok else 'WRONG'} ({cmp.rel_error:.1e})")
         for mode in cfgs:
-            if mode and not torch.equal(torch.nan_to_num(outs[mode], nan=7.0), torch.nan_to_num(outs[0], nan=7.0)):
-                notes.append(f"{mode} differs from 0")
+            if mode != base and not torch.equal(torch.nan_to_num(outs[mode], nan=7.0),
+                                                torch.nan_to_num(outs[base], nan=7.0)):
+                notes.append(f"{names[mode]} differs from the base")
                 ok = False
-        best = {}
+        best, rounds = {}, []
         if ok:
-            for _ in range(2):
-                for mode, cfg in cfgs.items():
-                    us = timing.time_kernel(lambda cfg=cfg, out=outs[mode]: launchers.run(t, cfg, out), rep_ms=60)
-                    best[mode] = min(best.get(mode, us), us)
-        groups = cfgs[0].constexprs["Q_GROUPS"], cfgs[0].constexprs["KV_GROUPS"]
+            rounds = timing.side_by_side({m: (lambda cfg=cfg, out=outs[m]: launchers.run(t, cfg, out))
+                                          for m, cfg in cfgs.items()})
+            best = {m: timing.median_in_rounds(rounds, m) for m in cfgs}
+        groups = cfgs[base].constexprs["Q_GROUPS"], cfgs[base].constexprs["KV_GROUPS"]
         f = lambda m: f"{best[m]:.1f}" if m in best else "-"  # noqa: E731
-        r = lambda m: f"{best[m] / best[0]:.3f}" if m in best and 0 in best else "-"  # noqa: E731
-        print(f"| {b.name} | {groups} N {cfgs[0].constexprs['BLOCK_Q'] * t.heads} | {f(0)} | {f(2)} | {f(1)} | "
-              f"{r(2)} | {r(1)} | {'; '.join(notes)} |", flush=True)
-        rows.append([b.name, groups, f(0), f(2), f(1), r(2), r(1), prob_flop, "; ".join(notes)])
+        r = lambda m: f"{timing.ratio_in_rounds(rounds, m, base):.3f}" if m in best and base in best else "-"  # noqa: E731
+        times, ratios = [f(m) for m in range(len(names))], [r(m) for m in range(1, len(names))]
+        print(f"| {b.name} | {groups} N {cfgs[base].constexprs['BLOCK_Q'] * t.heads} | " + " | ".join(times) + " | "
+              + " | ".join(ratios) + f" | {'; '.join(notes)} |", flush=True)
+        rows.append([b.name, groups, *times, *ratios, prob_flop, "; ".join(notes)])
         del t, ref, outs
         torch.cuda.empty_cache()
     with open(OUT / "pingpong_ab.csv", "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["shape", "groups", "us_0", "us_2", "us_1", "ratio_2", "ratio_1", "flop", "checks"])
+        w.writerow(["shape", "groups", *(f"us {n}" for n in names), *(f"ratio {n}" for n in names[1:]), "flop",
+                    "checks"])
         w.writerows(rows)
     return 0
 

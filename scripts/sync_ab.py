@@ -1,14 +1,20 @@
-"""How the Gluon decode kernel's math warpgroups wait for and release their ring slots, timed side by side.
+"""Two configs of the Gluon decode kernel, timed side by side.
 
-triton: its mbarrier ops (a 128-thread warpgroup barrier before each slot wait and before the elected release);
-PTX_SLOTS: the wait and the release in PTX at the ring barriers' offsets, every thread arriving (no warpgroup
-barrier in the block loop). Each is the table's config for the shape with PTX_SLOTS set, launched directly (the
-API's config without its host work), checked bitwise against the other (and against the float32 reference on
-every live entry where the reference fits), then timed: one CUDA-graph
-replay after an L2 flush, median, the least of two rounds in opposite orders. DeepGEMM beside it when importable.
-Inputs as the harness builds them: 2-D context lengths, contexts uniform in [0.7C, 1.3C), a shuffled block table.
+By default: how its math warpgroups wait for and release their ring slots.
 
-    python3 scripts/sync_ab.py [--shapes B:C,...] [--next-n 1,2,3,6]      (the H200; a Markdown table on stdout)
+Each variant is the table's config for the shape with its override keys set (`--a`, `--b`: KEY=VALUE,... of
+paged_ws_sm90's OVERRIDE_KEYS), launched directly (the API's config without its host work), checked bitwise against
+the other (and against the float32 reference on every live entry where the reference fits), then timed: one
+CUDA-graph replay after an L2 flush, median, in six rounds of alternating order (mqa_cli.timing.side_by_side):
+each time the median over the rounds, each ratio the median of the rounds' ratios. DeepGEMM beside it when
+importable. `--a X --b X` (one config twice) is the control: it measures the method's own bias. Inputs as the harness builds them: 2-D context lengths, contexts uniform in [0.7C, 1.3C), a shuffled
+block table.
+The default pair: triton's mbarrier ops (a 128-thread warpgroup barrier before each slot wait and before the
+elected release) against PTX_SLOTS (the wait and the release in PTX at the ring barriers' offsets, every thread
+arriving: no warpgroup barrier in the block loop).
+
+    python3 scripts/sync_ab.py [--shapes B:C,...] [--next-n 1,2,3,6] [--a KEY=V,... --b KEY=V,...]
+    (the H200; a Markdown table on stdout)
 """
 from __future__ import annotations
 
@@ -16,18 +22,30 @@ import argparse
 import sys
 
 SHAPES = ((1, 8192), (8, 8192), (64, 8192), (128, 8192), (8, 65536), (64, 65536), (128, 65536), (4096, 8192))
-VARIANTS = (False, True)
-NAMES = {False: "triton", True: "PTX_SLOTS"}
+
+
+def overrides(text: str) -> dict:
+    """'KEY=V,KEY2=V2' -> {KEY: int(V) or V}."""
+    out = {}
+    for item in filter(None, text.split(",")):
+        k, _, v = item.partition("=")
+        out[k.strip()] = int(v) if v.strip().lstrip("-").isdigit() else v.strip()
+    return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default=",".join(f"{b}:{c}" for b, c in SHAPES), help="B:C pairs, comma-separated")
     ap.add_argument("--next-n", default="1,2")
+    ap.add_argument("--a", default="PTX_SLOTS=0", help="first variant's override keys")
+    ap.add_argument("--b", default="PTX_SLOTS=1", help="second variant's override keys")
+    ap.add_argument("--rounds", type=int, default=6, help="timing rounds, the order reversed every round")
     ap.add_argument("--reference-below", type=int, default=2 ** 25,
                     help="check against the float32 reference when B*next_n*max_len is below this")
     args = ap.parse_args(argv)
     shapes = [tuple(int(x) for x in s.split(":")) for s in args.shapes.split(",") if s]
+    A, B_ = args.a, args.b
+    variants = {"a": overrides(A), "b": overrides(B_)}  # (keyed a / b: --a X --b X is an A/A control)
     import torch
 
     import mqa_cli
@@ -38,14 +56,14 @@ def main(argv=None) -> int:
     from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
 
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from decode_split_ab import _clock_power, _deep_gemm, copy_pct, harness_inputs, rel_err, two_rounds
+    from decode_split_ab import _clock_power, _deep_gemm, copy_pct, harness_inputs, rel_err
 
     dg, why = _deep_gemm()
     sms = mqa_cli.get_num_sms()
-    print(f"{torch.cuda.get_device_name()}: decode kernel's slot waits by triton / PTX_SLOTS, launched directly "
+    print(f"{torch.cuda.get_device_name()}: decode kernel, {A} / {B_}, launched directly "
           f"(µs, graph replay, cold L2){'' if dg else '; DeepGEMM not importable: ' + why}")
-    print("| B | C | next_n | config | triton | PTX_SLOTS | PTX_SLOTS / triton | DeepGEMM | triton / DG "
-          "| PTX_SLOTS / DG | PTX_SLOTS % of 4.3 TB/s | check | MHz, W |")
+    print(f"| B | C | next_n | config | {A} | {B_} | b / a | DeepGEMM | a / DG "
+          "| b / DG | b % of 4.3 TB/s | check | MHz, W |")
     print("|" + "---|" * 13)
     bad = 0
     for B, C in shapes:
@@ -53,15 +71,15 @@ def main(argv=None) -> int:
             t, ctx, maxlen = harness_inputs(torch, B, C, n)
             t = Paged(t.q, t.kv_cache, t.weights, ctx, t.block_table, maxlen)
             calls, outs, name = {}, {}, ""
-            for v in VARIANTS:
+            for v, ov in variants.items():
                 cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=n, block_size=64, batch=B,
-                                           max_context_len=maxlen, clean=False, units=sms, override={"PTX_SLOTS": v})
+                                           max_context_len=maxlen, clean=False, units=sms, override=ov)
                 name = name or cfg.name
                 out = torch.full((B * n, maxlen), float("nan"), device="cuda")
                 a = paged_ws_args(t, cfg, out, None)
                 kern = cfg.jitted()
-                calls[NAMES[v]] = (lambda k=kern, a=a: k[a.grid](*a.args, **a.constexprs, **a.options))
-                outs[NAMES[v]] = out
+                calls[v] = (lambda k=kern, a=a: k[a.grid](*a.args, **a.constexprs, **a.options))
+                outs[v] = out
             if dg is not None and n <= 2:  # DeepGEMM runs next_n 1-2 on sm90
                 dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)
                 calls["dg"] = lambda: dg.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, ctx, t.block_table, dmeta,
@@ -72,10 +90,10 @@ def main(argv=None) -> int:
                     outs["dg"] = r
             torch.cuda.synchronize()
             live = torch.arange(maxlen, device="cuda")[None, :] < ctx.reshape(-1, 1)
-            base = outs["triton"][live]
+            base = outs["a"][live]
             notes = []
-            if not torch.equal(outs["PTX_SLOTS"][live], base):
-                notes.append("PTX_SLOTS differs from triton!")
+            if not torch.equal(outs["b"][live], base):
+                notes.append(f"{B_} differs from {A}!")
             if B * n * maxlen < args.reference_below:
                 ref = reference_paged(t, dtype=torch.float32, clean_logits=True)[live]
                 rel = rel_err(base, ref)
@@ -89,13 +107,15 @@ def main(argv=None) -> int:
                 if not rel < 2e-3:
                     notes.append(f"differs from DeepGEMM: {rel:.1e}!")
             bad += bool(notes)
-            us, _ = two_rounds(calls, timing)
-            a, p = us["triton"], us["PTX_SLOTS"]
+            rounds = timing.side_by_side(calls, rounds=args.rounds)
+            us = {k: timing.median_in_rounds(rounds, k) for k in calls}
+            a, p = us["a"], us["b"]
             pct = copy_pct(ctx, B, n, maxlen, p)
             d = us.get("dg")
-            dg_cols = "- | - | -" if d is None else f"{d:.2f} | {a / d:.3f} | {p / d:.3f}"
+            r = lambda x, y: f"{timing.ratio_in_rounds(rounds, x, y):.3f}"  # noqa: E731
+            dg_cols = "- | - | -" if d is None else f"{d:.2f} | {r('a', 'dg')} | {r('b', 'dg')}"
             print(f"| {B} | {C // 1024}K | {n} | {name.split('_NEXT_N_')[-1][:60]} | {a:.2f} | {p:.2f} | "
-                  f"{p / a:.3f} | {dg_cols} | {pct:.1f} | {check}{' ' + ' '.join(notes) if notes else ''} "
+                  f"{r('b', 'a')} | {dg_cols} | {pct:.1f} | {check}{' ' + ' '.join(notes) if notes else ''} "
                   f"| {_clock_power(torch)} |", flush=True)
             del t, outs, calls
             torch.cuda.empty_cache()

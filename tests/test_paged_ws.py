@@ -349,3 +349,19 @@ def test_ptx_slots_is_a_choice_the_config_carries_and_names(ptx):
     assert c["PTX_SLOTS"] is ptx and (c["FULL_AT"], c["EMPTY_AT"]) == (-1, -1)
     assert cfg.name.endswith(f"_PTX_SLOTS_{int(ptx)}")
     assert ("PTX" in cfg.schedule["slots"]) is ptx
+
+
+def test_small_regs_moves_the_producers_registers_to_the_math_warpgroups():
+    """SMALL_REGS (an override key, for side-by-side timings): the producer warp's registers after setmaxnreg; what it
+    gives up goes to the math warpgroups, in steps of 8. Not a multiple of 8, or below 24: refused."""
+    kw = dict(heads=64, dim=128, next_n=2, block_size=64, batch=128, max_context_len=65536, clean=False, units=132)
+    base = paged_ws_sm90_config(**kw)
+    more = paged_ws_sm90_config(**kw, override={"SMALL_REGS": 32})
+    assert base.constexprs["SMALL_REGS"] == 40 and more.constexprs["SMALL_REGS"] == 32
+    g = base.constexprs["MATH_WG"]
+    assert (g, base.constexprs["MATH_REGS"], more.constexprs["MATH_REGS"]) == (4, 104, 112)  # the table's 4 there
+    budget = base.options["maxnreg"] * (g + 1) * 128
+    assert more.constexprs["MATH_REGS"] * g * 128 + 32 * 128 <= budget
+    for bad in (36, 16):
+        with pytest.raises(ValueError, match="SMALL_REGS"):
+            paged_ws_sm90_config(**kw, override={"SMALL_REGS": bad})

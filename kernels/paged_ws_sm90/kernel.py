@@ -172,8 +172,9 @@ def _parts(s):
 def _slot(c, s):
     """Ring slot and fill parity of the program's block c: block c goes to math warpgroup c % G, which has its own
     STAGES slots and takes its blocks in order (so a slot's fills are waited for in order, by one warpgroup)."""
-    n = c // s.G
-    return (c % s.G) * s.STAGES + n % s.STAGES, (n // s.STAGES) & 1
+    u = c.to(gl.uint32)  # c >= 0: unsigned, so a power-of-two G or STAGES is a shift and a mask, not a signed division
+    n = u // s.G
+    return ((u % s.G) * s.STAGES + n % s.STAGES).to(gl.int32), ((n // s.STAGES) & 1).to(gl.int32)
 
 
 @gluon.jit
