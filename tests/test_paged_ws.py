@@ -224,7 +224,7 @@ def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, c
         per_loop = {sum("QGMMA" in op for op in body) for body in tile_loops(res["sass"])} - {0}
         assert per_loop == {-(-T // (mma // H)) * D // 32}, per_loop
     assert "LOCAL:0" in res["usage"]  # no register spills
-    tail = f"_Q_IN_LANES_{int(lanes == 1)}_MMA_N_{mma}_AHEAD_{int(ahead or not mma)}_PTX_SLOTS_{ptx}"
+    tail = f"_Q_IN_LANES_{int(lanes == 1)}_MMA_N_{mma}_AHEAD_{int(ahead or not mma)}_PTX_SLOTS_{ptx}_LOADERS_1"
     assert res["lanes"] == (lanes == 1) and res["name"].endswith(tail)
     # One math warpgroup: the split's results (computed in the kernel or read from the metadata) reach the block
     # loop in uniform registers, so the loop has no uniform-register moves (kernel._through_shared says what they
@@ -347,7 +347,7 @@ def test_ptx_slots_is_a_choice_the_config_carries_and_names(ptx):
                                clean=False, units=132, override={"PTX_SLOTS": ptx})
     c = cfg.constexprs
     assert c["PTX_SLOTS"] is ptx and (c["FULL_AT"], c["EMPTY_AT"]) == (-1, -1)
-    assert cfg.name.endswith(f"_PTX_SLOTS_{int(ptx)}")
+    assert cfg.name.endswith(f"_PTX_SLOTS_{int(ptx)}_LOADERS_1")
     assert ("PTX" in cfg.schedule["slots"]) is ptx
 
 
@@ -355,13 +355,27 @@ def test_small_regs_moves_the_producers_registers_to_the_math_warpgroups():
     """SMALL_REGS (an override key, for side-by-side timings): the producer warp's registers after setmaxnreg; what it
     gives up goes to the math warpgroups, in steps of 8. Not a multiple of 8, or below 24: refused."""
     kw = dict(heads=64, dim=128, next_n=2, block_size=64, batch=128, max_context_len=65536, clean=False, units=132)
-    base = paged_ws_sm90_config(**kw)
-    more = paged_ws_sm90_config(**kw, override={"SMALL_REGS": 32})
+    four = {"MATH_WG": 4, "STAGES": 4, "SUBS": 1}
+    base = paged_ws_sm90_config(**kw, override=four)
+    more = paged_ws_sm90_config(**kw, override={**four, "SMALL_REGS": 32})
     assert base.constexprs["SMALL_REGS"] == 40 and more.constexprs["SMALL_REGS"] == 32
     g = base.constexprs["MATH_WG"]
-    assert (g, base.constexprs["MATH_REGS"], more.constexprs["MATH_REGS"]) == (4, 104, 112)  # the table's 4 there
+    assert (g, base.constexprs["MATH_REGS"], more.constexprs["MATH_REGS"]) == (4, 104, 112)
     budget = base.options["maxnreg"] * (g + 1) * 128
     assert more.constexprs["MATH_REGS"] * g * 128 + 32 * 128 <= budget
     for bad in (36, 16):
         with pytest.raises(ValueError, match="SMALL_REGS"):
-            paged_ws_sm90_config(**kw, override={"SMALL_REGS": bad})
+            paged_ws_sm90_config(**kw, override={**four, "SMALL_REGS": bad})
+
+
+def test_wg_loaders_gives_each_math_warpgroup_its_own_producer_warp():
+    """WG_LOADERS (a table and override key): LOADERS = MATH_WG producer warps, warp k streaming math warpgroup k's
+    ring, named in the compiled variant; without it one producer warp feeds every ring. The sweep's table takes it
+    for next_n 2 at large batches."""
+    kw = dict(heads=64, dim=128, next_n=2, block_size=64, batch=128, max_context_len=65536, clean=False, units=132)
+    one = paged_ws_sm90_config(**kw, override={"WG_LOADERS": False})
+    many = paged_ws_sm90_config(**kw, override={"WG_LOADERS": True})
+    g = one.constexprs["MATH_WG"]
+    assert g > 1 and one.constexprs["LOADERS"] == 1 and many.constexprs["LOADERS"] == g
+    assert one.name.endswith("_LOADERS_1") and many.name.endswith(f"_LOADERS_{g}")
+    assert paged_ws_sm90_config(**kw).constexprs["LOADERS"] == g  # the table's choice

@@ -80,7 +80,7 @@ def default_choice(np_heads: int) -> dict:
 
 # what `override` may set
 OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "maxnreg", "Q_IN_LANES", "MMA_N", "AHEAD", "PTX_SLOTS",
-                 "SMALL_REGS")
+                 "SMALL_REGS", "WG_LOADERS")
 
 
 def table_key(next_n: int, heads: int) -> int:
@@ -150,6 +150,9 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
     threads = subs * (g + 1) * 128
     maxnreg = int(choice.get("maxnreg", min(256, (65536 // threads) // 8 * 8)))
     small_regs = int(choice.get("SMALL_REGS", SMALL_REGS))
+    # WG_LOADERS: one producer warp per math warpgroup, each streaming that warpgroup's ring alone (LOADERS = G);
+    # else one producer warp for all of them (LOADERS = 1)
+    loaders = g if choice.get("WG_LOADERS", False) else 1
     if small_regs % 8 or not 24 <= small_regs <= maxnreg:
         raise ValueError(f"SMALL_REGS {small_regs}: a multiple of 8 from 24 to maxnreg {maxnreg}")
     math_regs = min(256, ((maxnreg * (g + 1) * 128 - 128 * small_regs) // (g * 128)) // 8 * 8)
@@ -157,7 +160,8 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
                   "SUBS": subs, "CLEAN": bool(clean), "SELF_SCHEDULE": True,
                   "PIPE": pipe, "MATH_WG": g, "MATH_REGS": math_regs, "SMALL_REGS": small_regs, "Q_IN_LANES": lanes,
                   "MMA_N": mma_n, "AHEAD": bool(choice.get("AHEAD", True)) or not mma_n,
-                  "PTX_SLOTS": bool(choice.get("PTX_SLOTS", False)), "FULL_AT": -1, "EMPTY_AT": -1}
+                  "PTX_SLOTS": bool(choice.get("PTX_SLOTS", False)), "FULL_AT": -1, "EMPTY_AT": -1,
+                  "LOADERS": loaders}
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "blocks_max": cdiv(max(1, max_context_len), block_size), "batch": batch, "bf16": bool(bf16),
                 "smem_per_program": need, "size_class": regime(batch, max_context_len, block_size),
