@@ -224,7 +224,8 @@ SWEEPS[192] = [dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MMA_N=6
 SWEEPS[192].append(dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64, AHEAD=False))
 SWEEPS[256] += PARTS[1:]
 # PTX_SLOTS (slot waits and releases in PTX, no warpgroup barrier per block; 2026-12-01, eighth session): 3-6 %
-# faster at next_n 8 with three warpgroups one part at a time, 2-11 % slower at next_n 2-6 (scripts/sync_ab.py)
+# faster at next_n 8 with three warpgroups one part at a time, 2-11 % slower at next_n 2-6 (scripts/sync_ab.py, by
+# a method that favoured the config timed first; side by side in alternating rounds, tenth session: 1.00-1.03)
 for _n in (5, 6, 7, 8):
     SWEEPS[64 * _n] = [dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=128), dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=64),
                        dict(STAGES=3, SUBS=1, MATH_WG=3, MMA_N=64), dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64),

@@ -105,7 +105,8 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     PINGPONG (the table's "pingpong", or the override key): the two math warpgroups issue their wgmmas in turn, 1 by
     turn mbarriers, 2 by named barriers (no spin, no warpgroup barrier). Measured on the H200 (2026-11-30 and
     scripts/pingpong_ab.py, 2026-12-01): 1 was 2-4 % slower on the anchor shapes; 2 is 5-6 % faster at H 32 D 128
-    (N 128), where the sweep takes it, and 0-9 % slower at H 64 (N 256).
+    (N 128), where the sweep takes it, and 0-9 % slower at H 64 (N 256; timed second by a best-of-rounds method
+    that favoured the config timed first, docs/PERFORMANCE.md tenth session).
     Shared memory: 2 q slots of BLOCK_Q*H*D per query group + STAGES kv tiles of KV_GROUPS*64*D (160 KiB at
     (2, 1), STAGES 4, N 256, D 128): one program per SM, persistent over the work items.
     """
