@@ -95,6 +95,12 @@ def split_kernel_spec(spec: str | None) -> tuple[str | None, dict]:
     return (name.strip() or None), overrides
 
 
+def key_values(text: str) -> dict:
+    """'K=V,K2=V2' -> {K: V typed as bool / int / float / str}: the override keys of a config, as `--kernel` takes
+    them after the row name (the A/B scripts name their variants so)."""
+    return {k: _parse_value(v, None) for k, v in split_kernel_spec(":" + text)[1].items()}
+
+
 def parse_overrides(cfg, overrides: dict) -> dict:
     """{KEY: text} -> {KEY: value}, each typed like the config's own value of that key (constexpr, launch option or
     schedule entry), or read as a bool / int / float where the config has none."""

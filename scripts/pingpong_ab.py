@@ -32,17 +32,13 @@ REL_TOL = 2e-3
 DEFAULT = "PINGPONG=0;PINGPONG=2;PINGPONG=1"
 
 
-def _override(text: str) -> dict:
-    """'K=V,K2=V2' -> {K: int(V)}."""
-    return {k.strip(): int(v) for k, _, v in (kv.partition("=") for kv in text.split(",") if kv.strip())}
-
-
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     import torch
     import triton
 
     from mqa_cli import launchers, matrix, source, timing
+    from mqa_cli.compile import key_values
     from mqa_cli.reference import reference_logits
     from mqa_cli.verify import compare
     from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
@@ -69,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode, text in enumerate(names):  # keyed by position: a variant may be named twice (the control)
             try:
                 cfg = gluon_ws_sm90_config(heads=t.heads, dim=t.dim, S=t.S, N=t.N, clean=b.spec.clean_logits,
-                                           units=units, override=_override(text))
+                                           units=units, override=key_values(text))
             except ValueError as e:
                 notes.append(f"{text}: {e}"[:80])
                 continue

@@ -24,15 +24,6 @@ import sys
 SHAPES = ((1, 8192), (8, 8192), (64, 8192), (128, 8192), (8, 65536), (64, 65536), (128, 65536), (4096, 8192))
 
 
-def overrides(text: str) -> dict:
-    """'KEY=V,KEY2=V2' -> {KEY: int(V) or V}."""
-    out = {}
-    for item in filter(None, text.split(",")):
-        k, _, v = item.partition("=")
-        out[k.strip()] = int(v) if v.strip().lstrip("-").isdigit() else v.strip()
-    return out
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default=",".join(f"{b}:{c}" for b, c in SHAPES), help="B:C pairs, comma-separated")
@@ -45,7 +36,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     shapes = [tuple(int(x) for x in s.split(":")) for s in args.shapes.split(",") if s]
     A, B_ = args.a, args.b
-    variants = {"a": overrides(A), "b": overrides(B_)}  # (keyed a / b: --a X --b X is an A/A control)
+    from mqa_cli.compile import key_values
+
+    variants = {"a": key_values(A), "b": key_values(B_)}  # (keyed a / b: --a X --b X is an A/A control)
     import torch
 
     import mqa_cli

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from mqa_cli.compile import apply_overrides, split_kernel_spec
+from mqa_cli.compile import apply_overrides, key_values, split_kernel_spec
 from mqa_cli.errors import UserError
 from mqa_cli.inspect_asm import (AMD_GROUPS, CUDA_GROUPS, _group, amd_resources, cuda_resources, diff_table,
                                  gcn_opcodes, sass_opcodes, summary_table)
@@ -158,6 +158,10 @@ def test_override_syntax():
         apply_overrides(cfg, {"BLOCK_K": "1"})
     with pytest.raises(UserError, match="KEY=VALUE"):
         split_kernel_spec("tiled:BLOCK_KV")
+    # the A/B scripts' variant names: the same keys, typed without a config to go by
+    assert key_values("STAGES=4, WG_LOADERS=true,PTX_SLOTS=0,x=1.5") == {"STAGES": 4, "WG_LOADERS": True,
+                                                                         "PTX_SLOTS": 0, "x": 1.5}
+    assert key_values("") == {}
 
 
 def test_name_carries_the_config():
