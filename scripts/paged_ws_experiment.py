@@ -6,7 +6,9 @@
    cache TMA cannot describe (the portable kernel runs); each against the float32 reference (exact -inf pattern
    with clean, relative error of live entries < 2e-3, no unwritten live entry) and bitwise repeatable;
 2. a checked, timed sweep of (STAGES, SUBS) beside the portable paged kernel (kernels/paged), one CUDA-graph replay
-   per sample after an L2 flush (the cold cache a decode step meets, as the harness times it), 2-D context
+   per sample after an L2 flush (the cold cache a decode step meets, as the harness times it), every checked
+   candidate of a shape and the portable kernel side by side in PAGED_WS_ROUNDS (4) rounds of alternating order
+   (each time the median over the rounds, each candidate's weight its median ratio to the portable kernel), 2-D context
    lengths [B, next_n] (the form vLLM passes; PAGED_WS_ONE_D=1: 1-D), schedule computed in the kernel (as the
    API runs with schedule_meta=None); `--write-table` writes the winners by wgmma N to
    kernels/paged_ws_sm90/tuned.py.
@@ -171,11 +173,11 @@ def live_flop(t):
 TWO_D = os.environ.get("PAGED_WS_ONE_D") != "1"
 
 
-def bench(fn):
-    """µs of one launch from a cold L2, as the harness times decode (one graph replay after each L2 flush): a small
-    batch's cache fits the L2, so back-to-back replays (do_bench_cudagraph, this sweep until 2026-11-30 17:40 UTC)
-    timed it warm and ranked the small-shape configs on latencies no caller sees."""
-    return timing.time_kernel(fn, rep_ms=25)
+# Each launch timed from a cold L2, as the harness times decode (one graph replay after each L2 flush): a small
+# batch's cache fits the L2, so back-to-back replays (do_bench_cudagraph, this sweep until 2026-11-30 17:40 UTC)
+# timed it warm and ranked the small-shape configs on latencies no caller sees. ROUNDS rounds of alternating order
+# per shape (mqa_cli.timing.side_by_side).
+ROUNDS = int(os.environ.get("PAGED_WS_ROUNDS", "4"))
 
 
 def ws_runner(t, cfg, out):
@@ -275,13 +277,14 @@ def sweep(write: bool):
         byts, flop = nbytes(t), live_flop(t)
         floor_us = max(byts / (COPY_TBS * 1e12), flop / (FP8_TFS * 1e12)) * 1e6
         out = launch.alloc_logits(t.S, t.max_context_len, "cuda")
+        calls, checked = {}, {}  # the runners to time (the portable kernel's first), the checked candidates
         try:
-            port = bench(portable_runner(t, out))
+            run = portable_runner(t, out)
+            run()
+            calls["portable"] = run
         except Exception as e:  # noqa: BLE001
-            port = float("nan")
             say(f"  portable ERROR {type(e).__name__}: {str(e)[:200]}")
         N = table_key(n, 64)
-        res = []
         for ch in SWEEPS[N]:
             label = label_of(ch)
             try:
@@ -295,10 +298,18 @@ def sweep(write: bool):
                 if err > 2e-3 or note:
                     say(f"  n{n} B{B} C{C} {label}: FAILED check {err:.2e} {note}")
                     continue
-                us = bench(ws_runner(t, cfg, out))
+                calls[label] = ws_runner(t, cfg, out)
+                checked[label] = (ch, err)
             except Exception as e:  # noqa: BLE001
                 say(f"  n{n} B{B} C{C} {label}: ERROR {type(e).__name__}: {str(e)[:200]}")
-                continue
+        # every checked candidate and the portable kernel timed side by side, in rounds of alternating order: a card
+        # at its power cap clocks down during a shape's timings, which ranked a shape's later candidates lower
+        # (timed one after another until 2026-12-01, tenth session)
+        rounds = timing.side_by_side(calls, rounds=ROUNDS, rep_ms=25) if checked else []
+        port = timing.median_in_rounds(rounds, "portable") if rounds and "portable" in calls else float("nan")
+        res = []
+        for label, (ch, err) in checked.items():
+            us = timing.median_in_rounds(rounds, label)
             pct = byts / (us * 1e-6) / (COPY_TBS * 1e12) * 100
             res.append((us, label, pct))
             wr.writerow([B, C, n, label, f"{us:.2f}", f"{pct:.1f}", f"{floor_us / us * 100:.1f}", f"{err:.1e}",
@@ -306,7 +317,8 @@ def sweep(write: bool):
             f.flush()
             agg = totals.setdefault((N, regime(B, t.max_context_len)), {}).setdefault(tuple(sorted(ch.items())),
                                                                                      [0.0, 0])
-            agg[0] += us / port if port == port else 1.0  # relative to the portable kernel: every shape weighs alike
+            # relative to the portable kernel in the same rounds: every shape weighs alike
+            agg[0] += timing.ratio_in_rounds(rounds, label, "portable") if port == port else 1.0
             agg[1] += 1
         if res:
             us, label, pct = min(res)
