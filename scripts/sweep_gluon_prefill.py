@@ -14,8 +14,9 @@ independent FMA chains instead of one chain of 64 dependent FMAs. (Four warpgrou
 slower the same day: neither is in the kernel any more.)
 
 Every candidate is first checked against the float32 reference (exact -inf pattern with clean, relative error
-< 2e-3 on live entries, nothing left unwritten), then timed alone (graph replay, L2 flushed, median), on the seed
-suite's shapes, clean and not. The table (--write-table: its (H, 128) keys of kernels/gluon_ws_sm90/tuned.py,
+< 2e-3 on live entries, nothing left unwritten), then timed alone (graph replay, L2 flushed, median), all of a
+shape's checked candidates side by side in GLUON_SWEEP_ROUNDS (4) rounds of alternating order
+(mqa_cli.timing.side_by_side; each time the median over the rounds), on the seed suite's shapes, clean and not. The table (--write-table: its (H, 128) keys of kernels/gluon_ws_sm90/tuned.py,
 scripts/gluon_table.py) keeps, per head count, the candidate with the least time summed over the shapes relative
 to the old layout (each shape weighs alike), when it beats it by more than NOISE.
 
@@ -36,6 +37,7 @@ OUT = Path(os.environ.get("OUT") or "/tmp/out")
 BUDGET_S = float(os.environ.get("GLUON_SWEEP_BUDGET_S", "400"))
 REL_TOL = 2e-3
 NOISE = 0.02
+ROUNDS = int(os.environ.get("GLUON_SWEEP_ROUNDS", "4"))  # timing rounds per shape, the order reversed every round
 CANDIDATES = [  # (groups, stages, q_in_lanes, kv splits, tma_store, chains, pingpong); the first is the baseline
     ((2, 1), 4, False, 1, False, 1, 0), ((2, 1), 4, True, 1, False, 1, 0), ((2, 1), 3, True, 1, False, 1, 0),
     ((2, 1), 3, True, 2, False, 1, 0), ((2, 1), 3, True, 1, True, 1, 0), ((2, 1), 3, True, 1, False, 4, 0),
@@ -99,36 +101,43 @@ def main() -> int:
             prob = source.from_spec(spec)
             t = prob.materialise("cuda")
             ref = reference_logits(t)
-            res = {}
-            for groups, stages, lanes, splits, tma_store, chains, pp in CANDIDATES:
-                lab = label(groups, stages, lanes, splits, tma_store, chains, pp)
-                try:
-                    cfg = gluon_ws_sm90_config(heads=t.heads, dim=t.dim, S=t.S, N=t.N, clean=clean, units=units,
-                                               groups=groups, stages=stages, q_in_lanes=lanes, splits=splits,
-                                               tma_store=tma_store, chains=chains,
-                                               override={"PINGPONG": pp} if pp else None)
-                    out = launchers.output_for(t, cfg)
-                    out.fill_(float("nan"))
-                    launchers.run(t, cfg, out)
-                    torch.cuda.synchronize()
-                    cmp = compare(out, ref, clean, rel_tol=REL_TOL)
-                    if not cmp.ok:
-                        status, us = "WRONG: " + cmp.line(), None
-                    else:
-                        us = timing.time_kernel(lambda t=t, cfg=cfg, out=out: launchers.run(t, cfg, out),
-                                                rep_ms=60)  # graph replay, L2 flushed: the kernel alone
-                        status = "ok"
-                    err = cmp.rel_error
-                except Exception as e:  # noqa: BLE001  (a layout that does not fit is a result)
-                    status, us, err = f"ERROR {type(e).__name__}: {str(e).splitlines()[0][:160]}", None, None
+            res, calls, checked, outs = {}, {}, {}, {}
+
+            def row(lab, us, err, status):
                 tf = None if us is None else timing.tflops(prob.counts.flop, us)
                 say(f"  {b.name:22s} clean={int(clean)} {lab:12s} "
                     f"{'-' if us is None else f'{us:9.1f} us {tf:6.0f} TF/s'} {'' if status == 'ok' else status}")
                 wr.writerow([b.name, int(clean), t.heads, lab, "" if us is None else f"{us:.2f}",
                              "" if tf is None else f"{tf:.1f}", "" if err is None else f"{err:.2e}", status])
                 f.flush()
-                if us is not None:
-                    res[(groups, stages, lanes, splits, tma_store, chains, pp)] = us
+
+            for cand in CANDIDATES:
+                groups, stages, lanes, splits, tma_store, chains, pp = cand
+                try:
+                    cfg = gluon_ws_sm90_config(heads=t.heads, dim=t.dim, S=t.S, N=t.N, clean=clean, units=units,
+                                               groups=groups, stages=stages, q_in_lanes=lanes, splits=splits,
+                                               tma_store=tma_store, chains=chains,
+                                               override={"PINGPONG": pp} if pp else None)
+                    out = launchers.output_for(t, cfg)
+                    out = outs.setdefault((tuple(out.shape), tuple(out.stride()), out.dtype), out)  # one per form
+                    out.fill_(float("nan"))
+                    launchers.run(t, cfg, out)
+                    torch.cuda.synchronize()
+                    cmp = compare(out, ref, clean, rel_tol=REL_TOL)
+                    if cmp.ok:
+                        calls[cand] = lambda t=t, cfg=cfg, out=out: launchers.run(t, cfg, out)
+                        checked[cand] = cmp.rel_error
+                    else:
+                        row(label(*cand), None, cmp.rel_error, "WRONG: " + cmp.line())
+                except Exception as e:  # noqa: BLE001  (a layout that does not fit is a result)
+                    row(label(*cand), None, None, f"ERROR {type(e).__name__}: {str(e).splitlines()[0][:160]}")
+            # the checked candidates timed alone (graph replay, L2 flushed: the kernel alone), side by side in
+            # rounds of alternating order: timed one after another (until 2026-12-01, tenth session) the later
+            # ones met a card further into its power cap
+            rounds = timing.side_by_side(calls, rounds=ROUNDS, rep_ms=40) if calls else []
+            for cand, err in checked.items():
+                res[cand] = timing.median_in_rounds(rounds, cand)
+                row(label(*cand), res[cand], err, "ok")
             runs[(b.name, clean, t.heads)] = res
             del t, ref
             torch.cuda.empty_cache()
