@@ -3,7 +3,9 @@
 For each (H, D) in {8, 16, 32, 64, 128} x {64, 128, 256} on 1x8192 causal with clean logits, every candidate config
 of the kernels that can run the shape is first checked against the float32 reference (exact -inf pattern, relative
 error < 2e-3 on live entries, nothing left unwritten) and only then timed alone (one CUDA-graph replay per sample
-after an L2 flush, do_bench median: mqa_cli.timing.time_kernel). The table: H, D, kernel, config, µs, TF/s, floor
+after an L2 flush, do_bench median: mqa_cli.timing.time_kernel); then a shape's checked candidates are timed again
+side by side in SWEEP_HEADS_ROUNDS (4) rounds of alternating order, and their medians rank them (Sweep.side_by_side:
+a card at its power cap runs the later candidates of a shape at a lower clock). The table: H, D, kernel, config, µs, TF/s, floor
 µs, % of the floor and which floor binds (fp8 compute or memory: at clean logits the [S, N] fp32 write); the
 floor's ceilings come from mqa_cli.targets.
 
@@ -70,6 +72,7 @@ SMOKE = os.environ.get("SWEEP_SMOKE") == "1"  # CPU dry run through the interpre
 BUDGET_S = float(os.environ.get("SWEEP_BUDGET_S", "255"))  # stop starting shapes after this many seconds
 REL_TOL = 2e-3
 NOISE = 0.03  # a tuned entry must beat the rule by more than this (run-to-run spread on the H200: docs)
+ROUNDS = int(os.environ.get("SWEEP_HEADS_ROUNDS", "4"))  # side-by-side timing rounds per shape (Sweep.side_by_side)
 SPLITS = (8, 16, 32)
 SEQ = 80 if SMOKE else 8192
 HEADS, DIMS = (8, 16, 32, 64, 128), (64, 128, 256)
@@ -363,18 +366,43 @@ class Sweep:
 
     def shape(self, H: int, D: int, cands: list, prewarm: Prewarm, splits: bool = True) -> list[Result]:
         prob, t, ref, out = self.prepare(H, D)
-        results = []
+        pairs = []
         for c in cands:
-            results.append(self.evaluate(H, D, c, prob, t, ref, out, prewarm.wait(c)))
+            pairs.append((c, self.evaluate(H, D, c, prob, t, ref, out, prewarm.wait(c))))
+        results = [r for _, r in pairs]
         ok = sorted((r for r in results if r.us is not None and r.kernel == "tiled" and "dispatched" not in r.label),
                     key=lambda r: r.us)
         tried = {r.label for r in results}
         for c in split_variants(ok, H, D, prob.shape, self.tgt, self.units, tried) if splits else []:
-            results.append(self.evaluate(H, D, c, prob, t, ref, out))
+            pairs.append((c, self.evaluate(H, D, c, prob, t, ref, out)))
+        if not SMOKE:
+            self.side_by_side(H, D, prob, t, out, pairs)
         del t, ref, out
         if not SMOKE:
             self.torch.cuda.empty_cache()
-        return results
+        return [r for _, r in pairs]
+
+    def side_by_side(self, H: int, D: int, prob, t, out, pairs: list) -> None:
+        """The shape's checked candidates timed again, side by side in ROUNDS rounds of alternating order; their
+        medians replace the one-after-another times, which favoured the candidates timed while the card was cooler
+        (the A/B scripts' finding, 2026-12-01). A row "ok, side by side" per candidate in the CSV."""
+        from mqa_cli import launchers, timing
+
+        calls = {i: (lambda c=c: launchers.run(t, c.cfg, out)) for i, (c, r) in enumerate(pairs) if r.us is not None}
+        if not calls:
+            return
+        rounds = timing.side_by_side(calls, rounds=ROUNDS)
+        fl = timing.binding_floor(prob.counts.flop, prob.counts.bytes, self.floor_tgt)
+        for i in calls:
+            c, r = pairs[i]
+            r.us = timing.median_in_rounds(rounds, i)
+            r.tflops, r.pct = timing.tflops(prob.counts.flop, r.us), 100 * fl.fraction(r.us)
+            self.csv.writerow([H, D, c.kernel, c.label, f"{r.us:.2f}", f"{r.tflops:.1f}", f"{fl.us:.2f}",
+                               f"{r.pct:.1f}", r.binds, "" if r.rel_err is None else f"{r.rel_err:.2e}",
+                               "ok, side by side"])
+        self.csv_f.flush()
+        best = min((pairs[i][1] for i in calls), key=lambda r: r.us)
+        self.say(f"  H{H:<3d} D{D:<3d} side by side ({ROUNDS} rounds): best {best.kernel} {best.label} {best.us:.1f} µs")
 
 
 # ------------------------------------------------------------------------------------------------- reports

@@ -133,6 +133,37 @@ def test_the_sweep_writes_a_table_the_config_reads(tmp_path, monkeypatch):
     assert cfg(8, 128).constexprs["HEAD_MAJOR"] is True and cfg(16, 64).schedule["config"] == "rule"
 
 
+def test_side_by_side_times_replace_the_first_pass(tmp_path, monkeypatch):
+    """Sweep.side_by_side: the checked candidates of a shape timed again in rounds of alternating order under a
+    clock that falls 1 % per measurement: candidates of equal time come out equal, whatever their first-pass times
+    (which favoured the one timed first), a faster one stays ahead, and an unchecked one is not timed."""
+    import csv
+    import itertools
+    import types
+
+    sw = _sweep_module(monkeypatch)
+    from mqa_cli import launchers, timing
+
+    monkeypatch.setattr(launchers, "run", lambda t, cfg, out: cfg)  # a candidate's "time" is its cfg
+    count = itertools.count()
+    real = timing.side_by_side
+    monkeypatch.setattr(timing, "side_by_side", lambda calls, rounds: real(
+        calls, rounds=rounds, time=lambda fn: fn() * (1 + 0.01 * next(count))))
+    prob = types.SimpleNamespace(counts=types.SimpleNamespace(flop=10 ** 12, bytes=10 ** 6))
+    cands = [types.SimpleNamespace(kernel="tiled", label=f"c{i}", cfg=us) for i, us in enumerate((100.0, 100.0, 90.0,
+                                                                                                  100.0))]
+    pairs = [(c, sw.Result(8, 128, "tiled", c.label, 100.0 + i, 1.0, 1.0, 1.0, "fp8", 1e-4, "ok"))
+             for i, c in enumerate(cands)]
+    pairs[3][1].us = None  # failed its check: never timed
+    with open(tmp_path / "s.csv", "w", newline="") as fh:
+        fake = types.SimpleNamespace(csv=csv.writer(fh), csv_f=fh, floor_tgt=targets.TARGETS["sm90"],
+                                     say=lambda *a: None)
+        sw.Sweep.side_by_side(fake, 8, 128, prob, None, None, pairs)
+    us = [r.us for _, r in pairs]
+    assert us[0] == us[1] and us[2] < us[0] and us[3] is None
+    assert (tmp_path / "s.csv").read_text().count("ok, side by side") == 3
+
+
 def test_gluon_candidates_leave_out_the_options_a_check_failed(monkeypatch):
     """h200_check.sh passes the options whose one-process check (`variants`) failed as SWEEP_SKIP_OPTIONS: a fault in
     one would end the sweep's process, so those layouts are not tried."""
