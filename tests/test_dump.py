@@ -300,6 +300,21 @@ def test_one_producer_warp_per_math_warpgroup_cross_compiles(env, tmp_path, next
     assert len(many["tensor_loops"]) == len(one["tensor_loops"]) and all(abs(a - b) <= 3 for a, b in lengths), lengths
 
 
+def test_small_head_counts_store_through_a_tile_pointer(env, tmp_path):
+    """H 8 D 128 (the Gluon table's two warpgroups, 16 query rows each): a logit's address is the tile's base
+    pointer plus an offset held for the work item, two instructions a store, so the tile loop stays at its
+    measured length (251 sm90 instructions; 261 when each address was an int32 sum and its 64-bit extension).
+    Each instruction of the loop costs the tensor cores about a cycle."""
+    r = cli("dump", "--seq", "8192", "--heads", "8", "--dim", "128", "--target", "sm90", "--json",
+            "--dump-dir", tmp_path, env_extra=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    loops = json.loads(r.stdout)["summary"]["tensor_loops"]
+    lengths = [lp["instructions"] for lp in loops]
+    assert len(loops) == 2 and max(lengths) <= 255, lengths
+    # fewer than two LEA a store (the int32-sum form took a LEA pair a store, after its add)
+    assert all(lp["mix"].get("LEA", 0) < 2 * lp["mix"].get("STG", 0) for lp in loops), [lp["mix"] for lp in loops]
+
+
 @pytest.mark.parametrize("kernel", ["tiled", "h64d128_sm90"])
 def test_row_offsets_are_64_bit_in_the_ir(env, kernel):
     """Offsets past 2^31 elements: the compiled IR forms each block's row base (output rows, q rows, kv rows)

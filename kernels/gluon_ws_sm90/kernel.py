@@ -494,7 +494,15 @@ def _tile_out(p, t, acc, start, scale, tile, offs_kv, rs, osm, out_desc, WG: gl.
             st_ok = gl.expand_dims(rs.q_ok, 0)
             if t.KV_GROUPS > 1:  # a tile's later rows may lie past N, and past the row-padded stride
                 st_ok = st_ok & (start < p.N)
-            gl.store(rs.out_base + (rs.out_offs + rows2), logits.to(out_ty), mask=st_ok)
+            if t.BLOCK_Q <= 16 and t.KV_GROUPS == 1:
+                # The tile's base pointer (a scalar) plus the item's loop-invariant int32 offsets: two instructions
+                # an address where (offsets + start) and its 64-bit extension took three (sm90 tile loop, H 8 D 128
+                # 261 -> 251, H 16 D 64 410 -> 403, H 64 D 128 359 -> 356). At BLOCK_Q 32 the held offsets spill,
+                # and three warpgroups sharing a query block gain nothing (H 16 D 256: 270 -> 281): not there.
+                gl.store((rs.out_base + start) + (rs.out_offs + gl.expand_dims(offs_kv, 1)), logits.to(out_ty),
+                         mask=st_ok)
+            else:
+                gl.store(rs.out_base + (rs.out_offs + rows2), logits.to(out_ty), mask=st_ok)
 
 
 @gluon.jit
