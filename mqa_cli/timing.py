@@ -3,6 +3,7 @@ one wall-clock run on the interpreter, flagged as meaningless for speed. And wha
 against: the binding floor, from the target's ceilings (mqa_cli.targets holds the numbers, once)."""
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass
 
@@ -106,15 +107,11 @@ def side_by_side(calls: dict, rounds: int = SIDE_BY_SIDE_ROUNDS, rep_ms: int = 3
 def ratio_in_rounds(rounds: list[dict], num: str, den: str) -> float:
     """The median over rounds of num's time over den's in the same round (a clock that drifts over the measurement
     cancels: each round's two times are taken next to each other, in alternating order)."""
-    import statistics
-
     return statistics.median(r[num] / r[den] for r in rounds)
 
 
 def median_in_rounds(rounds: list[dict], name: str) -> float:
     """The median of name's times over the rounds."""
-    import statistics
-
     return statistics.median(r[name] for r in rounds)
 
 

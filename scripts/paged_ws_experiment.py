@@ -8,8 +8,8 @@
 2. a checked, timed sweep of (STAGES, SUBS) beside the portable paged kernel (kernels/paged), one CUDA-graph replay
    per sample after an L2 flush (the cold cache a decode step meets, as the harness times it), every checked
    candidate of a shape and the portable kernel side by side in PAGED_WS_ROUNDS (4) rounds of alternating order
-   (each time the median over the rounds, each candidate's weight its median ratio to the portable kernel), 2-D context
-   lengths [B, next_n] (the form vLLM passes; PAGED_WS_ONE_D=1: 1-D), schedule computed in the kernel (as the
+   (each time the median over the rounds, each candidate's weight its median ratio to the portable kernel), 2-D
+   context lengths [B, next_n] (the form vLLM passes; PAGED_WS_ONE_D=1: 1-D), schedule computed in the kernel (as the
    API runs with schedule_meta=None); `--write-table` writes the winners by wgmma N to
    kernels/paged_ws_sm90/tuned.py.
 

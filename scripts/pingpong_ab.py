@@ -1,8 +1,8 @@
 """Configs of the Gluon prefill kernel, timed side by side.
 
 By default its two math warpgroups taking turns at the tensor cores or not: its table config without turns
-(PINGPONG 0), with turn mbarriers (1), and with named barriers (2), on the seed and head-count shapes. `--variants` names others: override-key sets separated by ';', the first the
-baseline (e.g. "LATE_RELEASE=0;LATE_RELEASE=1").
+(PINGPONG 0), with turn mbarriers (1), and with named barriers (2), on the seed and head-count shapes.
+`--variants` names others: override-key sets separated by ';', the first the baseline (e.g. "STAGES=3;STAGES=4").
 
 Why the default: scripts/overlap_probe.py measured, with nothing but wgmma and the fp32 epilogue in the loop, two
 warpgroups at N 256 at 0.66 of the tensor ceiling unordered and 0.73-0.74 taking turns by named barriers (two runs),

@@ -16,9 +16,10 @@ slower the same day: neither is in the kernel any more.)
 Every candidate is first checked against the float32 reference (exact -inf pattern with clean, relative error
 < 2e-3 on live entries, nothing left unwritten), then timed alone (graph replay, L2 flushed, median), all of a
 shape's checked candidates side by side in GLUON_SWEEP_ROUNDS (4) rounds of alternating order
-(mqa_cli.timing.side_by_side; each time the median over the rounds), on the seed suite's shapes, clean and not. The table (--write-table: its (H, 128) keys of kernels/gluon_ws_sm90/tuned.py,
-scripts/gluon_table.py) keeps, per head count, the candidate with the least time summed over the shapes relative
-to the old layout (each shape weighs alike), when it beats it by more than NOISE.
+(mqa_cli.timing.side_by_side; each time the median over the rounds), on the seed suite's shapes, clean and not.
+The table (--write-table: its (H, 128) keys of kernels/gluon_ws_sm90/tuned.py, scripts/gluon_table.py) keeps, per
+head count, the candidate with the least time summed over the shapes relative to the old layout (each shape weighs
+alike), when it beats it by more than NOISE.
 
     python3 scripts/sweep_gluon_prefill.py [--write-table] [--only 1x8192]   (the H200; log and CSV under $OUT)
     python3 scripts/sweep_gluon_prefill.py --table-from gluon_sweep.csv       (the table from a run's CSV; no GPU)

@@ -4,10 +4,10 @@ For each (H, D) in {8, 16, 32, 64, 128} x {64, 128, 256} on 1x8192 causal with c
 of the kernels that can run the shape is first checked against the float32 reference (exact -inf pattern, relative
 error < 2e-3 on live entries, nothing left unwritten) and only then timed alone (one CUDA-graph replay per sample
 after an L2 flush, do_bench median: mqa_cli.timing.time_kernel); then a shape's checked candidates are timed again
-side by side in SWEEP_HEADS_ROUNDS (4) rounds of alternating order, and their medians rank them (Sweep.side_by_side:
-a card at its power cap runs the later candidates of a shape at a lower clock). The table: H, D, kernel, config, µs, TF/s, floor
-µs, % of the floor and which floor binds (fp8 compute or memory: at clean logits the [S, N] fp32 write); the
-floor's ceilings come from mqa_cli.targets.
+side by side in SWEEP_HEADS_ROUNDS (4) rounds of alternating order, and their medians rank them
+(Sweep.side_by_side: a card at its power cap runs the later candidates of a shape at a lower clock). The table: H, D,
+kernel, config, µs, TF/s, floor µs, % of the floor and which floor binds (fp8 compute or memory: at clean logits
+the [S, N] fp32 write); the floor's ceilings come from mqa_cli.targets.
 
     python3 scripts/sweep_heads.py [--write-table] [--shapes 8x128,16x64]     (the H200: about 4 minutes)
     SWEEP_SMOKE=1 python3 scripts/sweep_heads.py [--write-table]              (CPU: tiny shapes, the interpreter)

@@ -7,8 +7,8 @@ paged_ws_sm90's OVERRIDE_KEYS), launched directly (the API's config without its 
 the other (and against the float32 reference on every live entry where the reference fits), then timed: one
 CUDA-graph replay after an L2 flush, median, in six rounds of alternating order (mqa_cli.timing.side_by_side):
 each time the median over the rounds, each ratio the median of the rounds' ratios. DeepGEMM beside it when
-importable. `--a X --b X` (one config twice) is the control: it measures the method's own bias. Inputs as the harness builds them: 2-D context lengths, contexts uniform in [0.7C, 1.3C), a shuffled
-block table.
+importable. `--a X --b X` (one config twice) is the control: it measures the method's own bias. Inputs as the
+harness builds them: 2-D context lengths, contexts uniform in [0.7C, 1.3C), a shuffled block table.
 The default pair: triton's mbarrier ops (a 128-thread warpgroup barrier before each slot wait and before the
 elected release) against PTX_SLOTS (the wait and the release in PTX at the ring barriers' offsets, every thread
 arriving: no warpgroup barrier in the block loop).

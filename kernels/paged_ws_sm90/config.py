@@ -150,11 +150,11 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
     threads = subs * (g + 1) * 128
     maxnreg = int(choice.get("maxnreg", min(256, (65536 // threads) // 8 * 8)))
     small_regs = int(choice.get("SMALL_REGS", SMALL_REGS))
+    if small_regs % 8 or not 24 <= small_regs <= maxnreg:
+        raise ValueError(f"SMALL_REGS {small_regs}: a multiple of 8 from 24 to maxnreg {maxnreg}")
     # WG_LOADERS: one producer warp per math warpgroup, each streaming that warpgroup's ring alone (LOADERS = G);
     # else one producer warp for all of them (LOADERS = 1)
     loaders = g if choice.get("WG_LOADERS", False) else 1
-    if small_regs % 8 or not 24 <= small_regs <= maxnreg:
-        raise ValueError(f"SMALL_REGS {small_regs}: a multiple of 8 from 24 to maxnreg {maxnreg}")
     math_regs = min(256, ((maxnreg * (g + 1) * 128 - 128 * small_regs) // (g * 128)) // 8 * 8)
     constexprs = {"NEXT_N": next_n, "H": heads, "D": dim, "BS": block_size, "NP": np_, "STAGES": stages,
                   "SUBS": subs, "CLEAN": bool(clean), "SELF_SCHEDULE": True,
