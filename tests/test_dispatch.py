@@ -136,8 +136,10 @@ def test_plan_spec_rebuilds_a_variant_with_its_schedule(monkeypatch):
     p = dispatch.plan_spec(s8, sm90, ":TMA_STORE=1,kv_splits=2")
     assert p.chosen.row.name == "gluon_ws_sm90" and p.config.constexprs["TMA_STORE"] is True
     assert p.config.schedule["args"]["kv_splits"] == 2 and p.config.schedule["items"] == 2 * base.schedule["items"]
-    assert {k: v for k, v in p.config.constexprs.items() if k != "TMA_STORE"} == \
-        {k: v for k, v in base.constexprs.items() if k != "TMA_STORE"}  # the table's layout kept
+    assert base.constexprs["TILE_PTR"] and not p.config.constexprs["TILE_PTR"]  # a per-thread store's option
+    store = ("TMA_STORE", "TILE_PTR")
+    assert {k: v for k, v in p.config.constexprs.items() if k not in store} == \
+        {k: v for k, v in base.constexprs.items() if k not in store}  # the table's layout kept
     wide = dispatch.plan_spec(s8, sm90, "gluon_ws_sm90:BLOCK_Q=32").config
     assert wide.constexprs["BLOCK_Q"] == 32 and wide.schedule["items"] == 8192 // 64
     with pytest.raises(UserError, match="takes no config key 'num_warps'"):

@@ -27,7 +27,7 @@ def _load():
 
 # the keys a caller may override (`run --kernel gluon_ws_sm90:KEY=V`), mapped onto the table entry's fields
 OVERRIDE_KEYS = ("BLOCK_Q", "STAGES", "Q_IN_LANES", "TMA_STORE", "CHAINS", "Q_GROUPS", "KV_GROUPS", "kv_splits",
-                 "PINGPONG")
+                 "PINGPONG", "TILE_PTR")
 HEADS = (8, 16, 32, 64, 128)  # H/2 head pairs per TMA box row, N = BLOCK_Q * H of 128 or 256
 DIMS = (64, 128, 256)
 
@@ -52,7 +52,7 @@ def _overridden(entry: dict, override: dict, heads: int) -> dict:
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(unknown)}; choose from {', '.join(OVERRIDE_KEYS)}")
     fields = {"STAGES": "stages", "Q_IN_LANES": "q_in_lanes", "TMA_STORE": "tma_store", "CHAINS": "chains",
-              "kv_splits": "splits", "PINGPONG": "pingpong"}
+              "kv_splits": "splits", "PINGPONG": "pingpong", "TILE_PTR": "tile_ptr"}
     entry.update({fields[k]: v for k, v in override.items() if k in fields})
     if "BLOCK_Q" in override:
         entry["n"] = int(override["BLOCK_Q"]) * heads
@@ -107,6 +107,11 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     scripts/pingpong_ab.py, 2026-12-01): 1 was 2-4 % slower on the anchor shapes; 2 is 5-6 % faster at H 32 D 128
     (N 128), where the sweep takes it, and 0-9 % slower at H 64 (N 256; timed second by a best-of-rounds method
     that favoured the config timed first, docs/PERFORMANCE.md tenth session).
+    TILE_PTR (the override key; default where BLOCK_Q <= 16 and KV_GROUPS == 1): a per-thread store's address is
+    the tile's base pointer (a scalar) plus the work item's loop-invariant int32 offsets, two instructions where
+    (offsets + start) and its 64-bit extension take three (sm90 tile loop, H 8 D 128 261 -> 251, H 16 D 64
+    410 -> 403, H 64 D 128 359 -> 356). At BLOCK_Q 32 the held offsets spill, and three warpgroups sharing a
+    query block gain nothing (H 16 D 256: 270 -> 281).
     Shared memory: 2 q slots of BLOCK_Q*H*D per query group + STAGES kv tiles of KV_GROUPS*64*D (160 KiB at
     (2, 1), STAGES 4, N 256, D 128): one program per SM, persistent over the work items.
     """
@@ -123,6 +128,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     tma_store = bool(entry.get("tma_store", False) if tma_store is None else tma_store) and not compressed
     chains = int(chains or entry.get("chains", 1))
     pingpong = int(entry.get("pingpong", 0))
+    tile_ptr = entry.get("tile_ptr")
     q_groups, kv_groups = groups
     if (q_groups, kv_groups) not in GROUPS:
         raise ValueError(f"groups must be one of {GROUPS}, got {(q_groups, kv_groups)}")
@@ -145,6 +151,8 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
         raise ValueError(f"{stages} stages of {kv_groups * block_kv}-row kv tiles and q blocks of {bqh} x {dim} "
                          f"need {smem} bytes of shared memory")
     q_in_lanes = block_q % 4 == 0 if q_in_lanes is None else bool(q_in_lanes)
+    per_thread = not (tma_store or compressed)  # the only store TILE_PTR changes
+    tile_ptr = per_thread and ((block_q <= 16 and kv_groups == 1) if tile_ptr is None else bool(int(tile_ptr)))
     if chains > 1 and not (q_in_lanes and heads % (2 * chains) == 0):
         raise ValueError(f"chains {chains} needs q_in_lanes and an even number of heads per chain (H {heads})")
     if q_in_lanes and block_q % 4:
@@ -158,7 +166,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
                   "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16), "PINGPONG": pingpong,
                   "MATH_REGS": REGS[math_wg]["MATH_REGS"], "SMALL_REGS": SMALL_REGS, "Q_GROUPS": q_groups,
                   "KV_GROUPS": kv_groups, "Q_IN_LANES": q_in_lanes, "TMA_STORE": tma_store,
-                  "CHAINS": chains}
+                  "CHAINS": chains, "TILE_PTR": tile_ptr}
     options = {"num_warps": 4, "maxnreg": REGS[math_wg]["maxnreg"]}
     # "args": the kernel's trailing runtime scalars, in order (the launcher appends them).
     schedule = {"args": {"n_items": items, "kv_splits": splits}, "items": items, "rows_per_item": q_groups * block_q,

@@ -157,10 +157,11 @@ class Tiling:
     Q_IN_LANES: gl.constexpr  # wgmma column n = (query row (n // 2) % BLOCK_Q, head 2 (n // 2 BLOCK_Q) + n % 2): _head_sum
     TMA_STORE: gl.constexpr  # logits tiles leave through shared memory and a TMA store (full form only)
     CHAINS: gl.constexpr  # Q_IN_LANES: independent FMA chains per logit in the head sum
+    TILE_PTR: gl.constexpr  # per-thread stores address the tile's base pointer plus the item's held offsets
 
     @gluon.constexpr_function
     def __init__(self, H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS,
-                 Q_IN_LANES, TMA_STORE, CHAINS):
+                 Q_IN_LANES, TMA_STORE, CHAINS, TILE_PTR):
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
         self.BLOCK_Q = gl.constexpr(BLOCK_Q)
@@ -176,6 +177,7 @@ class Tiling:
         self.Q_IN_LANES = gl.constexpr(Q_IN_LANES)
         self.TMA_STORE = gl.constexpr(TMA_STORE)
         self.CHAINS = gl.constexpr(CHAINS)
+        self.TILE_PTR = gl.constexpr(TILE_PTR)
 
 
 @aggregate
@@ -494,11 +496,9 @@ def _tile_out(p, t, acc, start, scale, tile, offs_kv, rs, osm, out_desc, WG: gl.
             st_ok = gl.expand_dims(rs.q_ok, 0)
             if t.KV_GROUPS > 1:  # a tile's later rows may lie past N, and past the row-padded stride
                 st_ok = st_ok & (start < p.N)
-            if t.BLOCK_Q <= 16 and t.KV_GROUPS == 1:
+            if t.TILE_PTR:
                 # The tile's base pointer (a scalar) plus the item's loop-invariant int32 offsets: two instructions
-                # an address where (offsets + start) and its 64-bit extension took three (sm90 tile loop, H 8 D 128
-                # 261 -> 251, H 16 D 64 410 -> 403, H 64 D 128 359 -> 356). At BLOCK_Q 32 the held offsets spill,
-                # and three warpgroups sharing a query block gain nothing (H 16 D 256: 270 -> 281): not there.
+                # an address where (offsets + start) and its 64-bit extension took three (config.py says where).
                 gl.store((rs.out_base + start) + (rs.out_offs + gl.expand_dims(offs_kv, 1)), logits.to(out_ty),
                          mask=st_ok)
             else:
@@ -651,6 +651,7 @@ def mqa_logits_gluon_ws_sm90(
     Q_IN_LANES: gl.constexpr = False,  # q tile in (head pair, query row, head parity) order: see _head_sum
     TMA_STORE: gl.constexpr = False,  # logits tiles through shared memory and a TMA store (not COMPRESSED)
     CHAINS: gl.constexpr = 1,  # Q_IN_LANES: the head sum as CHAINS independent FMA chains per logit, then added
+    TILE_PTR: gl.constexpr = False,  # per-thread stores: the tile's base pointer + the item's held int32 offsets
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BLOCK_KV == 64, "a warpgroup's share of a kv tile = its 64 MMA rows")
@@ -665,8 +666,9 @@ def mqa_logits_gluon_ws_sm90(
                 stride_ks, stride_ke, stride_out_s, n_items, kv_splits)
     gl.static_assert(not (TMA_STORE and COMPRESSED), "compressed rows start at each row's ks: no rectangular tile")
     gl.static_assert((CHAINS == 1) | (Q_IN_LANES and (H % (2 * CHAINS) == 0)), "CHAINS splits a lane's H heads")
+    gl.static_assert(not (TILE_PTR and (TMA_STORE or COMPRESSED)), "TILE_PTR addresses the per-thread full store")
     t = Tiling(H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS, Q_IN_LANES,
-               TMA_STORE, CHAINS)
+               TMA_STORE, CHAINS, TILE_PTR)
     # q slots per query group: 2 x [BQH, D], released by the group's KV_GROUPS warpgroups.
     q0_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout), KV_GROUPS)
     if Q_GROUPS == 2:
