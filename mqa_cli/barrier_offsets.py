@@ -1,6 +1,6 @@
-"""Where a compiled decode kernel keeps its kv ring's barriers, for the build that uses them in PTX.
+"""Where a compiled Gluon kernel keeps its kv ring's barriers, for the build that uses them in PTX.
 
-The Gluon decode kernel's PTX_SLOTS build waits for a ring slot and releases it by PTX at global_smem + FULL_AT
+A Gluon kernel's PTX_SLOTS build (decode, mqa_kernels.paged_ws_sm90; prefill, mqa_kernels.gluon_ws_sm90) waits for a ring slot and releases it by PTX at global_smem + FULL_AT
 (EMPTY_AT) + 8 * slot: triton puts a warpgroup barrier before its own waits and arrives on one barrier array, and
 none before inline PTX. Triton's allocator picks the offsets, and the PTX of a build names them in each barrier's
 init. So `resolve` compiles once with both at 0 (the inline PTX allocates nothing, so the offsets stay), reads
@@ -18,7 +18,7 @@ _INIT = re.compile(r"mbarrier\.init\.shared(?:::cta)?\.b64\s+\[(%r\d+)(?:\+(\d+)
 _MOV = re.compile(r"mov\.[bu]32\s+(%r\d+),\s*global_smem;")
 _ADD = re.compile(r"add\.[su]32\s+(%r\d+),\s*(%r\d+),\s*(-?\d+);")
 
-EMPTY_COUNT = 128  # PTX_SLOTS: every thread of the consuming warpgroup releases a slot (mqa_kernels.paged_ws_sm90)
+EMPTY_COUNT = 128  # PTX_SLOTS: the empty count is in threads (each warp arrives for its 32)
 
 
 _DEF = re.compile(r"^\s*(?:@!?%p\d+\s+)?[a-z][\w.:]*\s+(%r\d+)[,;]", re.M)  # an instruction that writes a %r
@@ -49,12 +49,12 @@ def smem_offset(ptx: str, reg: str) -> int | None:
 
 
 def ring_barriers(ptx: str) -> tuple[int, int] | None:
-    """Offsets (full, empty) of the kv ring's first barriers: the first init of count 128 is its first empty barrier
-    (no other barrier of the kernel counts threads), and the init just before it (count 1) its first full one (the
-    ring initialises them slot by slot)."""
+    """Offsets (full, empty) of the kv ring's first barriers: the first init whose count is a multiple of 128 (one
+    or several warpgroups' threads) is its first empty barrier (no other barrier of the kernels counts threads),
+    and the init just before it (count 1) its first full one (the ring initialises them slot by slot)."""
     inits = _INIT.findall(ptx)
     for i, (reg, plus, count) in enumerate(inits):
-        if int(count) == EMPTY_COUNT and i > 0 and int(inits[i - 1][2]) == 1:
+        if int(count) % EMPTY_COUNT == 0 and i > 0 and int(inits[i - 1][2]) == 1:
             at = [smem_offset(ptx, r) for r, _, _ in (inits[i - 1], inits[i])]
             if None in at:
                 return None

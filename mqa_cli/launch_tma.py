@@ -9,6 +9,7 @@ import functools
 
 import torch
 
+from . import barrier_offsets
 from .errors import UserError
 from .launch import LaunchArgs
 
@@ -114,7 +115,9 @@ def tma_args(t, cfg, out: torch.Tensor, max_seqlen_k: int = 0) -> LaunchArgs:
             *cfg.schedule.get("args", {}).values(), out_desc]
     # read in place, a later call's tensors go into the same descriptors; a copy (a new tensor per call) cannot
     rebuild = _rebuilder(args, q_desc, kv_desc) if q is t.q and kv is t.kv else None
-    return LaunchArgs(tuple(cfg.grid), args, dict(c), dict(cfg.options), rebuild)
+    la = LaunchArgs(tuple(cfg.grid), args, dict(c), dict(cfg.options), rebuild)
+    barrier_offsets.resolve_on_device(cfg, la, t.q)
+    return la
 
 
 def _out_desc(out: torch.Tensor, S: int, N: int, c: dict):

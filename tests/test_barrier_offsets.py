@@ -11,7 +11,7 @@ from mqa_cli.errors import UserError
 from mqa_cli.launch import LaunchArgs
 
 
-def ptx_with_ring(full: int, empty: int, slots: int = 2, q_at: int = 64) -> str:
+def ptx_with_ring(full: int, empty: int, slots: int = 2, q_at: int = 64, count: int = 128) -> str:
     """PTX as triton writes a ring's inits: q's pair (counts 1 and 3) first, then kv's full/empty slot by slot."""
     lines = ["\tmov.b32 \t%r10, global_smem;", f"\tadd.s32 \t%r11, %r10, {q_at};",
              f"\tadd.s32 \t%r12, %r10, {q_at + 8};",
@@ -20,7 +20,7 @@ def ptx_with_ring(full: int, empty: int, slots: int = 2, q_at: int = 64) -> str:
     for s in range(slots):
         lines += [f"\tadd.s32 \t%r{reg}, %r10, {full + 8 * s};", f"\tadd.s32 \t%r{reg + 1}, %r{reg}, {empty - full};",
                   f"\t@%p1 mbarrier.init.shared::cta.b64 [%r{reg}], 1;",
-                  f"\t@%p1 mbarrier.init.shared::cta.b64 [%r{reg + 1}], 128;"]
+                  f"\t@%p1 mbarrier.init.shared::cta.b64 [%r{reg + 1}], {count};"]
         reg += 2
     return "\n".join(lines) + "\n"
 
@@ -28,10 +28,14 @@ def ptx_with_ring(full: int, empty: int, slots: int = 2, q_at: int = 64) -> str:
 def test_ring_barriers_follows_the_address_chain_to_global_smem():
     assert barrier_offsets.ring_barriers(ptx_with_ring(50384, 50416)) == (50384, 50416)
     assert barrier_offsets.ring_barriers(ptx_with_ring(0, 16)) == (0, 16)
+    # the prefill kernel's ring: released by every thread of two or three warpgroups
+    assert barrier_offsets.ring_barriers(ptx_with_ring(2048, 2080, count=256)) == (2048, 2080)
+    assert barrier_offsets.ring_barriers(ptx_with_ring(2048, 2080, count=384)) == (2048, 2080)
 
 
 def test_ring_barriers_refuses_what_it_cannot_follow():
     assert barrier_offsets.ring_barriers(ptx_with_ring(100, 132).replace("128;", "1;")) is None  # no empty count
+    assert barrier_offsets.ring_barriers(ptx_with_ring(100, 132, count=192)) is None  # not whole warpgroups
     # a register written twice is not a constant offset
     twice = ptx_with_ring(100, 132).replace("\t@%p1 mbarrier.init.shared::cta.b64 [%r20], 1;",
                                            "\tmov.b32 \t%r20, %r5;\n\t@%p1 mbarrier.init.shared::cta.b64 [%r20], 1;")

@@ -320,6 +320,36 @@ def test_small_head_counts_store_through_a_tile_pointer(env, tmp_path):
     assert all(lp["mix"].get("LEA", 0) >= 2 * lp["mix"].get("STG", 0) for lp in held), [lp["mix"] for lp in held]
 
 
+@pytest.mark.parametrize("heads,groups", [(8, "2x1"), (128, "1x3")])
+def test_prefill_ring_slots_in_ptx_leave_no_warpgroup_barrier_in_the_tile_loop(env, tmp_path, heads, groups):
+    """PTX_SLOTS (an override key of the Gluon prefill kernel): each thread waits for its kv tile and releases it by
+    PTX at the ring barriers' offsets, which the compile reads from a first build and checks in the second; the
+    empty barrier counts every thread of the consuming warpgroups. The tile loops lose triton's two 128-thread
+    barriers (BAR.SYNC) a tile and keep their wgmma."""
+    q_groups, kv_groups = groups.split("x")
+    override = f"gluon_ws_sm90:Q_GROUPS={q_groups},KV_GROUPS={kv_groups}"
+
+    def dumped(extra):
+        folder = tmp_path / extra[-1:]
+        r = cli("dump", "--seq", "4096", "--heads", str(heads), "--dim", "128", "--target", "sm90", "--json",
+                "--kernel", override + extra, "--force", "--dump-dir", folder, env_extra=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        d = json.loads(r.stdout)
+        return d["summary"], Path(d["dump_dir"])
+
+    (ptx_sum, folder), (own_sum, _) = dumped(",PTX_SLOTS=1"), dumped(",PTX_SLOTS=0")
+    warpgroups = int(q_groups) * int(kv_groups)
+    assert ptx_sum["kernel_name"].endswith("_PTX_SLOTS_1") and own_sum["kernel_name"].endswith("_PTX_SLOTS_0")
+    ptx_loops, own_loops = ptx_sum["tensor_loops"], own_sum["tensor_loops"]
+    assert len(ptx_loops) == len(own_loops) == warpgroups
+    assert all(lp["mix"].get("BAR", 0) >= 2 for lp in own_loops), [lp["mix"] for lp in own_loops]
+    assert all(lp["mix"].get("BAR", 0) == 0 and lp["mix"].get("QGMMA", 0) > 0 for lp in ptx_loops), \
+        [lp["mix"] for lp in ptx_loops]
+    ptx = _file(folder, "ptx").read_text()
+    assert re.search(rf"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], {128 * warpgroups};", ptx)
+    assert ptx.count("mbarrier.try_wait.parity.shared::cta.b64 ok, [at]") == warpgroups  # a wait per warpgroup
+
+
 @pytest.mark.parametrize("kernel", ["tiled", "h64d128_sm90"])
 def test_row_offsets_are_64_bit_in_the_ir(env, kernel):
     """Offsets past 2^31 elements: the compiled IR forms each block's row base (output rows, q rows, kv rows)

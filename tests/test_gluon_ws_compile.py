@@ -170,7 +170,7 @@ def test_named_after_config(builds, variant):
     assert r["name"] == r["expected"], r
     assert f"_CLEAN_{clean}_COMPRESSED_{compressed}_BF16_{bf16}_" in r["name"], r["name"]
     assert r["name"].startswith(f"mqa_logits_gluon_ws_sm90_H_{H}_D_128_BLOCK_Q_4_BLOCK_KV_64_STAGES_"), r["name"]
-    assert r["name"].endswith(f"_Q_GROUPS_2_KV_GROUPS_1_Q_IN_LANES_1_TMA_STORE_0_CHAINS_1_TILE_PTR_{1 - compressed}"), r["name"]  # the H 64 layout the sweep chose
+    assert r["name"].endswith(f"_Q_GROUPS_2_KV_GROUPS_1_Q_IN_LANES_1_TMA_STORE_0_CHAINS_1_TILE_PTR_{1 - compressed}_PTX_SLOTS_0"), r["name"]  # the H 64 layout the sweep chose
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=_ids)
@@ -362,7 +362,7 @@ def test_head_count_layouts_compile_without_spills(tmp_path, H_, D_, n):
     res, sass, ptx = _compile(tmp_path, args)
     block_q, lanes = n // H_, (n // H_) % 4 == 0
     assert res["name"] == res["expected"] and f"_H_{H_}_D_{D_}_BLOCK_Q_{block_q}_" in res["name"], res["name"]
-    assert res["name"].endswith(f"_Q_IN_LANES_{int(lanes)}_TMA_STORE_0_CHAINS_1_TILE_PTR_{int(block_q <= 16)}"), res["name"]
+    assert res["name"].endswith(f"_Q_IN_LANES_{int(lanes)}_TMA_STORE_0_CHAINS_1_TILE_PTR_{int(block_q <= 16)}_PTX_SLOTS_0"), res["name"]
     assert len(re.findall(rf"QGMMA\.64x{n}x32\.F32\.E4M3\.E4M3", sass)) >= 2 * D_ // 32
     loops = tile_loops(sass)
     assert loops and not [op for body in loops for op in body if re.match(r"(LDL|STL)\b", op)], "a spill in the tile loop"
@@ -382,7 +382,7 @@ def test_logits_through_shared_memory_by_tma(tmp_path, bf16):
     (the other buffer's) is still reading shared memory."""
     args = ["1", "0", "1" if bf16 else "0", 2048, 2048, 8, 0, tmp_path, "2x1", 128, 128, "1"]
     res, sass, ptx = _compile(tmp_path, args)
-    assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_1_CHAINS_1_TILE_PTR_0"), res["name"]
+    assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_1_CHAINS_1_TILE_PTR_0_PTX_SLOTS_0"), res["name"]
     assert sass.count("UTMASTG.2D") == 2, "one TMA store site per math warpgroup"
     loops = tile_loops(sass)
     assert loops and not [op for body in loops for op in body if re.match(r"STG\.E", op) or re.match(r"(LDL|STL)\b", op)]
@@ -400,7 +400,7 @@ def test_head_sum_in_independent_chains(tmp_path):
     spill in the tile loop."""
     args = ["1", "0", "0", 2048, 2048, 64, 0, tmp_path, "2x1", 64, 256, "0", 4]
     res, sass, ptx = _compile(tmp_path, args)
-    assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_0_CHAINS_4_TILE_PTR_1"), res["name"]
+    assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_0_CHAINS_4_TILE_PTR_1_PTX_SLOTS_0"), res["name"]
     loops = tile_loops(sass)
     ops = [op for body in loops for op in body]
     assert loops and not [op for op in ops if "SHFL" in op or re.match(r"(LDL|STL)\b", op)]
@@ -414,7 +414,7 @@ def test_three_warpgroups_sharing_query_rows(tmp_path, variant):
     into their 64-row blocks (three TMA loads a ring stage); 160 registers each, and nothing spills."""
     args = [*("1" if x else "0" for x in variant), S, N, H, MAX_SEQLEN_K, tmp_path, "1x3"]
     res, sass, ptx = _compile(tmp_path, args)
-    assert res["name"] == res["expected"] and res["name"].endswith("_Q_GROUPS_1_KV_GROUPS_3_Q_IN_LANES_0_TMA_STORE_0_CHAINS_1_TILE_PTR_0"), res["name"]
+    assert res["name"] == res["expected"] and res["name"].endswith("_Q_GROUPS_1_KV_GROUPS_3_Q_IN_LANES_0_TMA_STORE_0_CHAINS_1_TILE_PTR_0_PTX_SLOTS_0"), res["name"]
     assert "_BLOCK_Q_2_" in res["name"], res["name"]
     assert len(re.findall(r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3", sass)) >= 12, "4 k-steps in each of 3 warpgroups"
     assert len(re.findall(r"UTMALDG", sass)) >= 2, "q and kv blocks by TMA"

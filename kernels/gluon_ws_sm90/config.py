@@ -27,7 +27,7 @@ def _load():
 
 # the keys a caller may override (`run --kernel gluon_ws_sm90:KEY=V`), mapped onto the table entry's fields
 OVERRIDE_KEYS = ("BLOCK_Q", "STAGES", "Q_IN_LANES", "TMA_STORE", "CHAINS", "Q_GROUPS", "KV_GROUPS", "kv_splits",
-                 "PINGPONG", "TILE_PTR")
+                 "PINGPONG", "TILE_PTR", "PTX_SLOTS")
 HEADS = (8, 16, 32, 64, 128)  # H/2 head pairs per TMA box row, N = BLOCK_Q * H of 128 or 256
 DIMS = (64, 128, 256)
 
@@ -52,7 +52,8 @@ def _overridden(entry: dict, override: dict, heads: int) -> dict:
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(unknown)}; choose from {', '.join(OVERRIDE_KEYS)}")
     fields = {"STAGES": "stages", "Q_IN_LANES": "q_in_lanes", "TMA_STORE": "tma_store", "CHAINS": "chains",
-              "kv_splits": "splits", "PINGPONG": "pingpong", "TILE_PTR": "tile_ptr"}
+              "kv_splits": "splits", "PINGPONG": "pingpong", "TILE_PTR": "tile_ptr",
+              "PTX_SLOTS": "ptx_slots"}
     entry.update({fields[k]: v for k, v in override.items() if k in fields})
     if "BLOCK_Q" in override:
         entry["n"] = int(override["BLOCK_Q"]) * heads
@@ -112,6 +113,10 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     (offsets + start) and its 64-bit extension take three (sm90 tile loop, H 8 D 128 261 -> 251, H 16 D 64
     410 -> 403, H 64 D 128 359 -> 356). At BLOCK_Q 32 the held offsets spill, and three warpgroups sharing a
     query block gain nothing (H 16 D 256: 270 -> 281).
+    PTX_SLOTS (the table's "ptx_slots", or the override key): the math warpgroups wait for a kv tile and release
+    it by PTX at the ring barriers' offsets (FULL_AT, EMPTY_AT: mqa_cli.barrier_offsets reads them from a first
+    build when it compiles), each warp arriving for itself, so the tile loop has no 128-thread warpgroup barrier; ncu found
+    H 8 D 128 waiting at those barriers for 41 % of its stall cycles (fifth session).
     Shared memory: 2 q slots of BLOCK_Q*H*D per query group + STAGES kv tiles of KV_GROUPS*64*D (160 KiB at
     (2, 1), STAGES 4, N 256, D 128): one program per SM, persistent over the work items.
     """
@@ -129,6 +134,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     chains = int(chains or entry.get("chains", 1))
     pingpong = int(entry.get("pingpong", 0))
     tile_ptr = entry.get("tile_ptr")
+    ptx_slots = bool(int(entry.get("ptx_slots", False)))
     q_groups, kv_groups = groups
     if (q_groups, kv_groups) not in GROUPS:
         raise ValueError(f"groups must be one of {GROUPS}, got {(q_groups, kv_groups)}")
@@ -166,7 +172,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
                   "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16), "PINGPONG": pingpong,
                   "MATH_REGS": REGS[math_wg]["MATH_REGS"], "SMALL_REGS": SMALL_REGS, "Q_GROUPS": q_groups,
                   "KV_GROUPS": kv_groups, "Q_IN_LANES": q_in_lanes, "TMA_STORE": tma_store,
-                  "CHAINS": chains, "TILE_PTR": tile_ptr}
+                  "CHAINS": chains, "TILE_PTR": tile_ptr, "PTX_SLOTS": ptx_slots, "FULL_AT": -1, "EMPTY_AT": -1}
     options = {"num_warps": 4, "maxnreg": REGS[math_wg]["maxnreg"]}
     # "args": the kernel's trailing runtime scalars, in order (the launcher appends them).
     schedule = {"args": {"n_items": items, "kv_splits": splits}, "items": items, "rows_per_item": q_groups * block_q,

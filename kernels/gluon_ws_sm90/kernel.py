@@ -4,8 +4,9 @@ Partitions (gl.warp_specialize, register reallocation by setmaxnreg):
 - default partition = math warpgroup 0 (4 warps), worker 0 = math warpgroup 1 (4 warps) (and worker 1 = math
   warpgroup 2 in the (1, 3) layout);
 - worker 1 = TMA producer (1 warp): q blocks into a double-buffered slot per math warpgroup and kv tiles
-  into a STAGES-deep ring, paced by empty/full mbarrier pairs (kv slots are released by both math
-  warpgroups: empty count 2);
+  into a STAGES-deep ring, paced by empty/full mbarrier pairs (kv slots are released by every math
+  warpgroup: empty count 2, or 256 with PTX_SLOTS, where each thread waits and releases by PTX at the barriers'
+  offsets and triton adds no warpgroup barrier to the tile loop, as in mqa_kernels.paged_ws_sm90);
 - worker 2 = -inf filler (1 warp, CLEAN only): vectorised -inf stores over each row's dead columns
   (full form: outside the item's live kv tiles; compressed form: each row's tail [ke - ks, max_seqlen_k)),
   running beside the math instead of before it.
@@ -158,10 +159,13 @@ class Tiling:
     TMA_STORE: gl.constexpr  # logits tiles leave through shared memory and a TMA store (full form only)
     CHAINS: gl.constexpr  # Q_IN_LANES: independent FMA chains per logit in the head sum
     TILE_PTR: gl.constexpr  # per-thread stores address the tile's base pointer plus the item's held offsets
+    PTX_SLOTS: gl.constexpr  # kv ring slots waited for and released in PTX (_wait_slot, _release_slot)
+    FULL_AT: gl.constexpr  # PTX_SLOTS: byte offset of the kv ring's full barriers in shared memory
+    EMPTY_AT: gl.constexpr  # PTX_SLOTS: and of its empty barriers
 
     @gluon.constexpr_function
     def __init__(self, H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS,
-                 Q_IN_LANES, TMA_STORE, CHAINS, TILE_PTR):
+                 Q_IN_LANES, TMA_STORE, CHAINS, TILE_PTR, PTX_SLOTS, FULL_AT, EMPTY_AT):
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
         self.BLOCK_Q = gl.constexpr(BLOCK_Q)
@@ -178,6 +182,9 @@ class Tiling:
         self.TMA_STORE = gl.constexpr(TMA_STORE)
         self.CHAINS = gl.constexpr(CHAINS)
         self.TILE_PTR = gl.constexpr(TILE_PTR)
+        self.PTX_SLOTS = gl.constexpr(PTX_SLOTS)
+        self.FULL_AT = gl.constexpr(FULL_AT)
+        self.EMPTY_AT = gl.constexpr(EMPTY_AT)
 
 
 @aggregate
@@ -212,6 +219,38 @@ def _ring(smem, empty_count: gl.constexpr, slots: gl.constexpr = 0):
         mbarrier.init(full.index(s), count=1)
         mbarrier.init(empty.index(s), count=empty_count)
     return Ring(smem, full, empty)
+
+
+@gluon.jit
+def _wait_slot(ring, st, ph, PTX: gl.constexpr, FULL_AT: gl.constexpr):
+    """A math warpgroup's wait for fill parity ph of ring slot st. PTX: by PTX at the full barrier's address
+    (global_smem + FULL_AT + 8 st, mqa_cli.barrier_offsets), which triton does not see as a barrier op: no
+    warpgroup barrier before it (triton puts one between two of its waits on one barrier array, so that no warp runs
+    a phase ahead; a warp here waits for a slot's fills in order, and no fill starts before all 128 threads released
+    the one before)."""
+    if PTX:
+        gl.inline_asm_elementwise(
+            "{ .reg .pred ok; .reg .b32 at; mov.b32 at, global_smem; add.s32 at, at, $1; wait_full: "
+            "mbarrier.try_wait.parity.shared::cta.b64 ok, [at], $2; @!ok bra.uni wait_full; mov.b32 $0, 0; }",
+            "=r,r,r", [st * 8 + FULL_AT, ph], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        mbarrier.wait(ring.full.index(st), ph)
+
+
+@gluon.jit
+def _release_slot(ring, st, PTX: gl.constexpr, EMPTY_AT: gl.constexpr):
+    """A math warpgroup's release of ring slot st, after its wgmma wait and its reads of the slot: one elected
+    thread arrives (triton puts a warpgroup barrier before it, so that all four warps are done), or, PTX, each
+    warp on its own at global_smem + EMPTY_AT + 8 st: a warp barrier (which orders the lanes' reads before the
+    arrive), then one elected lane arrives for its 32 threads (count 32; the empty count is 128 per consuming
+    warpgroup). One arrive a warp: 32 arrives a warp on one barrier measured 12-15 % slower on two prefill shapes."""
+    if PTX:
+        gl.inline_asm_elementwise(
+            "{ .reg .pred first; .reg .b32 at; mov.b32 at, global_smem; add.s32 at, at, $1; bar.warp.sync -1; "
+            "elect.sync _|first, -1; @first mbarrier.arrive.shared::cta.b64 _, [at], 32; mov.b32 $0, 0; }",
+            "=r,r", [st * 8 + EMPTY_AT], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        mbarrier.arrive(ring.empty.index(st), count=1)
 
 
 @gluon.jit
@@ -414,7 +453,7 @@ def _math_item(p, t, kv, q, turn, osm, out_desc, WG: gl.constexpr, it, acc, cols
         start = (it.lo + tt) * t.KV_TILE + KG * BLOCK_KV
         scale = _tile_scales(p, start, offs_kv)
         # kv slot s, use c // STAGES: wait for its fill.
-        mbarrier.wait(kv.full.index(s), (c // STAGES) & 1)
+        _wait_slot(kv, s, (c // STAGES) & 1, t.PTX_SLOTS, t.FULL_AT)
         if t.PINGPONG == 2:
             _turn_wait(WG)
         elif t.PINGPONG:
@@ -429,7 +468,7 @@ def _math_item(p, t, kv, q, turn, osm, out_desc, WG: gl.constexpr, it, acc, cols
             mbarrier.arrive(turn.index(1 - WG), count=1)
         done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
         # Release slot s: the last of the math warpgroups' arrivals completes its empty phase.
-        mbarrier.arrive(kv.empty.index(s), count=1)
+        _release_slot(kv, s, t.PTX_SLOTS, t.EMPTY_AT)
         _tile_out(p, t, done, start, scale, c, offs_kv, rs, osm, out_desc, WG)
         c += 1
 
@@ -652,6 +691,9 @@ def mqa_logits_gluon_ws_sm90(
     TMA_STORE: gl.constexpr = False,  # logits tiles through shared memory and a TMA store (not COMPRESSED)
     CHAINS: gl.constexpr = 1,  # Q_IN_LANES: the head sum as CHAINS independent FMA chains per logit, then added
     TILE_PTR: gl.constexpr = False,  # per-thread stores: the tile's base pointer + the item's held int32 offsets
+    PTX_SLOTS: gl.constexpr = False,  # kv ring slots waited for and released in PTX: no warpgroup barrier per tile
+    FULL_AT: gl.constexpr = -1,  # PTX_SLOTS: offset of the kv full barriers (mqa_cli.barrier_offsets resolves it)
+    EMPTY_AT: gl.constexpr = -1,  # PTX_SLOTS: and of the empty barriers
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BLOCK_KV == 64, "a warpgroup's share of a kv tile = its 64 MMA rows")
@@ -667,8 +709,9 @@ def mqa_logits_gluon_ws_sm90(
     gl.static_assert(not (TMA_STORE and COMPRESSED), "compressed rows start at each row's ks: no rectangular tile")
     gl.static_assert((CHAINS == 1) | (Q_IN_LANES and (H % (2 * CHAINS) == 0)), "CHAINS splits a lane's H heads")
     gl.static_assert(not (TILE_PTR and (TMA_STORE or COMPRESSED)), "TILE_PTR addresses the per-thread full store")
+    gl.static_assert((not PTX_SLOTS) | ((FULL_AT >= 0) & (EMPTY_AT >= 0)), "PTX_SLOTS needs FULL_AT and EMPTY_AT")
     t = Tiling(H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS, Q_IN_LANES,
-               TMA_STORE, CHAINS, TILE_PTR)
+               TMA_STORE, CHAINS, TILE_PTR, PTX_SLOTS, FULL_AT, EMPTY_AT)
     # q slots per query group: 2 x [BQH, D], released by the group's KV_GROUPS warpgroups.
     q0_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout), KV_GROUPS)
     if Q_GROUPS == 2:
@@ -677,12 +720,12 @@ def mqa_logits_gluon_ws_sm90(
     else:
         q1_ring = q0_ring
     # kv ring: STAGES stages of KV_GROUPS x [BLOCK_KV, D] blocks (one kv tile), a full/empty barrier pair per stage;
-    # a stage is released by every math warpgroup (empty count MATH_WG).
+    # a stage is released by every math warpgroup (empty count MATH_WG; PTX_SLOTS: by each of their threads).
     kv_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for st in gl.static_range(STAGES):
         mbarrier.init(kv_full.index(st), count=1)
-        mbarrier.init(kv_empty.index(st), count=MATH_WG)
+        mbarrier.init(kv_empty.index(st), count=MATH_WG * (128 if PTX_SLOTS else 1))
     kv = Ring(gl.allocate_shared_memory(kv_desc.dtype, [STAGES * KV_GROUPS, BLOCK_KV, D], kv_desc.layout), kv_full,
               kv_empty)
     # PINGPONG turn barriers, count 1: turn[g] completes a phase when the other warpgroup issued its wgmma.

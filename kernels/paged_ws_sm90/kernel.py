@@ -40,9 +40,10 @@ its math warpgroup, and its (n-1)-th release with parity (n & 1) ^ 1 by the prod
 slot belongs to one warpgroup, which takes its fills in order: a parity wait cannot match a fill two behind (one
 ring shared by several warpgroups can: a warpgroup early for fill n passes on the completed fill n - 2).
 PTX_SLOTS: the math warpgroups wait for a fill and release a slot in PTX at the ring barriers' offsets (FULL_AT,
-EMPTY_AT, which mqa_cli.barrier_offsets reads from a first build), every thread arriving (empty count 128). Triton's
-own ops put a 128-thread barrier before each wait and each elected release; without them each warp still waits
-for a slot's fills in order, and no fill starts before all 128 threads released the one before.
+EMPTY_AT, which mqa_cli.barrier_offsets reads from a first build), each warp arriving for its 32 threads (empty
+count 128). Triton's own ops put a 128-thread barrier before each wait and each elected release; without them
+each warp still waits for a slot's fills in order, and no fill starts before all four warps released the one
+before.
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -55,7 +56,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.language.core import _aggregate as aggregate
 
-from ..gluon_ws_sm90.kernel import Scalar, _ring, _scalar
+from ..gluon_ws_sm90.kernel import Scalar, _release_slot, _ring, _scalar, _wait_slot
 from ..naming import make_kernel_repr
 from . import KEYS
 
@@ -359,37 +360,6 @@ def _scales(sc_smem, st, BS: gl.constexpr, k_layout: gl.constexpr):
 
 
 @gluon.jit
-def _wait_slot(ring, st, ph, PTX: gl.constexpr, FULL_AT: gl.constexpr):
-    """A math warpgroup's wait for fill parity ph of ring slot st. PTX: by PTX at the full barrier's address
-    (global_smem + FULL_AT + 8 st, mqa_cli.barrier_offsets), which triton does not see as a barrier op: no
-    warpgroup barrier before it (triton puts one between two of its waits on one barrier array, so that no warp runs
-    a phase ahead; a warp here waits for a slot's fills in order, and no fill starts before all 128 threads released
-    the one before)."""
-    if PTX:
-        gl.inline_asm_elementwise(
-            "{ .reg .pred ok; .reg .b32 at; mov.b32 at, global_smem; add.s32 at, at, $1; wait_full: "
-            "mbarrier.try_wait.parity.shared::cta.b64 ok, [at], $2; @!ok bra.uni wait_full; mov.b32 $0, 0; }",
-            "=r,r,r", [st * 8 + FULL_AT, ph], dtype=gl.int32, is_pure=False, pack=1)
-    else:
-        mbarrier.wait(ring.full.index(st), ph)
-
-
-@gluon.jit
-def _release_slot(ring, st, PTX: gl.constexpr, EMPTY_AT: gl.constexpr):
-    """A math warpgroup's release of ring slot st, after its wgmma wait and its reads of the slot: one elected
-    thread arrives (triton puts a warpgroup barrier before it, so that all four warps are done), or, PTX, every
-    thread arrives by PTX at global_smem + EMPTY_AT + 8 st (the empty count is 128 per warpgroup; mbarrier.arrive
-    releases the thread's own reads)."""
-    if PTX:
-        gl.inline_asm_elementwise(
-            "{ .reg .b32 at; mov.b32 at, global_smem; add.s32 at, at, $1; "
-            "mbarrier.arrive.shared::cta.b64 _, [at]; mov.b32 $0, 0; }",
-            "=r,r", [st * 8 + EMPTY_AT], dtype=gl.int32, is_pure=False, pack=1)
-    else:
-        mbarrier.arrive(ring.empty.index(st), count=1)
-
-
-@gluon.jit
 def _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout: gl.constexpr):
     """The program's block c: wait for its ring slot, start its wgmma with B operand q_t (all draft rows, or the
     first part), read its kv scales."""
@@ -682,7 +652,7 @@ def paged_mqa_logits_ws_sm90(
     # kv ring: STAGES slots per math warpgroup, each [BS, D] fp8 rows + [1, BS] fp32 scales, one barrier pair per slot.
     SLOTS: gl.constexpr = STAGES * MATH_WG
     kv = _ring(gl.allocate_shared_memory(kv_desc.dtype, [SLOTS] + kv_desc.block_type.shape, kv_desc.layout),
-               128 if PTX_SLOTS else 1)  # PTX_SLOTS: every thread of the warpgroup releases
+               128 if PTX_SLOTS else 1)  # PTX_SLOTS: counted in threads, a warp's arrive 32
     sc_smem = gl.allocate_shared_memory(sc_desc.dtype, [SLOTS] + sc_desc.block_type.shape, sc_desc.layout)
     fence_async_shared()
 
