@@ -18,7 +18,7 @@ _INIT = re.compile(r"mbarrier\.init\.shared(?:::cta)?\.b64\s+\[(%r\d+)(?:\+(\d+)
 _MOV = re.compile(r"mov\.[bu]32\s+(%r\d+),\s*global_smem;")
 _ADD = re.compile(r"add\.[su]32\s+(%r\d+),\s*(%r\d+),\s*(-?\d+);")
 
-EMPTY_COUNT = 128  # PTX_SLOTS: the empty count is in threads (each warp arrives for its 32)
+EMPTY_COUNT = 128  # PTX_SLOTS: every thread of each consuming warpgroup releases a slot
 
 
 _DEF = re.compile(r"^\s*(?:@!?%p\d+\s+)?[a-z][\w.:]*\s+(%r\d+)[,;]", re.M)  # an instruction that writes a %r

@@ -41,8 +41,10 @@ Where the time goes, and so the candidates (H 8, D 128, 1x8192 causal: 0.069 TFL
   fit in shared memory.
 - the Gluon kernel (warp-specialised: a TMA producer, two or three math warpgroups, an -inf filler warp) won on 14
   of 15 shapes on the H200 (2026-11-30: 8 of 15 at >= 70 % of a 1270 TF/s floor, 5 at the measured 1635;
-  docs/PERFORMANCE.md). What still binds (ncu): at H 8-16 the warpgroup barriers around each tile's kv-slot wait
-  and release (not the write path: DRAM 50 % busy), at D 64 the fp32 epilogue, as long as the MMA.
+  docs/PERFORMANCE.md). What still binds (ncu): at H 8-16 not the write path (DRAM 50 % busy), and not the
+  warpgroup barriers around each tile's kv-slot wait and release either (removed by ptx_slots: 1.00 at H 8 D 128,
+  2026-12-01); at D 64 the fp32 epilogue, as long as the MMA. After the first pass the two fastest Gluon layouts
+  are tried with ptx_slots and with the other store address form (tile_ptr): slot_variants.
 """
 from __future__ import annotations
 
@@ -197,6 +199,39 @@ def gluon_candidates(H: int, D: int, shape, units: int) -> list[Candidate]:
                + (f" x{splits}" if splits > 1 else "") + (" tma" if tma_store else "")
                + (f" c{chains}" if chains > 1 else ""))
         out.append(Candidate("gluon_ws_sm90", lab, g, entry))
+    return out
+
+
+def slot_variants(best: list, H: int, D: int, shape, units: int, tried: set) -> list[Candidate]:
+    """The two fastest checked Gluon candidates (`best`: (Candidate, Result) pairs, fastest first) with their kv ring
+    waited for and released in PTX (ptx_slots) and with the other store address form (tile_ptr; per-thread stores
+    only). Measured side by side on the H200 (2026-12-01): each is worth 3-7 % on some head counts and costs as much
+    on others, so the table takes them per shape."""
+    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+
+    out = []
+    for c, _ in best[:2]:
+        entry = dict(c.override or {})
+        flips = [{"ptx_slots": True}]
+        if not c.cfg.constexprs["TMA_STORE"]:
+            flips.append({"tile_ptr": not c.cfg.constexprs["TILE_PTR"]})
+        for flip in flips:
+            e = {**entry, **flip}
+            label = c.label + "".join(f" {k}{int(v)}" for k, v in flip.items())
+            if label in tried:
+                continue
+            override = {"PTX_SLOTS": int(e.get("ptx_slots", False))}
+            if "tile_ptr" in e:
+                override["TILE_PTR"] = int(e["tile_ptr"])
+            try:
+                g = gluon_ws_sm90_config(heads=H, dim=D, S=shape.S, N=shape.N, clean=True, units=units,
+                                         groups=tuple(e["groups"]), stages=e["stages"], n=e["n"],
+                                         q_in_lanes=e["q_in_lanes"], splits=e.get("splits", 1),
+                                         tma_store=e.get("tma_store", False), chains=e.get("chains", 1),
+                                         override=override)
+            except ValueError:
+                continue
+            out.append(Candidate("gluon_ws_sm90", label, g, e))
     return out
 
 
@@ -374,6 +409,10 @@ class Sweep:
                     key=lambda r: r.us)
         tried = {r.label for r in results}
         for c in split_variants(ok, H, D, prob.shape, self.tgt, self.units, tried) if splits else []:
+            pairs.append((c, self.evaluate(H, D, c, prob, t, ref, out)))
+        gluon = sorted((p for p in pairs if p[1].us is not None and p[0].kernel == "gluon_ws_sm90"
+                        and "dispatched" not in p[0].label), key=lambda p: p[1].us)
+        for c in slot_variants(gluon, H, D, prob.shape, self.units, tried) if not SMOKE else []:
             pairs.append((c, self.evaluate(H, D, c, prob, t, ref, out)))
         if not SMOKE:
             self.side_by_side(H, D, prob, t, out, pairs)

@@ -10,8 +10,8 @@ each time the median over the rounds, each ratio the median of the rounds' ratio
 importable. `--a X --b X` (one config twice) is the control: it measures the method's own bias. Inputs as the
 harness builds them: 2-D context lengths, contexts uniform in [0.7C, 1.3C), a shuffled block table.
 The default pair: triton's mbarrier ops (a 128-thread warpgroup barrier before each slot wait and before the
-elected release) against PTX_SLOTS (the wait and the release in PTX at the ring barriers' offsets, each warp
-arriving for itself: no warpgroup barrier in the block loop).
+elected release) against PTX_SLOTS (the wait and the release in PTX at the ring barriers' offsets, every thread
+arriving: no warpgroup barrier in the block loop).
 
     python3 scripts/sync_ab.py [--shapes B:C,...] [--next-n 1,2,3,6] [--a KEY=V,... --b KEY=V,...]
     (the H200; a Markdown table on stdout)

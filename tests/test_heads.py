@@ -182,6 +182,36 @@ def test_gluon_candidates_leave_out_the_options_a_check_failed(monkeypatch):
     assert len(kept) == len(every) - sum(1 for o in every if "tma_store" in o)
 
 
+def test_slot_variants_flip_one_option_of_the_fastest_gluon_layouts(monkeypatch):
+    """After the first pass the two fastest Gluon layouts are tried again with the kv ring in PTX (ptx_slots) and
+    with the other store address form (tile_ptr, per-thread stores only); each variant's table entry gives, through
+    the table, the config that was timed."""
+    from mqa_kernels.gluon_ws_sm90 import tuned
+    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+
+    sw = _sweep_module(monkeypatch)
+    shape = source.from_spec(ProblemSpec(batch=1, seq=8192, heads=16, dim=64, layout="causal")).shape
+    cands = sw.gluon_candidates(16, 64, shape, 132)
+    plain = next(c for c in cands if not c.cfg.constexprs["TMA_STORE"] and c.cfg.constexprs["BLOCK_Q"] <= 16)
+    tma = next(c for c in cands if c.cfg.constexprs["TMA_STORE"])
+    best = [(plain, None), (tma, None), (cands[0], None)]
+    out = sw.slot_variants(best, 16, 64, shape, 132, tried=set())
+    assert [c.label for c in out] == [plain.label + " ptx_slots1", plain.label + " tile_ptr0",
+                                      tma.label + " ptx_slots1"]  # the third is not among the two fastest
+    layout = ("H", "D", "BLOCK_Q", "STAGES", "Q_GROUPS", "KV_GROUPS", "Q_IN_LANES", "TMA_STORE", "CHAINS")
+    for c in out:
+        base = plain if c.label.startswith(plain.label + " ") else tma
+        assert all(c.cfg.constexprs[k] == base.cfg.constexprs[k] for k in layout)
+        assert c.cfg.schedule["items"] == base.cfg.schedule["items"]
+        monkeypatch.setattr(tuned, "CUDA_TUNED", {(16, 64): c.override})
+        from_table = gluon_ws_sm90_config(heads=16, dim=64, S=shape.S, N=shape.N, clean=True, units=132)
+        assert from_table.constexprs == c.cfg.constexprs and from_table.name == c.cfg.name
+    ptx, tile = out[0].cfg.constexprs, out[1].cfg.constexprs
+    assert ptx["PTX_SLOTS"] and ptx["TILE_PTR"] == plain.cfg.constexprs["TILE_PTR"]
+    assert not tile["PTX_SLOTS"] and tile["TILE_PTR"] != plain.cfg.constexprs["TILE_PTR"]
+    assert not sw.slot_variants(best, 16, 64, shape, 132, tried={c.label for c in out})  # none twice
+
+
 @pytest.mark.skipif(not triton.__version__.startswith("3.6."), reason="written against triton 3.6's Gluon API")
 def test_the_fp8_ceiling_kernel_cross_compiles_to_a_wgmma_loop():
     """scripts/mma_ceiling.py measures the ceiling the floors use (targets.py): its kernel must stay a loop of fp8

@@ -115,7 +115,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     query block gain nothing (H 16 D 256: 270 -> 281).
     PTX_SLOTS (the table's "ptx_slots", or the override key): the math warpgroups wait for a kv tile and release
     it by PTX at the ring barriers' offsets (FULL_AT, EMPTY_AT: mqa_cli.barrier_offsets reads them from a first
-    build when it compiles), each warp arriving for itself, so the tile loop has no 128-thread warpgroup barrier; ncu found
+    build when it compiles), every thread arriving, so the tile loop has no 128-thread warpgroup barrier; ncu found
     H 8 D 128 waiting at those barriers for 41 % of its stall cycles (fifth session).
     Shared memory: 2 q slots of BLOCK_Q*H*D per query group + STAGES kv tiles of KV_GROUPS*64*D (160 KiB at
     (2, 1), STAGES 4, N 256, D 128): one program per SM, persistent over the work items.

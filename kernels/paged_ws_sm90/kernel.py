@@ -40,10 +40,9 @@ its math warpgroup, and its (n-1)-th release with parity (n & 1) ^ 1 by the prod
 slot belongs to one warpgroup, which takes its fills in order: a parity wait cannot match a fill two behind (one
 ring shared by several warpgroups can: a warpgroup early for fill n passes on the completed fill n - 2).
 PTX_SLOTS: the math warpgroups wait for a fill and release a slot in PTX at the ring barriers' offsets (FULL_AT,
-EMPTY_AT, which mqa_cli.barrier_offsets reads from a first build), each warp arriving for its 32 threads (empty
-count 128). Triton's own ops put a 128-thread barrier before each wait and each elected release; without them
-each warp still waits for a slot's fills in order, and no fill starts before all four warps released the one
-before.
+EMPTY_AT, which mqa_cli.barrier_offsets reads from a first build), every thread arriving (empty count 128).
+Triton's own ops put a 128-thread barrier before each wait and each elected release; without them each warp still
+waits for a slot's fills in order, and no fill starts before all 128 threads released the one before.
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -652,7 +651,7 @@ def paged_mqa_logits_ws_sm90(
     # kv ring: STAGES slots per math warpgroup, each [BS, D] fp8 rows + [1, BS] fp32 scales, one barrier pair per slot.
     SLOTS: gl.constexpr = STAGES * MATH_WG
     kv = _ring(gl.allocate_shared_memory(kv_desc.dtype, [SLOTS] + kv_desc.block_type.shape, kv_desc.layout),
-               128 if PTX_SLOTS else 1)  # PTX_SLOTS: counted in threads, a warp's arrive 32
+               128 if PTX_SLOTS else 1)  # PTX_SLOTS: every thread of the warpgroup releases
     sc_smem = gl.allocate_shared_memory(sc_desc.dtype, [SLOTS] + sc_desc.block_type.shape, sc_desc.layout)
     fence_async_shared()
 
