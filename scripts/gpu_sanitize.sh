@@ -10,7 +10,7 @@
 #      SAN_EXTRA=0   leave out the memcheck variants (no-clean, compressed, bf16) of every row
 #      SAN_VARIANTS=0  leave out the config variants the tables pick by size (paged_ws_sm90 MATH_WG 2/3 at
 #                    next_n 4 and on a 16384-block cache; gluon_ws_sm90 at H 128, H 8 D 64 and H 16 D 128, and
-#                    with TMA_STORE=1 at H 8; its PTX_SLOTS build at H 8 D 128 and H 128)
+#                    with TMA_STORE=1 at H 8, the table's H 64 D 64; its PTX_SLOTS build at H 8 D 128 and H 128)
 #      SAN_ONLY      a regex: only the jobs whose label matches it (e.g. "PTX_SLOTS")
 #      SAN_CMD       run (default; the kernel runs ~9 times under do_bench) or verify (twice, plus the reference)
 #      SAN_PREFILL_EXTRA  flags added to every prefill problem (e.g. "--layout window --window 256")
@@ -174,6 +174,8 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
           # took it), clean and not
           echo "$tool|$row:PINGPONG=2|$row PINGPONG 2 H32|--seq 1024 --heads 32 --dim 128" >>"$JOBS"
           echo "$tool|$row:PINGPONG=2|$row PINGPONG 2 H32 no-clean|--seq 1024 --heads 32 --dim 128 --no-clean-logits" >>"$JOBS"
+          # the table's H 64 D 64: PTX_SLOTS, two work items per query block
+          echo "$tool|$row|$row H64 D64|--seq 1024 --heads 64 --dim 64" >>"$JOBS"
           # kv slots waited for and released in PTX (PTX_SLOTS): two warpgroups at H 8 D 128, three at H 128
           echo "$tool|$row:PTX_SLOTS=1|$row PTX_SLOTS H8 D128|--seq 1024 --heads 8 --dim 128" >>"$JOBS"
           echo "$tool|$row:PTX_SLOTS=1|$row PTX_SLOTS H128|--seq 1024 --heads 128 --dim 128" >>"$JOBS"
