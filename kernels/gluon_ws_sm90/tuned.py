@@ -16,10 +16,10 @@ CUDA_TUNED = {
     (16, 128): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True, 'n': 256, 'chains': 4},  # sweep_heads 2026-11-30: gluon n256 st3 lanes c4 145.8 us, 74 % of the fp8 floor (portable 193.8 us, tiled (tuned.py))
     (16, 256): {'groups': (1, 3), 'stages': 3, 'q_in_lanes': True, 'n': 128},  # sweep_heads 2026-11-30: gluon 3wg n128 st3 lanes 232.3 us, 93 % of the fp8 floor (portable 309.4 us, tiled (tuned.py))
     (32, 64): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True, 'n': 256},  # sweep_heads 2026-11-30: gluon n256 st3 lanes 197.3 us, 55 % of the fp8 floor (portable 247.8 us, tiled (tuned.py))
-    (32, 128): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True, 'pingpong': 2},  # sweep_gluon_prefill 2026-12-01: mean 0.841 of (2, 1) st4 over 2 runs
+    (32, 128): {'groups': (2, 1), 'stages': 4, 'q_in_lanes': True},  # sweep_gluon_prefill 2026-12-01: mean 0.805 of (2, 1) st4 over 2 runs
     (32, 256): {'groups': (1, 3), 'stages': 3, 'q_in_lanes': True, 'n': 128},  # sweep_heads 2026-11-30: gluon 3wg n128 st3 lanes 429.0 us, 101 % of the fp8 floor (portable 557.0 us, tiled (tuned.py))
     (64, 64): {'groups': (2, 1), 'stages': 4, 'q_in_lanes': True, 'n': 256, 'splits': 2, 'ptx_slots': True},  # sweep_heads 2026-12-01: gluon n256 st4 lanes x2 ptx_slots1 365.3 us, 46 % of the fp8 floor (portable 433.0 us, tiled (tuned.py))
-    (64, 128): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True},  # sweep_gluon_prefill 2026-11-30: mean 0.886 of (2, 1) st4 over 10 runs
+    (64, 128): {'groups': (2, 1), 'stages': 4, 'q_in_lanes': True},  # sweep_gluon_prefill 2026-12-01: mean 0.849 of (2, 1) st4 over 10 runs
     (128, 64): {'groups': (1, 3), 'stages': 5, 'q_in_lanes': False, 'n': 128},  # sweep_heads 2026-11-30: gluon 3wg n128 st5 789.6 us, 55 % of the fp8 floor (portable 883.6 us, rule)
     (128, 128): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': False, 'n': 256},  # sweep_heads 2026-12-01: gluon n256 st3 1037.4 us, 65 % of the fp8 floor (portable 1218.3 us, rule)
     (128, 256): {'groups': (1, 3), 'stages': 3, 'q_in_lanes': False, 'n': 128, 'splits': 2},  # sweep_heads 2026-11-30: gluon 3wg n128 st3 x2 1579.2 us, 110 % of the fp8 floor (portable 1989.6 us, rule)
