@@ -11,7 +11,7 @@
 #      SAN_VARIANTS=0  leave out the config variants the tables pick by size (paged_ws_sm90 MATH_WG 2/3 at
 #                    next_n 4 and on a 16384-block cache; gluon_ws_sm90 at H 128, H 8 D 64 and H 16 D 128, and
 #                    with TMA_STORE=1 at H 8, the table's H 64 D 64; its PTX_SLOTS build at H 8 D 128 and H 128)
-#      SAN_ONLY      a regex: only the jobs whose label matches it (e.g. "PTX_SLOTS")
+#      SAN_ONLY      an extended regex: only the jobs whose label matches it (e.g. "PTX_SLOTS", "^gluon_ws_sm90$|H64 D64")
 #      SAN_CMD       run (default; the kernel runs ~9 times under do_bench) or verify (twice, plus the reference)
 #      SAN_PREFILL_EXTRA  flags added to every prefill problem (e.g. "--layout window --window 256")
 #      SAN_API_ERRORS     --report-api-errors (default no: host-side CUDA API return codes of torch/triton,
@@ -170,8 +170,8 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
           echo "$tool|$row|$row H16 D128|--seq 1024 --heads 16 --dim 128" >>"$JOBS"
           # the TMA store with two warpgroups and kv splits (a sweep option there)
           echo "$tool|$row:TMA_STORE=1,kv_splits=2|$row tma_store x2 H8 D128|--seq 1024 --heads 8 --dim 128" >>"$JOBS"
-          # the two warpgroups taking turns by named barriers (PINGPONG 2; the table's H 32 D 128 where a sweep
-          # took it), clean and not
+          # the two warpgroups taking turns by named barriers (PINGPONG 2, a sweep candidate at H 32 and 64), clean
+          # and not
           echo "$tool|$row:PINGPONG=2|$row PINGPONG 2 H32|--seq 1024 --heads 32 --dim 128" >>"$JOBS"
           echo "$tool|$row:PINGPONG=2|$row PINGPONG 2 H32 no-clean|--seq 1024 --heads 32 --dim 128 --no-clean-logits" >>"$JOBS"
           # the table's H 64 D 64: PTX_SLOTS, two work items per query block
@@ -185,7 +185,7 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
 fi
 
 if [ -n "${SAN_ONLY:-}" ]; then  # a regex of job labels: only those jobs
-  grep -E "^[^|]*\|[^|]*\|[^|]*(${SAN_ONLY})" "$JOBS" >"$JOBS.only"; mv "$JOBS.only" "$JOBS"
+  awk -F'|' -v re="$SAN_ONLY" '$3 ~ re' "$JOBS" >"$JOBS.only"; mv "$JOBS.only" "$JOBS"
 fi
 
 # warm the Triton cache without the sanitizer (all rows at once), so the checked runs only load kernels

@@ -104,19 +104,22 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     1x8192 for 132 SMs).
 
     PINGPONG (the table's "pingpong", or the override key): the two math warpgroups issue their wgmmas in turn, 1 by
-    turn mbarriers, 2 by named barriers (no spin, no warpgroup barrier). Measured on the H200 (2026-11-30 and
-    scripts/pingpong_ab.py, 2026-12-01): 1 was 2-4 % slower on the anchor shapes; 2 is 5-6 % faster at H 32 D 128
-    (N 128), where the sweep takes it, and 0-9 % slower at H 64 (N 256; timed second by a best-of-rounds method
-    that favoured the config timed first, docs/PERFORMANCE.md tenth session).
-    TILE_PTR (the override key; default where BLOCK_Q <= 16 and KV_GROUPS == 1): a per-thread store's address is
-    the tile's base pointer (a scalar) plus the work item's loop-invariant int32 offsets, two instructions where
-    (offsets + start) and its 64-bit extension take three (sm90 tile loop, H 8 D 128 261 -> 251, H 16 D 64
-    410 -> 403, H 64 D 128 359 -> 356). At BLOCK_Q 32 the held offsets spill, and three warpgroups sharing a
-    query block gain nothing (H 16 D 256: 270 -> 281).
+    turn mbarriers, 2 by named barriers (no spin, no warpgroup barrier). Side by side on the H200 (layout sweep,
+    2026-12-01): 2 at 0.99 of no turns at H 32 D 128 and 1.02 at H 64 (the 5-6 % once measured at H 32 came from a
+    method that favoured the config timed first); 1 was 2-4 % slower (2026-11-30). The table takes neither.
+    TILE_PTR (the table's "tile_ptr", or the override key; default where BLOCK_Q <= 16 and KV_GROUPS == 1): a
+    per-thread store's address is the tile's base pointer (a scalar) plus the work item's loop-invariant int32
+    offsets, two instructions where (offsets + start) and its 64-bit extension take three (sm90 tile loop, H 8
+    D 128 261 -> 251, H 16 D 64 410 -> 403, H 64 D 128 359 -> 356). At BLOCK_Q 32 the held offsets spill, and
+    three warpgroups sharing a query block gain nothing (H 16 D 256: 270 -> 281). Side by side (2026-12-01, two
+    runs): 0.95 of the old form at H 16 D 64, 0.97 at ratio 4, 1.00 at H 8 D 128, 1.01-1.02 on the long causal
+    shapes, 1.05 at H 64 D 64, where the head-count sweep chose with PTX_SLOTS.
     PTX_SLOTS (the table's "ptx_slots", or the override key): the math warpgroups wait for a kv tile and release
     it by PTX at the ring barriers' offsets (FULL_AT, EMPTY_AT: mqa_cli.barrier_offsets reads them from a first
-    build when it compiles), every thread arriving, so the tile loop has no 128-thread warpgroup barrier; ncu found
-    H 8 D 128 waiting at those barriers for 41 % of its stall cycles (fifth session).
+    build when it compiles), every thread arriving, so the tile loop has no 128-thread warpgroup barrier. Side by
+    side (2026-12-01): 0.93 at H 64 D 64 (in the table), 0.98 at H 128, 1.00 at H 8 D 128 (where ncu had found
+    41 % of stall cycles at those barriers: not what binds), 1.02-1.15 on the H 64 D 128 seed shapes and 1.12 at
+    H 8 D 64 with three warpgroups.
     Shared memory: 2 q slots of BLOCK_Q*H*D per query group + STAGES kv tiles of KV_GROUPS*64*D (160 KiB at
     (2, 1), STAGES 4, N 256, D 128): one program per SM, persistent over the work items.
     """

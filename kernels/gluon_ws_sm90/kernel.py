@@ -23,8 +23,8 @@ Each math warpgroup waits for its own wgmma right away, then runs its fp32 epilo
 x kv_scale, -inf mask on boundary tiles, store in fp32 or bf16) while the other warpgroup's wgmma runs; each
 instruction of that epilogue still costs the tensor cores about a cycle on the H200 (scripts/overlap_probe.py),
 so a tile's time is its wgmma plus its loop's length. PINGPONG makes the two warpgroups take turns issuing their wgmma: 1 through a pair of turn
-mbarriers (2-4 % slower on the H200), 2 through named barriers 14 and 15 (_turn_wait, _turn_pass; the table takes
-it at H 32 D 128, 5-6 % faster). Both warpgroups take every tile of every item, so each turn wait has its pass;
+mbarriers (2-4 % slower on the H200), 2 through named barriers 14 and 15 (_turn_wait, _turn_pass; within 2 % of
+no turns side by side, so no table entry takes it). Both warpgroups take every tile of every item, so each turn wait has its pass;
 warpgroup 1's last pass has no wait to meet, and the barrier is left part-arrived at exit (synccheck: 0 errors).
 Persistent grid: program p takes work items in snake
 order (p, 2P-1-p, 2P+p, ...) counted from the last query block (the heaviest in causal-like layouts)
