@@ -5,8 +5,8 @@ Partitions (gl.warp_specialize, register reallocation by setmaxnreg):
   warpgroup 2 in the (1, 3) layout);
 - worker 1 = TMA producer (1 warp): q blocks into a double-buffered slot per math warpgroup and kv tiles
   into a STAGES-deep ring, paced by empty/full mbarrier pairs (kv slots are released by every math
-  warpgroup: empty count 2, or 256 with PTX_SLOTS, where each thread waits and releases by PTX at the barriers'
-  offsets and triton adds no warpgroup barrier to the tile loop, as in mqa_kernels.paged_ws_sm90);
+  warpgroup: empty count MATH_WG, or 128 x MATH_WG with PTX_SLOTS, where each thread waits and releases by PTX
+  at the barriers' offsets and triton adds no warpgroup barrier to the tile loop, as in mqa_kernels.paged_ws_sm90);
 - worker 2 = -inf filler (1 warp, CLEAN only): vectorised -inf stores over each row's dead columns
   (full form: outside the item's live kv tiles; compressed form: each row's tail [ke - ks, max_seqlen_k)),
   running beside the math instead of before it.
@@ -19,13 +19,14 @@ each lane of a quad holds every head of its query rows (_head_sum). kv_splits (a
 block kv_splits work items, each an equal share of its live kv tiles (_item). With TMA_STORE each logits tile
 leaves through a shared buffer and one TMA store (_tma_store_tile) instead of per-thread stores. CHAINS splits
 a lane's head sum into independent FMA chains.
-Each math warpgroup waits for its own wgmma right away, then runs its fp32 epilogue (relu, x weight, head sum,
-x kv_scale, -inf mask on boundary tiles, store in fp32 or bf16) while the other warpgroup's wgmma runs; each
-instruction of that epilogue still costs the tensor cores about a cycle on the H200 (scripts/overlap_probe.py),
-so a tile's time is its wgmma plus its loop's length. PINGPONG makes the two warpgroups take turns issuing their wgmma: 1 through a pair of turn
-mbarriers (2-4 % slower on the H200), 2 through named barriers 14 and 15 (_turn_wait, _turn_pass; within 2 % of
-no turns side by side, so no table entry takes it). Both warpgroups take every tile of every item, so each turn wait has its pass;
-warpgroup 1's last pass has no wait to meet, and the barrier is left part-arrived at exit (synccheck: 0 errors).
+Each math warpgroup waits for its own wgmma right away, then runs its fp32 epilogue (relu, x weight, head sum, x
+kv_scale, -inf mask on boundary tiles, store in fp32 or bf16) while the other warpgroup's wgmma runs; each
+instruction of that epilogue still costs the tensor cores about a cycle on the H200 (scripts/overlap_probe.py), so a
+tile's time is its wgmma plus its loop's length. PINGPONG makes the two warpgroups take turns issuing their wgmma: 1
+through a pair of turn mbarriers (2-4 % slower on the H200), 2 through named barriers 14 and 15 (_turn_wait,
+_turn_pass; within 2 % of no turns side by side, so no table entry takes it). Both warpgroups take every tile of
+every item, so each turn wait has its pass; warpgroup 1's last pass has no wait to meet, and the barrier is left
+part-arrived at exit (synccheck: 0 errors).
 Persistent grid: program p takes work items in snake
 order (p, 2P-1-p, 2P+p, ...) counted from the last query block (the heaviest in causal-like layouts)
 backwards, which evens out each program's sum of work. No CTA-wide barrier in the loop.
@@ -226,8 +227,8 @@ def _wait_slot(ring, st, ph, PTX: gl.constexpr, FULL_AT: gl.constexpr):
     """A math warpgroup's wait for fill parity ph of ring slot st. PTX: by PTX at the full barrier's address
     (global_smem + FULL_AT + 8 st, mqa_cli.barrier_offsets), which triton does not see as a barrier op: no
     warpgroup barrier before it (triton puts one between two of its waits on one barrier array, so that no warp runs
-    a phase ahead; a warp here waits for a slot's fills in order, and no fill starts before all 128 threads released
-    the one before)."""
+    a phase ahead; a warp here waits for a slot's fills in order, and no fill starts before every consuming thread
+    released the one before)."""
     if PTX:
         gl.inline_asm_elementwise(
             "{ .reg .pred ok; .reg .b32 at; mov.b32 at, global_smem; add.s32 at, at, $1; wait_full: "
