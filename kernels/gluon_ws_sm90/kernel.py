@@ -244,7 +244,8 @@ def _release_slot(ring, st, PTX: gl.constexpr, EMPTY_AT: gl.constexpr):
     thread arrives (triton puts a warpgroup barrier before it, so that all four warps are done), or, PTX, every
     thread arrives by PTX at global_smem + EMPTY_AT + 8 st (the empty count is 128 per consuming warpgroup;
     mbarrier.arrive releases the thread's own reads). One elected lane a warp arriving for its 32 (count 32,
-    after a warp barrier) measured 3-13 % slower than this on the prefill kernel (H200, 2026-12-01)."""
+    after a warp barrier) measured up to 13 % slower than this on the prefill kernel, never faster (H200, two
+    runs, 2026-12-01)."""
     if PTX:
         gl.inline_asm_elementwise(
             "{ .reg .b32 at; mov.b32 at, global_smem; add.s32 at, at, $1; "
