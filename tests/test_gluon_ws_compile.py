@@ -292,6 +292,37 @@ def test_tma_store_descriptor_follows_each_calls_logits():
     assert not plain.constexprs["TMA_STORE"] and tma_args(t, plain, out).args[-1] is None
 
 
+def test_tma_args_resolve_the_ring_offsets_of_a_ptx_slots_launch(monkeypatch):
+    """A PTX_SLOTS launch of the prefill kernel gets its ring barriers' offsets from the launcher's hook (on a GPU: a
+    first build, mqa_cli.barrier_offsets), before the launch compiles; other launches are left alone."""
+    import torch
+
+    from mqa_cli import barrier_offsets
+    from mqa_cli.launch import alloc_logits
+    from mqa_cli.launch_tma import tma_args
+    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+
+    seen = []
+
+    def fake_resolve(cfg, la, tensor):
+        seen.append(cfg.name)
+        if la.constexprs.get("PTX_SLOTS"):
+            la.constexprs.update(FULL_AT=4096, EMPTY_AT=4128)
+
+    monkeypatch.setattr(barrier_offsets, "resolve_on_device", fake_resolve)
+    f8, m = torch.float8_e4m3fn, dict(device="meta")
+    S, N = 300, 1000
+    t = _meta_prefill(torch.empty(S, 64, 64, dtype=f8, **m), torch.empty(N, 64, dtype=f8, **m), S, N, H=64)
+    out = alloc_logits(S, N, "meta")
+    ptx = gluon_ws_sm90_config(heads=64, dim=64, S=S, N=N, clean=True, units=132, override={"PTX_SLOTS": 1})
+    plain = gluon_ws_sm90_config(heads=64, dim=64, S=S, N=N, clean=True, units=132, override={"PTX_SLOTS": 0})
+    a, b = tma_args(t, ptx, out), tma_args(t, plain, out)
+    assert seen == [ptx.name, plain.name]
+    assert (a.constexprs["FULL_AT"], a.constexprs["EMPTY_AT"]) == (4096, 4128)
+    assert (b.constexprs["FULL_AT"], b.constexprs["EMPTY_AT"]) == (-1, -1) and not b.constexprs["PTX_SLOTS"]
+    assert ptx.constexprs["FULL_AT"] == -1  # the config itself keeps the placeholders
+
+
 def test_tma_args_refuses_what_the_kernel_cannot_write():
     import torch
 
