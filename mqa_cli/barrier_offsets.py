@@ -1,11 +1,11 @@
 """Where a compiled Gluon kernel keeps its kv ring's barriers, for the build that uses them in PTX.
 
-A Gluon kernel's PTX_SLOTS build (decode, mqa_kernels.paged_ws_sm90; prefill, mqa_kernels.gluon_ws_sm90) waits for a ring slot and releases it by PTX at global_smem + FULL_AT
-(EMPTY_AT) + 8 * slot: triton puts a warpgroup barrier before its own waits and arrives on one barrier array, and
-none before inline PTX. Triton's allocator picks the offsets, and the PTX of a build names them in each barrier's
-init. So `resolve` compiles once with both at 0 (the inline PTX allocates nothing, so the offsets stay), reads
-them, and checks them in the build that uses them. Cached per compiled variant and target: a launch pays one
-extra compile, once, before its first.
+A Gluon kernel's PTX_SLOTS build (decode, mqa_kernels.paged_ws_sm90; prefill, mqa_kernels.gluon_ws_sm90) waits for a
+ring slot and releases it by PTX at global_smem + FULL_AT (EMPTY_AT) + 8 * slot: triton puts a warpgroup barrier
+before its own waits and arrives on one barrier array, and none before inline PTX. Triton's allocator picks the
+offsets, and the PTX of a build names them in each barrier's init. So `resolve` compiles once with both at 0 (the
+inline PTX allocates nothing, so the offsets stay), reads them, and checks them in the build that uses them. Cached
+per compiled variant and target: a launch pays one extra compile, once, before its first.
 """
 from __future__ import annotations
 

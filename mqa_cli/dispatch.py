@@ -150,6 +150,14 @@ def check_offsets(shape: Shape) -> Check:
     return Check("offsets", "64-bit (any size)", f"64-bit ({shape.out_elements:,} output elements)", True)
 
 
+def check_block_offsets(shape: Shape) -> Check:
+    """The Gluon prefill kernel addresses a query block's logits as a 64-bit row base plus int32 offsets (fewer
+    registers in its tile loop), so up to 32 rows of the kv-tile-padded output width must stay below 2^31 elements
+    (N up to about 67M kv rows): far past any index, shown so the limit is visible."""
+    span = 32 * (-(-max(shape.N, 1) // 64) * 64)
+    return Check("block offsets", "< 2^31 (32 rows, int32)", f"{span:,}", span < 2 ** 31)
+
+
 def check_split_blocks(shape: Shape) -> Check:
     """The Gluon decode kernel counts the batch's cache blocks in 32-bit integers when it splits the work (a
     64-bit division on a decode step's critical path costs latency), so batch x cdiv(max_context_len, 64) must stay
@@ -219,6 +227,7 @@ def _gluon_ws_sm90_conditions(shape, target, caps):
         check_eq("fp8 flavour", shape.fp8, "e4m3fn"),
         *check_gluon(caps),
         check_offsets(shape),
+        check_block_offsets(shape),
     ]
 
 
@@ -296,8 +305,7 @@ PAGED_ROWS: list[Row] = [
         "where the sweep chose it, ring slots waited for and released in PTX, without warpgroup barriers "
         "(PTX_SLOTS), or one producer warp per math warpgroup, each streaming its own ring (WG_LOADERS: next_n 2 "
         "at large batches); persistent length-balanced ranges, SUBS programs per SM. A cache whose block stride TMA "
-        "cannot describe "
-        "runs the paged row", _paged_ws_sm90_conditions, _paged_ws_sm90_config,
+        "cannot describe runs the paged row", _paged_ws_sm90_conditions, _paged_ws_sm90_config,
         PAGED_WS_KEYS),
     Row("paged", "paged decode: persistent grid, the cache blocks of all sequences split evenly over the SMs "
         "(schedule metadata, or computed by each program when none is given); each kv tile gathered once through "

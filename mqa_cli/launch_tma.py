@@ -93,6 +93,9 @@ def tma_args(t, cfg, out: torch.Tensor, max_seqlen_k: int = 0) -> LaunchArgs:
             raise UserError(f"compressed logits need {max_seqlen_k} columns, the output has {out.shape[1]}")
     elif out.stride(0) < -(-N // c["BLOCK_KV"]) * c["BLOCK_KV"]:
         raise UserError(f"logits row stride {out.stride(0)} must cover whole kv tiles of {c['BLOCK_KV']}")
+    if (c["BLOCK_Q"] - 1) * out.stride(0) + -(-out.shape[1] // c["BLOCK_KV"]) * c["BLOCK_KV"] >= 2 ** 31:
+        raise UserError(f"{cfg.kernel} addresses {c['BLOCK_Q']} logits rows of stride {out.stride(0)} with int32 "
+                        "offsets: past 2^31 elements; pass a narrower output or choose the portable kernel")
 
     kv = _kv_for_tma(t.kv)
     bqh = c["BLOCK_Q"] * H

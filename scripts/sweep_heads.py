@@ -160,6 +160,18 @@ def candidates(H: int, D: int, shape, tgt, units: int, gluon_only: bool = False)
     return out
 
 
+def gluon_config(H: int, D: int, shape, units: int, entry: dict, override: dict | None = None):
+    """The Gluon kernel's config for a table entry (groups, stages, n, q_in_lanes, splits, tma_store, chains) on the
+    sweep's problem, with `override` keys on top: the config a candidate is timed with is the one its entry gives."""
+    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+
+    return gluon_ws_sm90_config(heads=H, dim=D, S=shape.S, N=shape.N, clean=True, units=units,
+                                groups=tuple(entry["groups"]), stages=entry["stages"], n=entry["n"],
+                                q_in_lanes=entry.get("q_in_lanes"), splits=entry.get("splits", 1),
+                                tma_store=entry.get("tma_store", False), chains=entry.get("chains", 1),
+                                override=override)
+
+
 def gluon_candidates(H: int, D: int, shape, units: int) -> list[Candidate]:
     """The Gluon prefill kernel (mqa_kernels.gluon_ws_sm90): two math warpgroups with their own query rows at wgmma
     N 128 and 256, 3 and 4 kv stages, 1, 2 or 4 work items per query block (kv splits); three sharing one query
@@ -168,7 +180,7 @@ def gluon_candidates(H: int, D: int, shape, units: int) -> list[Candidate]:
     BLOCK_Q = N / H is a multiple of 4; a few with the logits stored through shared memory by TMA (tma_store)
     or the head sum as 4 independent FMA chains (chains); the layouts shared memory cannot hold are left out. (H 32
     and 64 at D 128 are sweep_gluon_prefill.py's: there the dispatched config is the candidate.)"""
-    from mqa_kernels.gluon_ws_sm90.config import HEADS, DIMS, gluon_ws_sm90_config
+    from mqa_kernels.gluon_ws_sm90.config import HEADS, DIMS
 
     out = []
     if H not in HEADS or D not in DIMS:
@@ -182,19 +194,18 @@ def gluon_candidates(H: int, D: int, shape, units: int) -> list[Candidate]:
     skip = set(filter(None, os.environ.get("SWEEP_SKIP_OPTIONS", "").split(",")))  # options that failed a check
     layouts = [lay for lay in layouts if not (("tma_store" in skip and lay[4]) or ("chains" in skip and lay[5] > 1))]
     for groups, n, stages, splits, tma_store, chains in layouts:
-        try:
-            g = gluon_ws_sm90_config(heads=H, dim=D, S=shape.S, N=shape.N, clean=True, units=units, groups=groups,
-                                     stages=stages, n=n, q_in_lanes=None, splits=splits, tma_store=tma_store,
-                                     chains=chains)
-        except ValueError:
-            continue
-        entry = {"groups": groups, "stages": stages, "q_in_lanes": g.constexprs["Q_IN_LANES"], "n": n}
+        entry = {"groups": groups, "stages": stages, "q_in_lanes": None, "n": n}
         if splits > 1:
             entry["splits"] = splits
         if tma_store:
             entry["tma_store"] = True
         if chains > 1:
             entry["chains"] = chains
+        try:
+            g = gluon_config(H, D, shape, units, entry)
+        except ValueError:
+            continue
+        entry["q_in_lanes"] = g.constexprs["Q_IN_LANES"]  # the layout's default, written into the table
         lab = (f"gluon {'3wg ' if groups == (1, 3) else ''}n{n} st{stages}" + (" lanes" if entry["q_in_lanes"] else "")
                + (f" x{splits}" if splits > 1 else "") + (" tma" if tma_store else "")
                + (f" c{chains}" if chains > 1 else ""))
@@ -207,8 +218,6 @@ def slot_variants(best: list, H: int, D: int, shape, units: int, tried: set) -> 
     waited for and released in PTX (ptx_slots) and with the other store address form (tile_ptr; per-thread stores
     only). Measured side by side on the H200 (2026-12-01): each is worth 3-7 % on some head counts and costs as much
     on others, so the table takes them per shape."""
-    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
-
     out = []
     for c, _ in best[:2]:
         entry = dict(c.override or {})
@@ -224,11 +233,7 @@ def slot_variants(best: list, H: int, D: int, shape, units: int, tried: set) -> 
             if "tile_ptr" in e:
                 override["TILE_PTR"] = int(e["tile_ptr"])
             try:
-                g = gluon_ws_sm90_config(heads=H, dim=D, S=shape.S, N=shape.N, clean=True, units=units,
-                                         groups=tuple(e["groups"]), stages=e["stages"], n=e["n"],
-                                         q_in_lanes=e["q_in_lanes"], splits=e.get("splits", 1),
-                                         tma_store=e.get("tma_store", False), chains=e.get("chains", 1),
-                                         override=override)
+                g = gluon_config(H, D, shape, units, e, override)
             except ValueError:
                 continue
             out.append(Candidate("gluon_ws_sm90", label, g, e))

@@ -121,6 +121,19 @@ def test_explain_bad_target(run_cli):
     assert_one_line_error(run_cli("explain", "--target", "sm70"), contains="unknown target")
 
 
+def test_the_gluon_prefill_row_stops_where_its_block_offsets_would_pass_int32():
+    """The Gluon prefill kernel addresses a query block's logits with int32 offsets from a 64-bit row base: up to 32
+    rows of the padded output width must stay below 2^31 elements, or the shape goes to the next row, and explain
+    says why."""
+    sm90 = targets.get_target("sm90")
+    ok = dispatch.plan(shape(N=2 ** 26 - 64), sm90)  # 32 x (2^26 - 64) < 2^31
+    assert ok.chosen.row.name == "gluon_ws_sm90"
+    big = dispatch.plan(shape(N=2 ** 26), sm90)  # 32 x 2^26 = 2^31
+    assert big.chosen.row.name != "gluon_ws_sm90"
+    gluon = next(c for c in big.candidates if c.row.name == "gluon_ws_sm90")
+    assert [c.name for c in gluon.checks if not c.ok] == ["block offsets"]
+
+
 def test_plan_spec_rebuilds_a_variant_with_its_schedule(monkeypatch):
     """`--kernel NAME:KEY=V` for run / verify: the row's config function is called again with the overrides, so
     the schedule follows them (a query block's items with kv_splits, BLOCK_Q with N); a key the row cannot take,

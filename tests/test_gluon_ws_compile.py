@@ -344,6 +344,12 @@ def test_tma_args_refuses_what_the_kernel_cannot_write():
     tma_args(t, comp, torch.empty(S, 100, **m), 100)  # compressed: any row stride that holds the columns
     with pytest.raises(UserError, match="columns"):
         tma_args(t, comp, torch.empty(S, 100, **m), 120)
+    # a query block's rows (BLOCK_Q 4 here) are addressed by int32 offsets from a 64-bit base: a view whose row
+    # stride would take them past 2^31 elements is refused; one just under it runs
+    assert full.constexprs["BLOCK_Q"] == 4
+    tma_args(t, full, torch.empty(S, 2 ** 31 // 3 - 256, **m)[:, :N])
+    with pytest.raises(UserError, match="2\\^31"):
+        tma_args(t, full, torch.empty(S, 2 ** 31 // 3 + 64, **m)[:, :N])
 
 
 def test_config_schedule():
