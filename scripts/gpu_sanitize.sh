@@ -154,7 +154,7 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
           echo "$tool|$row:WG_LOADERS=1|$row next_n 4 WG_LOADERS|$small" >>"$JOBS"
           echo "$tool|$row:WG_LOADERS=1,MATH_WG=4,STAGES=4,SUBS=1|$row next_n 2 WG_LOADERS 4 wg|${small/--next-n 4/--next-n 2}" >>"$JOBS"
         done
-        for tool in memcheck synccheck; do  # 16384 blocks: the 'large' class (next_n 2: three warpgroups, WG_LOADERS)
+        for tool in memcheck synccheck; do  # 16384 blocks: the 'large' class (next_n 2: four warpgroups, WG_LOADERS)
           [[ " $TOOLS " == *" $tool "* ]] || continue
           echo "$tool|$row|$row large n1|$large --next-n 1" >>"$JOBS"
           echo "$tool|$row|$row large n2|$large --next-n 2" >>"$JOBS"
