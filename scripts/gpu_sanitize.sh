@@ -137,7 +137,7 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
     case $row in
       paged_ws_sm90)
         small="--paged --batch 4 --next-n 4 --context-len 2048 --heads 64 --dim 128 --block-size 64"  # N 256: MATH_WG 2
-        large="--paged --batch 16 --context-len 65536 --context-jitter 0 --heads 64 --dim 128 --block-size 64"
+        large="--paged --batch 32 --context-len 65536 --context-jitter 0 --heads 64 --dim 128 --block-size 64"
         for tool in racecheck memcheck synccheck; do
           [[ " $TOOLS " == *" $tool "* ]] || continue
           echo "$tool|$row|$row next_n 4|$small" >>"$JOBS"
@@ -154,7 +154,7 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
           echo "$tool|$row:WG_LOADERS=1|$row next_n 4 WG_LOADERS|$small" >>"$JOBS"
           echo "$tool|$row:WG_LOADERS=1,MATH_WG=4,STAGES=4,SUBS=1|$row next_n 2 WG_LOADERS 4 wg|${small/--next-n 4/--next-n 2}" >>"$JOBS"
         done
-        for tool in memcheck synccheck; do  # 16384 blocks: the 'large' class (next_n 2: four warpgroups, WG_LOADERS)
+        for tool in memcheck synccheck; do  # 32768 blocks: the 'large' class (next_n 2: four warpgroups, WG_LOADERS)
           [[ " $TOOLS " == *" $tool "* ]] || continue
           echo "$tool|$row|$row large n1|$large --next-n 1" >>"$JOBS"
           echo "$tool|$row|$row large n2|$large --next-n 2" >>"$JOBS"

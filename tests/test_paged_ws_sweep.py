@@ -31,7 +31,7 @@ FAKE = textwrap.dedent(r'''
     real = m.timing.side_by_side
     m.timing.side_by_side = lambda calls, rounds, rep_ms: real(
         calls, rounds=rounds, time=lambda fn: fn() * (1 + 0.01 * next(count)))
-    m.SHAPES = [(128, 65536), (8, 8192)]
+    m.SHAPES = [(256, 65536), (8, 8192)]  # the fake's 8192 tokens: 32768 blocks at B 256 (large)
     m.sweep(True)
 ''')
 
@@ -49,5 +49,5 @@ def test_the_sweep_ranks_by_time_under_a_falling_clock(tmp_path):
     rows = [line.split(",") for line in (tmp_path / "paged_ws_sweep.csv").read_text().splitlines()[1:]]
     us = {(r[0], r[3]): float(r[4]) for r in rows}
     # equal times measure equal, whatever their place in the candidate list
-    assert us[("128", "st4-sub1-wg4")] == us[("128", "st4-sub2-pipe")]
-    assert us[("128", "st5-sub2-pipe")] == us[("128", "st5-sub1-wg4")]
+    assert us[("256", "st4-sub1-wg4")] == us[("256", "st4-sub2-pipe")]
+    assert us[("256", "st5-sub2-pipe")] == us[("256", "st5-sub1-wg4")]

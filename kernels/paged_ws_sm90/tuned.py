@@ -8,12 +8,12 @@ shape)."""
 
 CUDA_TUNED = {
     64: {
-        'small': {'STAGES': 4, 'SUBS': 3},  # st4-sub3: mean 0.831 of the portable kernel's time, 5 shapes
-        'large': {'STAGES': 4, 'SUBS': 3},  # st4-sub3: mean 0.809 of the portable kernel's time, 4 shapes
+        'small': {'STAGES': 4, 'SUBS': 3},  # st4-sub3: mean 0.833 of the portable kernel's time, 6 shapes
+        'large': {'MATH_WG': 2, 'STAGES': 4, 'SUBS': 2},  # st4-sub2-wg2: mean 0.796 of the portable kernel's time, 3 shapes
     },
     128: {
-        'small': {'PIPE': True, 'STAGES': 4, 'SUBS': 2},  # st4-sub2-pipe: mean 0.783 of the portable kernel's time, 5 shapes
-        'large': {'MATH_WG': 4, 'STAGES': 4, 'SUBS': 1, 'WG_LOADERS': True},  # st4-sub1-wg4-wgl: mean 0.711 of the portable kernel's time, 4 shapes
+        'small': {'PIPE': True, 'STAGES': 5, 'SUBS': 2},  # st5-sub2-pipe: mean 0.779 of the portable kernel's time, 6 shapes
+        'large': {'MATH_WG': 4, 'STAGES': 4, 'SUBS': 1, 'WG_LOADERS': True},  # st4-sub1-wg4-wgl: mean 0.678 of the portable kernel's time, 3 shapes
     },
     192: {
         'small': {'MATH_WG': 2, 'MMA_N': 64, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2-mma64: mean 0.652 of the portable kernel's time, 1 shapes
