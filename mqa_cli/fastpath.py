@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from . import direct_launch
+
 MAX_ENTRIES = 4096  # signatures kept; past that the cache starts over (an engine uses a handful)
 
 _ENTRIES: dict = {}  # signature -> Entry, or _NORMAL for a signature whose launch cannot be replayed directly
@@ -89,7 +91,7 @@ class Entry:
     """A recorded launch: the compiled kernel's launcher and what it takes besides the call's tensors."""
 
     __slots__ = ("run", "function", "packed", "grid", "rebuild", "tail", "rows", "padded", "cols", "view",
-                 "view_strides", "dtype", "device", "index", "sliced")
+                 "view_strides", "dtype", "device", "index", "sliced", "direct")
 
     def launch(self, ins: tuple) -> torch.Tensor:
         """Allocate the output (the row-padded buffer the full path allocates) and launch on the current stream."""
@@ -97,8 +99,12 @@ class Entry:
         if self.sliced:
             out = out.as_strided(self.view, self.view_strides)  # == out[:, :cols], at half the host cost
         gx, gy, gz = self.grid
-        self.run(gx, gy, gz, _cuda.stream(self.index), self.function, self.packed, None, None, None,
-                 *self.rebuild(ins, out), *self.tail)
+        if self.direct is not None:
+            self.direct(gx, gy, gz, _cuda.stream(self.index), self.function, self.packed,
+                        self.rebuild(ins, out) + self.tail)
+        else:
+            self.run(gx, gy, gz, _cuda.stream(self.index), self.function, self.packed, None, None, None,
+                     *self.rebuild(ins, out), *self.tail)
         return out
 
     def stream(self) -> int:
@@ -130,7 +136,7 @@ def _entry(launched, ins: tuple, device_index: int) -> Entry | None:
     if not _same_args(a.rebuild(ins, out), a.args):
         return None
     e = Entry()
-    e.run, e.function, e.packed, e.grid, e.tail = r.run, r.function, r.packed, r.grid, r.tail
+    e.run, e.function, e.packed, e.grid, e.tail, e.direct = r.run, r.function, r.packed, r.grid, r.tail, r.direct
     e.rebuild = a.rebuild
     e.rows, e.padded, e.cols, e.dtype, e.device, e.index = rows, padded, cols, out.dtype, out.device, device_index
     e.view, e.view_strides, e.sliced = (rows, cols), (padded, 1), cols != padded
@@ -158,11 +164,15 @@ class Relaunch:
     """A compiled kernel's launcher with its grid and trailing constexprs: for a caller that rebuilds the runtime
     argument list itself (the top-k selection), relaunching on the current stream of the recorded device."""
 
-    __slots__ = ("run", "function", "packed", "grid", "tail", "index")
+    __slots__ = ("run", "function", "packed", "grid", "tail", "index", "direct")
 
     def __call__(self, args) -> None:
         gx, gy, gz = self.grid
-        self.run(gx, gy, gz, _cuda.stream(self.index), self.function, self.packed, None, None, None, *args, *self.tail)
+        if self.direct is not None:
+            self.direct(gx, gy, gz, _cuda.stream(self.index), self.function, self.packed, tuple(args) + self.tail)
+        else:
+            self.run(gx, gy, gz, _cuda.stream(self.index), self.function, self.packed, None, None, None, *args,
+                     *self.tail)
 
 
 def relaunch(compiled, kernel, a, device_index: int) -> "Relaunch | None":
@@ -179,6 +189,7 @@ def relaunch(compiled, kernel, a, device_index: int) -> "Relaunch | None":
     r.run, r.function, r.packed, r.index = run, function, packed, device_index
     r.grid = tuple(int(g) for g in a.grid) + (1,) * (3 - len(a.grid))
     r.tail = tuple(a.constexprs[n] for n in names)
+    r.direct = direct_launch.unwrap(compiled)  # triton's launcher without its Python wrapper, where it is as known
     return r
 
 

@@ -272,9 +272,9 @@ def test_paged_kernels_dump_for_sm90(env, tmp_path, kernel, entry, marks):
         assert mark in r.stdout, mark
 
 
-@pytest.mark.parametrize("next_n, loaders", [(2, 3), (4, 2), (6, 3)])
+@pytest.mark.parametrize("next_n, loaders", [(2, 4), (4, 2), (6, 3)])
 def test_one_producer_warp_per_math_warpgroup_cross_compiles(env, tmp_path, next_n, loaders):
-    """LOADERS = MATH_WG (the decode table's two and three warpgroups at B 128 C 64K): one TMA issue loop per
+    """LOADERS = MATH_WG (the decode table's four, two and three warpgroups at B 128 C 64K): one TMA issue loop per
     producer warp, none of them spilling, and the math warpgroups' block loops as long as with one producer (to 3
     instructions: ptxas schedules them anew)."""
     def summary(extra):
