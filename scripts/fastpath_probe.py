@@ -1,8 +1,8 @@
 """Whether the API's eager calls take the fast path (mqa_cli.fastpath), and what each costs the host.
 
-For each call form an engine uses (decode with and without the schedule, next_n 1 and 2, 1-D and 2-D context
-lengths; prefill), the call runs once (the full path records it), then: the recorded entry (a direct launch, or
-the reason it could not be one) and the host µs per call of 300 back-to-back calls (the GPU time hidden behind
+For each decode call form an engine uses (with and without the schedule, next_n 1 and 2, 1-D and 2-D context
+lengths), the call runs once (the full path records it), then: the recorded entry (a direct launch past triton's
+wrapper, a fast path through it, or the reason it could not be one) and the host µs per call of 300 back-to-back calls (the GPU time hidden behind
 them only when the host is faster).
 
     python3 scripts/fastpath_probe.py        (the H200; a Markdown table on stdout)
@@ -23,7 +23,9 @@ def why_not(sig) -> str:
     e = fastpath._ENTRIES.get(sig)
     if e is None:
         return "not recorded"
-    return "direct launch" if e is not fastpath._NORMAL else "full path every call"
+    if e is fastpath._NORMAL:
+        return "full path every call"
+    return "direct launch" if e.direct is not None else "fast path through triton's launcher wrapper"
 
 
 def diagnose(launched, ins) -> str:
@@ -87,7 +89,7 @@ def main() -> int:
         torch.cuda.synchronize()
         sig = api._paged_signature(args[:6], t.max_context_len, False, False)
         verdict = why_not(sig)
-        if verdict != "direct launch" and "last" in seen:
+        if verdict == "full path every call" and "last" in seen:
             verdict += ": " + diagnose(seen["last"], args[:6])
         for _ in range(20):
             fn()
