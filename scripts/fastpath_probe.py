@@ -2,8 +2,8 @@
 
 For each decode call form an engine uses (with and without the schedule, next_n 1 and 2, 1-D and 2-D context
 lengths), the call runs once (the full path records it), then: the recorded entry (a direct launch past triton's
-wrapper, a fast path through it, or the reason it could not be one) and the host µs per call of 300 back-to-back calls (the GPU time hidden behind
-them only when the host is faster).
+wrapper, a fast path through it, or the reason it could not be one) and the host µs per call of 300
+back-to-back calls (the GPU time hidden behind them only when the host is faster).
 
     python3 scripts/fastpath_probe.py        (the H200; a Markdown table on stdout)
 """
