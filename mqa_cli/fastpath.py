@@ -89,28 +89,22 @@ def get(sig: tuple | None) -> "Entry | None":
 
 
 class Entry:
-    """A recorded launch: the compiled kernel's launcher and what it takes besides the call's tensors."""
+    """A recorded launch: the compiled kernel's relaunch and what it takes besides the call's tensors."""
 
-    __slots__ = ("run", "function", "packed", "grid", "rebuild", "tail", "rows", "padded", "cols", "view",
-                 "view_strides", "dtype", "device", "index", "sliced", "direct")
+    __slots__ = ("relaunch", "rebuild", "rows", "padded", "cols", "view", "view_strides", "dtype", "device",
+                 "sliced")
 
     def launch(self, ins: tuple) -> torch.Tensor:
         """Allocate the output (the row-padded buffer the full path allocates) and launch on the current stream."""
         out = _empty(self.rows, self.padded, dtype=self.dtype, device=self.device)
         if self.sliced:
             out = out.as_strided(self.view, self.view_strides)  # == out[:, :cols], at half the host cost
-        gx, gy, gz = self.grid
-        if self.direct is not None:
-            self.direct(gx, gy, gz, _cuda.stream(self.index), self.function, self.packed,
-                        self.rebuild(ins, out) + self.tail)
-        else:
-            self.run(gx, gy, gz, _cuda.stream(self.index), self.function, self.packed, None, None, None,
-                     *self.rebuild(ins, out), *self.tail)
+        self.relaunch(self.rebuild(ins, out))
         return out
 
     def stream(self) -> int:
         """The raw handle of the stream a launch goes to now: the current stream of the recorded device."""
-        return _cuda.stream(self.index)
+        return _cuda.stream(self.relaunch.index)
 
 
 def record(sig: tuple | None, launched, ins: tuple) -> None:
@@ -137,9 +131,8 @@ def _entry(launched, ins: tuple, device_index: int) -> Entry | None:
     if not _same_args(a.rebuild(ins, out), a.args):
         return None
     e = Entry()
-    e.run, e.function, e.packed, e.grid, e.tail, e.direct = r.run, r.function, r.packed, r.grid, r.tail, r.direct
-    e.rebuild = a.rebuild
-    e.rows, e.padded, e.cols, e.dtype, e.device, e.index = rows, padded, cols, out.dtype, out.device, device_index
+    e.relaunch, e.rebuild = r, a.rebuild
+    e.rows, e.padded, e.cols, e.dtype, e.device = rows, padded, cols, out.dtype, out.device
     e.view, e.view_strides, e.sliced = (rows, cols), (padded, 1), cols != padded
     return e
 
@@ -167,10 +160,11 @@ class Relaunch:
 
     __slots__ = ("run", "function", "packed", "grid", "tail", "index", "direct")
 
-    def __call__(self, args) -> None:
+    def __call__(self, args: tuple) -> None:
+        """Launch with the runtime arguments `args` (the trailing constexprs appended here)."""
         gx, gy, gz = self.grid
         if self.direct is not None:
-            self.direct(gx, gy, gz, _cuda.stream(self.index), self.function, self.packed, tuple(args) + self.tail)
+            self.direct(gx, gy, gz, _cuda.stream(self.index), self.function, self.packed, args + self.tail)
         else:
             self.run(gx, gy, gz, _cuda.stream(self.index), self.function, self.packed, None, None, None, *args,
                      *self.tail)

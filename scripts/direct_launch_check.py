@@ -8,12 +8,11 @@ back, with the direct launch and with triton's own launcher wrapper, in three ro
     python3 scripts/direct_launch_check.py        (the H200; exit 1 when a result differs)
 """
 import sys
-import time
 
 import torch
 
 import mqa_cli
-from mqa_cli import api, fastpath
+from mqa_cli import api, fastpath, timing
 from mqa_cli.paged_problem import PagedSpec
 from mqa_cli.paged_tensors import random_paged
 
@@ -61,29 +60,18 @@ def main() -> int:
     ok &= bool((xf[ctx.view(-1) > 0, :64] == 0).all())  # the same cache, zeroed in place
     sig = api._paged_signature((qa, t.kv_cache, t.weights, ctx, t.block_table, None), t.max_context_len, False, False)
     e = fastpath._ENTRIES[sig]
-    print(f"direct launch in use: {e.direct is not None}; equal to the full path across q and cache changes: {ok}")
-
-    def per_call(f, n=500):
-        for _ in range(30):
-            f()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            f()
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        return (t1 - t0) / n * 1e6
-
-    direct = e.direct
+    r = e.relaunch
+    direct = r.direct
+    print(f"direct launch in use: {direct is not None}; equal to the full path across q and cache changes: {ok}")
     for rnd in range(3):
-        e.direct = direct
-        a = per_call(lambda: call(qa))
-        e.direct = None
-        b = per_call(lambda: call(qa))
+        r.direct = direct
+        a = timing.host_us(lambda: call(qa), calls=500, rounds=1, warm=30)
+        r.direct = None
+        b = timing.host_us(lambda: call(qa), calls=500, rounds=1, warm=30)
         print(f"round {rnd}: B 8 next_n 2, host µs a call: direct {a:.1f}, triton's wrapper {b:.1f}")
-    e.direct = direct
+    r.direct = direct
     x = torch.zeros(4, device="cuda")
-    print(f"for scale, one torch.add_ on this host: {per_call(lambda: x.add_(1)):.1f} µs")
+    print(f"for scale, one torch.add_ on this host: {timing.host_us(lambda: x.add_(1), calls=500):.1f} µs")
     return 0 if ok else 1
 
 

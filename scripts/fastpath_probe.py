@@ -2,22 +2,21 @@
 
 For each decode call form an engine uses (with and without the schedule, next_n 1 and 2, 1-D and 2-D context
 lengths), the call runs once (the full path records it), then: the recorded entry (a direct launch past triton's
-wrapper, a fast path through it, or the reason it could not be one) and the host µs per call of 300
-back-to-back calls (the GPU time hidden behind them only when the host is faster).
+wrapper, a fast path through it, or the full path on every call) and the host µs per call of 300 back-to-back
+calls, the best of three rounds (mqa_cli.timing.host_us).
 
     python3 scripts/fastpath_probe.py        (the H200; a Markdown table on stdout)
 """
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def why_not(sig) -> str:
-    """The fast path's verdict on a recorded signature, with the first check of fastpath._entry that fails."""
+def verdict_of(sig) -> str:
+    """The fast path's verdict on a recorded signature."""
     from mqa_cli import fastpath
 
     e = fastpath._ENTRIES.get(sig)
@@ -25,54 +24,18 @@ def why_not(sig) -> str:
         return "not recorded"
     if e is fastpath._NORMAL:
         return "full path every call"
-    return "direct launch" if e.direct is not None else "fast path through triton's launcher wrapper"
-
-
-def diagnose(launched, ins) -> str:
-    """Which condition of fastpath._entry refused this launch."""
-    from mqa_cli import fastpath
-
-    a, out = launched.args, launched.out
-    if a.rebuild is None:
-        return "no rebuild"
-    compiled, kernel = launched.compiled, launched.kernel
-    if compiled is None:
-        return "no compiled kernel"
-    if len(a.grid) > 3:
-        return "grid > 3"
-    missing = [n for n in ("run", "function", "packed_metadata") if getattr(compiled, n, None) is None]
-    if missing:
-        return "compiled lacks " + ",".join(missing)
-    names = list(kernel.arg_names[len(a.args):])
-    if set(names) != set(a.constexprs):
-        return f"constexprs {sorted(set(names) ^ set(a.constexprs))}"
-    rebuilt = a.rebuild(ins, out)
-    if len(rebuilt) != len(a.args):
-        return f"rebuild gives {len(rebuilt)} args, launch had {len(a.args)}"
-    bad = [i for i, (x, y) in enumerate(zip(rebuilt, a.args)) if not fastpath._same(x, y)]
-    if bad:
-        return "args differ at " + ", ".join(f"{i} ({type(a.args[i]).__name__})" for i in bad[:4])
-    return "out buffer not row-padded" if out.dim() != 2 else "?"
+    return "direct launch" if e.relaunch.direct is not None else "fast path through triton's launcher wrapper"
 
 
 def main() -> int:
     import torch
 
     import mqa_cli
-    from mqa_cli import api, fastpath, launchers
+    from mqa_cli import api, fastpath, timing
     from mqa_cli.paged_problem import PagedSpec
     from mqa_cli.paged_tensors import random_paged
 
     rows = []
-    orig = launchers.launch_config
-    seen = {}
-
-    def spy(t, cfg, **kw):
-        launched = orig(t, cfg, **kw)
-        seen["last"] = launched
-        return launched
-
-    launchers.launch_config = spy
     for B, T, two_d, meta in ((1, 1, True, False), (8, 1, True, False), (8, 2, True, False), (8, 2, True, True),
                               (64, 1, False, False), (128, 2, True, False)):
         t = random_paged(PagedSpec(batch=B, next_n=T, context_len=8192, clean_logits=False), device="cuda")
@@ -84,24 +47,13 @@ def main() -> int:
         args = (t.q, t.kv_cache, t.weights, ctx, t.block_table, sched, t.max_context_len)
         fn = lambda: mqa_cli.fp8_paged_mqa_logits(*args, clean_logits=False)  # noqa: E731
         fastpath.clear()
-        seen.clear()
         fn()
         torch.cuda.synchronize()
         sig = api._paged_signature(args[:6], t.max_context_len, False, False)
-        verdict = why_not(sig)
-        if verdict == "full path every call" and "last" in seen:
-            verdict += ": " + diagnose(seen["last"], args[:6])
-        for _ in range(20):
-            fn()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(300):
-            fn()
-        host = (time.perf_counter() - t0) / 300 * 1e6
-        torch.cuda.synchronize()
+        verdict = verdict_of(sig)
+        host = timing.host_us(fn, calls=300, warm=20)
         rows.append((f"decode B{B} n{T} {'2-D' if two_d else '1-D'} ctx, schedule {'given' if meta else 'None'}",
                      verdict, host))
-    launchers.launch_config = orig
     print("| call | fast path | host µs per call |\n|---|---|---|")
     for name, verdict, host in rows:
         print(f"| {name} | {verdict} | {host:.1f} |")

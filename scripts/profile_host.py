@@ -79,9 +79,10 @@ def bare_launch(sig, ins):
     if entry is None:
         return None
     out = torch.empty(entry.rows, entry.padded, dtype=entry.dtype, device=entry.device)
-    args = (*entry.rebuild(ins, out[:, :entry.cols]), *entry.tail)
+    r = entry.relaunch
+    args = (*entry.rebuild(ins, out[:, :entry.cols]), *r.tail)
     stream = entry.stream()
-    run, gx, gy, gz, function, packed = entry.run, *entry.grid, entry.function, entry.packed
+    run, gx, gy, gz, function, packed = r.run, *r.grid, r.function, r.packed
     return lambda: run(gx, gy, gz, stream, function, packed, None, None, None, *args)
 
 
