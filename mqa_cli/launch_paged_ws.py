@@ -138,8 +138,21 @@ def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None)
         return (q_d, kv_d, sc_d, weights, ctx, table, meta if placeholder is None else placeholder, out, *tail)
 
     la = LaunchArgs((ranges * c["SUBS"],), args, dict(c), dict(cfg.options), rebuild)
+    if c.get("DESC_PREFETCH"):
+        la.constexprs["DESC_PARAMS"] = descriptor_params(cfg.name, (len(q_shape), 2, 2))
     barrier_offsets.resolve_on_device(cfg, la, t.q)
     return la
+
+
+def descriptor_params(symbol: str, ranks: tuple) -> str:
+    """The kernel parameters that hold the TMA descriptors (leading arguments of ranks `ranks`), as the kernel's
+    prefetch names them: triton 3.6 passes a rank-r descriptor as its 128-byte map, then r sizes and r strides
+    (1 + 2r parameters), and the PTX names parameter i `<symbol>_param_<i>`. A wrong name fails the build."""
+    first, names = 0, []
+    for r in ranks:
+        names.append(f"{symbol}_param_{first}")
+        first += 1 + 2 * r
+    return ",".join(names)
 
 
 def _desc_fields(desc) -> dict:

@@ -142,7 +142,7 @@ def test_every_tuned_choice_fits_an_sm(N, reg, choice):
 
 
 COMPILE = textwrap.dedent(r'''
-    import json, os, subprocess, sys
+    import json, os, re, subprocess, sys
     os.environ.pop("TRITON_INTERPRET", None)
     import torch
     from mqa_cli import compile as comp
@@ -188,7 +188,10 @@ COMPILE = textwrap.dedent(r'''
     json.dump({"name": k.metadata.name, "expected": cfg.name, "sass": sass, "usage": usage,
                "lanes": cfg.constexprs["Q_IN_LANES"],
                "offsets": [la.constexprs["FULL_AT"], la.constexprs["EMPTY_AT"]],
-               "inits": barrier_offsets.ring_barriers(k.asm["ptx"])}, open(os.path.join(folder, "result.json"), "w"))
+               "inits": barrier_offsets.ring_barriers(k.asm["ptx"]),
+               "maps": re.findall(r"\.param \.align 64 \.b8 (\w+)\[128\]", k.asm["ptx"]),
+               "prefetched": re.findall(r"prefetch\.param\.tensormap \[(\w+)\]", k.asm["ptx"])},
+              open(os.path.join(folder, "result.json"), "w"))
 ''')
 
 
@@ -235,6 +238,10 @@ def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, c
     # no 64-bit division subroutine (kernel._split_points: 32-bit, on a decode step's critical path).
     assert "CCTL.E.PF2" in res["sass"]
     assert "CALL.REL" not in res["sass"]
+    # The three TMA descriptors (q, the cache's rows, its scales) are asked of the TMA unit at entry: the prefetches
+    # name exactly the kernel's 128-byte descriptor parameters (a 4-D q with Q_IN_LANES moves the later ones).
+    assert len(res["maps"]) == 3 and res["prefetched"] == res["maps"], (res["maps"], res["prefetched"])
+    assert res["sass"].count("UTMACCTL.PF") == 3
     # A block's kv scales go from shared memory straight into the accumulator's row layout: no shared-memory
     # store (a layout conversion) inside the block loops.
     assert not [op for body in loops for op in body if op.startswith("STS") or " STS " in op]

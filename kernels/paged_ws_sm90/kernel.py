@@ -284,6 +284,23 @@ def _prefetch_table(p, BS: gl.constexpr):
                               is_pure=False, pack=1)
 
 
+@gluon.constexpr_function
+def _descriptor_prefetch_asm(params):
+    """PTX that asks the TMA unit for each descriptor named in `params` (its kernel parameters' symbols, comma-
+    separated) ahead of its first copy: `prefetch.param.tensormap`, predicated on $1."""
+    lines = [f"@$1 prefetch.param.tensormap [{name}];" for name in str(params).split(",")]
+    return gl.constexpr("\n\t".join(lines + ["mov.u32 $0, 0;"]))
+
+
+@gluon.jit
+def _prefetch_descriptors(asm: gl.constexpr):
+    """The TMA descriptors prefetched at entry by one thread of the program. Without it each is fetched on its first
+    copy: the cache's after the block ids, on the chain of dependent round trips a small decode step waits for."""
+    lay: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    first = gl.arange(0, 32 * gl.num_warps(), layout=lay) == 0
+    gl.inline_asm_elementwise(asm, "=r,b", [first], dtype=gl.int32, is_pure=False, pack=1)
+
+
 @gluon.jit
 def _max4(a0, b0, c0, d0, a1, b1, c1, d1):
     return gl.maximum(a0, a1), gl.maximum(b0, b1), gl.maximum(c0, c1), gl.maximum(d0, d1)
@@ -616,6 +633,8 @@ def paged_mqa_logits_ws_sm90(
     FULL_AT: gl.constexpr = -1,  # PTX_SLOTS: offset of the kv full barriers (mqa_cli.barrier_offsets resolves it)
     EMPTY_AT: gl.constexpr = -1,  # PTX_SLOTS: and of the empty barriers
     LOADERS: gl.constexpr = 1,  # producer warps: 1, or MATH_WG (one per math warpgroup's ring; _load_partition)
+    DESC_PREFETCH: gl.constexpr = False,  # the TMA descriptors prefetched at entry (_prefetch_descriptors)
+    DESC_PARAMS: gl.constexpr = "",  # DESC_PREFETCH: their parameters' symbols (mqa_cli.launch_paged_ws sets them)
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BS == 64, "a cache block = one warpgroup's 64 MMA rows")
@@ -634,6 +653,9 @@ def paged_mqa_logits_ws_sm90(
     gl.static_assert((LOADERS == 1) | (LOADERS == MATH_WG), "one producer warp, or one per math warpgroup")
     s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG, Q_IN_LANES, MMA_N, AHEAD, PTX_SLOTS,
               FULL_AT, EMPTY_AT, LOADERS)
+    if DESC_PREFETCH:
+        gl.static_assert(DESC_PARAMS != "", "DESC_PREFETCH needs DESC_PARAMS (the launcher names the parameters)")
+        _prefetch_descriptors(_descriptor_prefetch_asm(DESC_PARAMS))
     _prefetch_table(p, BS)
     if SELF_SCHEDULE:
         b_lo, u_lo, b_end, u_end = _split_points(p, r, n_ranges, NEXT_N, BS)
