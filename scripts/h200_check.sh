@@ -35,6 +35,8 @@
 #             NCU_SRC_PROBES (default: decode B 8 and B 1, C 8K, next_n 1): the 40 SASS instructions where warps
 #             waited most, to $OUT/ncu_source.txt (the full per-instruction CSV beside it, gzipped); NCU_CLOCK=base
 #             profiles at the base clock (what the 700 W cap leaves under sustained load), default none
+#   phases    python3 scripts/decode_phases.py ${PHASES_ARGS}: a small decode step's phases, by the SM clock the
+#             kernel's STAMPS build reads in each program, beside DeepGEMM's time, to $OUT/phases.md
 #   syncab    python3 scripts/sync_ab.py ${SYNCAB_ARGS}: two configs of the decode kernel side by side (default: slot
 #             waits by triton and PTX_SLOTS; --a / --b their override keys), beside DeepGEMM
 #   splitab   python3 scripts/decode_split_ab.py: decode through the API (split in the kernel / given) beside
@@ -71,13 +73,13 @@ SUMMARY=$SLOGS/summary.rows
 
 # per-step cap (s) and the least time worth starting it with
 declare -A CAP=([env]=60 [install]=120 [tests]=200 [verify]=180 [capture]=180 [hostcost]=120 [views]=150
-                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=160 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300 [variants]=200 [ncu]=240 [ceilings]=90 [overlap]=160 [splitab]=200 [ncusrc]=200 [syncab]=300)
+                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=160 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300 [variants]=200 [ncu]=240 [ceilings]=90 [overlap]=160 [splitab]=200 [ncusrc]=200 [syncab]=300 [phases]=200)
 declare -A MIN=([env]=5 [install]=20 [tests]=30 [verify]=30 [capture]=20 [hostcost]=20 [views]=20
-                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60 [variants]=30 [ncu]=40 [ceilings]=20 [overlap]=40 [splitab]=40 [ncusrc]=40 [syncab]=40)
+                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60 [variants]=30 [ncu]=40 [ceilings]=20 [overlap]=40 [splitab]=40 [ncusrc]=40 [syncab]=40 [phases]=40)
 # the line of each step's output that says how it went
 declare -A KEY=([tests]='passed|failed|error' [verify]='passed, [0-9]+ failed' [capture]='^gpu_checks [a-z]+: '
                 [hostcost]='worst eager|^gpu_checks [a-z]+: ' [views]='^gpu_checks [a-z]+: ' [large]='^gpu_checks [a-z]+: '
-                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [variants]='^variants:' [ncu]='^ncu:' [ceilings]='TF/s|TB/s' [overlap]='^\| G 2 N 128 EPI 1 \|' [ncusrc]='^ncusrc:' [splitab]='differs|not importable|^\| 4096' [syncab]='differs|off the|not importable|^\| 128 \| 64K \| 2' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
+                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [variants]='^variants:' [ncu]='^ncu:' [ceilings]='TF/s|TB/s' [overlap]='^\| G 2 N 128 EPI 1 \|' [ncusrc]='^ncusrc:' [splitab]='differs|not importable|^\| 4096' [syncab]='differs|off the|not importable|^\| 128 \| 64K \| 2' [phases]='^graph replay' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
 
 left() { echo $((T0 + BUDGET - $(date +%s))); }
 stamp() { echo; echo "=== $* (t=$(($(date +%s) - T0)) s, $(date -u +%H:%M:%S) UTC, $(left) s left)"; }
@@ -194,6 +196,12 @@ dg_env() {  # DeepGEMM importable in this shell (built or copied in place by the
 step_syncab() {  # the decode kernel's slot waits by triton and in PTX (PTX_SLOTS), beside DeepGEMM
   dg_env
   "$PY" scripts/sync_ab.py ${SYNCAB_ARGS:-} | tee "$OUT/syncab.md"
+  return "${PIPESTATUS[0]}"
+}
+
+step_phases() {  # a small decode step's phases (the kernel's STAMPS build), beside DeepGEMM
+  dg_env
+  "$PY" scripts/decode_phases.py ${PHASES_ARGS:-} | tee "$OUT/phases.md"
   return "${PIPESTATUS[0]}"
 }
 
@@ -356,6 +364,7 @@ step_fn() {  # name t -> the command line of the step
     ncu) echo "step_ncu" ;;
     splitab) echo "step_splitab" ;;
     syncab) echo "step_syncab" ;;
+    phases) echo "step_phases" ;;
     ncusrc) echo "step_ncusrc" ;;
     ceilings) echo "step_ceilings" ;;
     overlap) echo "step_overlap" ;;
@@ -395,7 +404,7 @@ run_step() {  # name rest [bg]: time-box it, log it, record a summary row; bg: s
   fi
   STEP_T0=$(date +%s)
   export STEP_T0 T0 BUDGET SLOGS REPO
-  export -f step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify step_variants step_ncu step_ceilings step_overlap step_splitab step_syncab step_ncusrc dg_env installed left
+  export -f step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify step_variants step_ncu step_ceilings step_overlap step_splitab step_syncab step_phases step_ncusrc dg_env installed left
   fn=$(step_fn "$s" "$t")
   if [ -n "$bg" ]; then
     ( timeout -k 10 "$t" bash -c "$fn" >"$SLOGS/$s.txt" 2>&1; echo "$? $(( $(date +%s) - STEP_T0 ))" >"$SLOGS/$s.rc" ) &

@@ -3,6 +3,7 @@ the launcher hands a cache TMA cannot describe to the portable kernel, that the 
 arguments of the first launch, and the kernel cross-compiled for sm90 (TMA loads into fp8 wgmma, no spills).
 Its numbers are checked on the H200 by scripts/paged_ws_experiment.py (Gluon has no interpreter path)."""
 import json
+import re
 import os
 import subprocess
 import sys
@@ -386,3 +387,40 @@ def test_wg_loaders_gives_each_math_warpgroup_its_own_producer_warp():
     assert g > 1 and one.constexprs["LOADERS"] == 1 and many.constexprs["LOADERS"] == g
     assert one.name.endswith("_LOADERS_1") and many.name.endswith(f"_LOADERS_{g}")
     assert paged_ws_sm90_config(**kw).constexprs["LOADERS"] == g  # the table's choice
+
+
+@pytest.mark.skipif(not TRITON.startswith("3.6."), reason="the kernel is written against triton 3.6's Gluon API")
+def test_phase_stamps_are_a_separate_build_and_the_table_build_reads_no_clock():
+    """STAMPS (scripts/decode_phases.py) reads the SM's clock at each phase of a program; the build the table picks
+    must not: its SASS holds no clock or timer read."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    base = [sys.executable, "-m", "mqa_cli", "dump", "--target", "sm90", "--paged", "--batch", "1", "--context-len",
+            "8192", "--next-n", "1", "--stage", "sass"]
+    plain = subprocess.run(base, capture_output=True, text=True, env=env, timeout=300)
+    stamped = subprocess.run(base + ["--kernel", "paged_ws_sm90:STAMPS=1"], capture_output=True, text=True, env=env,
+                             timeout=300)
+    assert plain.returncode == 0 and stamped.returncode == 0, (plain.stderr[-2000:], stamped.stderr[-2000:])
+    assert "SR_CLOCKLO" not in plain.stdout and "SR_GLOBALTIMER" not in plain.stdout
+    assert stamped.stdout.count("SR_CLOCKLO") >= 11 and stamped.stdout.count("SR_GLOBALTIMERLO") == 2
+
+
+@pytest.mark.skipif(not TRITON.startswith("3.6."), reason="the kernel is written against triton 3.6's Gluon API")
+def test_split_inside_moves_only_the_computed_split():
+    """SPLIT_INSIDE (the small class's default with one math warpgroup) makes each partition compute its range after
+    warp_specialize; a given schedule is read as before: with SELF_SCHEDULE off the two builds are the same code."""
+    from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
+
+    cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=1, block_size=64, batch=1, max_context_len=8192,
+                               clean=False, units=132)
+    assert cfg.constexprs["SPLIT_INSIDE"] and cfg.constexprs["MATH_WG"] == 1
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    base = [sys.executable, "-m", "mqa_cli", "dump", "--target", "sm90", "--paged", "--batch", "1", "--context-len",
+            "8192", "--next-n", "1", "--stage", "sass", "--kernel"]
+
+    def sass(keys):
+        r = subprocess.run(base + [f"paged_ws_sm90:{keys}"], capture_output=True, text=True, env=env, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return re.sub(r"/\*[0-9a-f]{4,}\*/|/\* 0x[0-9a-f]+ \*/", "", r.stdout)
+
+    assert sass("SELF_SCHEDULE=0,SPLIT_INSIDE=1") == sass("SELF_SCHEDULE=0,SPLIT_INSIDE=0")
+    assert sass("SPLIT_INSIDE=1") != sass("SPLIT_INSIDE=0")

@@ -83,7 +83,7 @@ def default_choice(np_heads: int) -> dict:
 
 # what `override` may set
 OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "maxnreg", "Q_IN_LANES", "MMA_N", "AHEAD", "PTX_SLOTS",
-                 "SMALL_REGS", "WG_LOADERS", "DESC_PREFETCH")
+                 "SMALL_REGS", "WG_LOADERS", "DESC_PREFETCH", "STAMPS", "SPLIT_INSIDE")
 
 
 def table_key(next_n: int, heads: int) -> int:
@@ -136,7 +136,8 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
         override.setdefault("MATH_WG", 1)  # and an override's PIPE the table's warpgroups
     if override.get("PIPE") or override.get("Q_IN_LANES"):
         override.setdefault("MMA_N", 0)  # both keep one wgmma per block: the table's parts go
-    tuned = table_entry(next_n, heads, regime(batch, max_context_len, block_size))
+    size_class = regime(batch, max_context_len, block_size)
+    tuned = table_entry(next_n, heads, size_class)
     choice = {**default_choice(np_ * heads), **tuned, **override}
     stages, subs = int(choice["STAGES"]), int(choice["SUBS"])
     programs = units or 132
@@ -167,14 +168,24 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
                   "LOADERS": loaders,
                   # the TMA descriptors prefetched at entry: 0.1 µs (0.9-1.5 %) less at B 1-8, within noise at large
                   # batches (side by side on the H200, 2026-12-01)
-                  "DESC_PREFETCH": bool(choice.get("DESC_PREFETCH", True))}
+                  "DESC_PREFETCH": bool(choice.get("DESC_PREFETCH", True)),
+                  "STAMPS": bool(choice.get("STAMPS", False)),  # diagnostic (scripts/decode_phases.py)
+                  # the computed split (no schedule given) by each partition after warp_specialize, so that the
+                  # rings' setup and the partitions' start run under the first loads' latency: 0.974-0.997 side by
+                  # side at B 1-8, 1.00 at B 64 (one math warpgroup, the small class; H200, 2026-12-01). Several
+                  # warpgroups: more spills, not measured, off. The kernel keeps a given schedule's reads before
+                  # warp_specialize (read by each partition, the engines' form measured 1-4 % further behind
+                  # DeepGEMM, across two runs).
+                  "SPLIT_INSIDE": bool(choice.get("SPLIT_INSIDE", g == 1 and size_class == "small"))}
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "blocks_max": cdiv(max(1, max_context_len), block_size), "batch": batch, "bf16": bool(bf16),
-                "smem_per_program": need, "size_class": regime(batch, max_context_len, block_size),
+                "smem_per_program": need, "size_class": size_class,
                 "math_warpgroups": g,
                 "slots": ("waited for and released in PTX at the kv ring barriers' offsets (FULL_AT, EMPTY_AT: "
                           "read from a first build when it compiles)") if constexprs["PTX_SLOTS"]
                 else "triton's mbarrier ops (a warpgroup barrier before each wait and release)",
-                "split": "each program computes its share; with schedule_meta given: SELF_SCHEDULE=0, read from it"}
+                "split": "each program computes its share; with schedule_meta given: SELF_SCHEDULE=0, read from it"
+                + ("; computed by each partition after warp_specialize (SPLIT_INSIDE)" if constexprs["SPLIT_INSIDE"]
+                   else "")}
     return KernelConfig("paged_ws_sm90", "paged_mqa_logits_ws_sm90", KEYS, constexprs, {"num_warps": 4, "maxnreg": maxnreg},
                         (programs * subs,), schedule, launcher="paged_ws", load=_load)

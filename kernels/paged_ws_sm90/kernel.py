@@ -6,7 +6,9 @@ p + 1 (get_paged_mqa_logits_metadata's split, read from it or computed by the pr
 in 32-bit arithmetic; program i first asks the L2 for row i of the block table, so that the first block-id read
 after the split meets the L2);
 sub-program j of a range takes blocks j, j + SUBS, ... of each of its sequence segments, so SUBS programs share
-an SM and each one's math overlaps the others' loads.
+an SM and each one's math overlaps the others' loads. The range is found before warp_specialize and handed to the
+partitions, or (SPLIT_INSIDE, the computed split only) by each partition itself: then the rings' setup and the
+partitions' start run while the first loads are in flight (a small decode step is a chain of dependent round trips).
 
 Partitions (gl.warp_specialize):
 - producer (worker, 1 warp; LOADERS = MATH_WG: one warp per math warpgroup, warp k issuing the blocks of
@@ -81,10 +83,12 @@ class Decode:
     ctx_causal: Scalar
     stride_table: Scalar
     stride_out: Scalar
+    meta: gl.tensor  # int32 [P + 1, 2]: the schedule (read unless SELF_SCHEDULE); STAMPS: [programs, 16] clocks
 
     @gluon.constexpr_function
     def __init__(self, w_ptr, ctx_ptr, table_ptr, out_ptr, batch, max_context_len, rows_per_block, stride_w,
-                 stride_ctx_b, stride_ctx_t, ctx_causal, stride_table, stride_out):
+                 stride_ctx_b, stride_ctx_t, ctx_causal, stride_table, stride_out, meta):
+        self.meta = meta
         self.w_ptr = w_ptr
         self.ctx_ptr = ctx_ptr
         self.table_ptr = table_ptr
@@ -121,10 +125,14 @@ class Shape:
     FULL_AT: gl.constexpr  # PTX_SLOTS: byte offset of the kv ring's full barriers in shared memory
     EMPTY_AT: gl.constexpr  # PTX_SLOTS: and of its empty barriers
     LOADERS: gl.constexpr  # producer warps: 1 (all blocks) or G (warp k feeds math warpgroup k's ring alone)
+    STAMPS: gl.constexpr  # a diagnostic build: the SM clock at each phase of a program (_stamp)
+    SELF_SCHEDULE: gl.constexpr  # the split computed by the program (else read from p.meta)
+    SPLIT_INSIDE: gl.constexpr  # each partition computes its range itself, after warp_specialize (_work)
 
     @gluon.constexpr_function
     def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, G, LANES, MMA_N=0, AHEAD=True,
-                 PTX_SLOTS=False, FULL_AT=-1, EMPTY_AT=-1, LOADERS=1):
+                 PTX_SLOTS=False, FULL_AT=-1, EMPTY_AT=-1, LOADERS=1, STAMPS=False, SELF_SCHEDULE=True,
+                 SPLIT_INSIDE=False):
         self.NEXT_N = gl.constexpr(NEXT_N)
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
@@ -142,6 +150,9 @@ class Shape:
         self.FULL_AT = gl.constexpr(FULL_AT)
         self.EMPTY_AT = gl.constexpr(EMPTY_AT)
         self.LOADERS = gl.constexpr(LOADERS)
+        self.STAMPS = gl.constexpr(STAMPS)
+        self.SELF_SCHEDULE = gl.constexpr(SELF_SCHEDULE)
+        self.SPLIT_INSIDE = gl.constexpr(bool(SPLIT_INSIDE) and bool(SELF_SCHEDULE))  # the computed split only
 
 
 @aggregate
@@ -301,6 +312,71 @@ def _prefetch_descriptors(asm: gl.constexpr):
     gl.inline_asm_elementwise(asm, "=r,b", [first], dtype=gl.int32, is_pure=False, pack=1)
 
 
+@gluon.constexpr_function
+def _stamp_asm(reg):
+    """_stamp's PTX: read register `reg` (0 %clock, 1 %globaltimer_lo, 2 %smid) once the predicate on $1 (the value
+    waited for) is computed."""
+    name = ("%clock", "%globaltimer_lo", "%smid")[int(reg)]
+    return gl.constexpr("{ .reg .pred p; setp.ne.s32 p, $1, -2147483647; @p mov.u32 $0, " + name
+                        + "; @!p mov.u32 $0, 0; }")
+
+
+@gluon.jit
+def _clock(after, reg: gl.constexpr = 0):
+    """STAMPS: a register (reg 0: the SM's cycle counter; 1: %globaltimer_lo, ns, comparable across SMs; 2: %smid),
+    read once the int32 scalar `after` is ready: the predicate on it holds the read until then (a load's value: its
+    arrival; 0 for a point in program order)."""
+    return gl.inline_asm_elementwise(_stamp_asm(reg), "=r,r", [gl.to_tensor(after)], dtype=gl.int32,
+                                     is_pure=False, pack=1)
+
+
+@gluon.jit
+def _put(p, k: gl.constexpr, t):
+    """STAMPS: slot k of this program's row of p.meta (unread: the split is computed in the kernel)."""
+    gl.store(p.meta + gl.program_id(0) * 16 + k, t)
+
+
+@gluon.jit
+def _stamp(p, k: gl.constexpr, after, reg: gl.constexpr = 0):
+    """STAMPS: _clock into slot k at once (in the partitions; the prologue keeps its clocks in registers until its
+    fences have passed, so that no stamp's store stands in front of them)."""
+    _put(p, k, _clock(after, reg))
+
+
+@gluon.jit
+def _work(p, s):
+    """This program's range of (sequence, block) work: range r of the schedule's P, sub-program j of SUBS; computed
+    (SELF_SCHEDULE) or read from the schedule."""
+    pid = gl.program_id(0)
+    n_ranges = gl.num_programs(0) // s.SUBS
+    r = pid % n_ranges
+    j = pid // n_ranges
+    if s.SELF_SCHEDULE:
+        b_lo, u_lo, b_end, u_end = _split_points(p, r, n_ranges, s.NEXT_N, s.BS)
+    else:
+        b_lo = gl.load(p.meta + 2 * r)
+        u_lo = gl.load(p.meta + 2 * r + 1)
+        b_end = gl.load(p.meta + 2 * r + 2)
+        u_end = gl.load(p.meta + 2 * r + 3)
+    return Work(b_lo, u_lo, b_end, u_end, j)
+
+
+@gluon.jit
+def _rings(s, q_desc, kv_desc, sc_desc):
+    """The program's shared memory: the q slots and the kv ring with their barriers, initialised and fenced."""
+    # q slots: 2 x one TMA box (or, MMA_N, 2 x PARTS boxes of MMA_N rows: slot i's part j in buffer i * PARTS + j),
+    # released by every math warpgroup (empty count G).
+    q = _ring(gl.allocate_shared_memory(q_desc.dtype, [2 * _parts(s)] + q_desc.block_type.shape, q_desc.layout),
+              s.G, 2)
+    # kv ring: STAGES slots per math warpgroup, each [BS, D] fp8 rows + [1, BS] fp32 scales, one barrier pair per slot.
+    SLOTS: gl.constexpr = s.STAGES * s.G
+    kv = _ring(gl.allocate_shared_memory(kv_desc.dtype, [SLOTS] + kv_desc.block_type.shape, kv_desc.layout),
+               128 if s.PTX_SLOTS else 1)  # PTX_SLOTS: every thread of the warpgroup releases
+    sc_smem = gl.allocate_shared_memory(sc_desc.dtype, [SLOTS] + sc_desc.block_type.shape, sc_desc.layout)
+    fence_async_shared()
+    return q, kv, sc_smem
+
+
 @gluon.jit
 def _max4(a0, b0, c0, d0, a1, b1, c1, d1):
     return gl.maximum(a0, a1), gl.maximum(b0, b1), gl.maximum(c0, c1), gl.maximum(d0, d1)
@@ -328,6 +404,12 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
     STEP: gl.constexpr = s.G if s.LOADERS > 1 else 1  # blocks of the program between two of this warp's
     c = 0  # the program's blocks so far: block c's ring slot and fill parity are _slot(c, s)
     i = 0  # sequences issued: q slot i % 2, use i // 2
+    if s.STAMPS:
+        _stamp(p, 3, 0)
+    if s.SPLIT_INSIDE:
+        w = _work(p, s)
+        if s.STAMPS:
+            _stamp(p, 1, w.u_end)
     for b in range(w.b_lo, gl.minimum(w.b_end + 1, p.batch)):
         u0, u1, seg_hi = _segment(p, s, w, b, lay)
         if u0 < u1:
@@ -353,6 +435,9 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
             m = gl.maximum(n - k0 + STEP - 1, 0) // STEP
             row = p.table_ptr + b.to(gl.int64) * p.stride_table + u0 + k0 * s.SUBS
             ids = gl.load(row + offs * (STEP * s.SUBS), mask=offs < m, other=0)
+            if s.STAMPS:
+                if c == 0:
+                    _stamp(p, 4, gl.max(ids, axis=0))
             for j0 in range(0, m, IDS):
                 nxt = gl.load(row + (j0 + IDS + offs) * (STEP * s.SUBS), mask=j0 + IDS + offs < m, other=0)
                 for j in range(0, gl.minimum(IDS, m - j0)):
@@ -363,6 +448,9 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
                     tma.async_copy_global_to_shared(kv_desc, [blk * p.rows_per_block, 0], kv.full.index(st),
                                                     kv.smem.index(st))
                     tma.async_copy_global_to_shared(sc_desc, [blk, 0], kv.full.index(st), sc_smem.index(st))
+                    if s.STAMPS:
+                        if c + k0 + (j0 + j) * STEP == 0:
+                            _stamp(p, 5, 0)
                 ids = nxt
             c += n
 
@@ -513,6 +601,10 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
         t_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     c = 0  # the program's blocks so far (this warpgroup's among them: c % G == WG): _slot(c, s)
     i = 0  # sequences consumed: q slot i % 2, use i // 2
+    if s.STAMPS:
+        _stamp(p, 6, 0)
+    if s.SPLIT_INSIDE:
+        w = _work(p, s)
     for b in range(w.b_lo, gl.minimum(w.b_end + 1, p.batch)):
         u0, u1, seg_hi = _segment(p, s, w, b, t_layout)
         if u0 < u1:
@@ -533,6 +625,9 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                 out_rows = gl.expand_dims((b64 * s.NEXT_N + offs_t) * p.stride_out, 0)  # int64 [1, NP]
                 t_ok = gl.expand_dims(offs_t < s.NEXT_N, 0)
                 mbarrier.wait(q.full.index(qs), (i // 2) & 1)
+                if s.STAMPS:
+                    if i == 0:
+                        _stamp(p, 14, 0)
                 q_t = q.smem.index(qs).reshape([NPH, s.D]).permute((1, 0))  # [D, NPH], K-major B operand
                 if s.PIPE:
                     # Two accumulators in fixed roles (A: even blocks, B: odd), so no register copy of an in-flight
@@ -567,9 +662,18 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                     c_seg = c
                     for k in range((WG - c_seg % s.G + s.G) % s.G, n_seg, s.G):
                         st, tok, sc = _issue_block(c_seg + k, s, kv, sc_smem, q_t, acc, k_layout)
+                        if s.STAMPS:
+                            if c_seg + k == 0:
+                                _stamp(p, 7, 0)
                         done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
+                        if s.STAMPS:
+                            if c_seg + k == 0:
+                                _stamp(p, 8, 0)
                         _release_slot(kv, st, s.PTX_SLOTS, s.EMPTY_AT)  # slot st: the tile and its scales are read
                         _store_block(p, s, done, w2, sc, u0 + k * s.SUBS, offs_k, ends2, out_rows, t_ok, seg_hi)
+                        if s.STAMPS:
+                            if c_seg + k == 0:
+                                _stamp(p, 9, 0)
                     c = c_seg + n_seg
             mbarrier.arrive(q.empty.index(qs), count=1)
             i += 1
@@ -592,6 +696,9 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                 col = c0 + cols_f
                 gl.store(p.out_ptr + r.to(gl.int64) * p.stride_out + col, neg,
                          mask=(col >= hi) & (col < p.max_context_len))
+    if s.STAMPS:
+        _stamp(p, 10, 0)
+        _stamp(p, 12, 0, 1)
 
 
 @gluon.jit(repr=make_kernel_repr("paged_mqa_logits_ws_sm90", KEYS))
@@ -635,16 +742,14 @@ def paged_mqa_logits_ws_sm90(
     LOADERS: gl.constexpr = 1,  # producer warps: 1, or MATH_WG (one per math warpgroup's ring; _load_partition)
     DESC_PREFETCH: gl.constexpr = False,  # the TMA descriptors prefetched at entry (_prefetch_descriptors)
     DESC_PARAMS: gl.constexpr = "",  # DESC_PREFETCH: their parameters' symbols (mqa_cli.launch_paged_ws sets them)
+    STAMPS: gl.constexpr = False,  # diagnostic: phase clocks into meta_ptr [programs, 16] (scripts/decode_phases.py)
+    SPLIT_INSIDE: gl.constexpr = False,  # the computed split: by each partition after warp_specialize (_work)
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BS == 64, "a cache block = one warpgroup's 64 MMA rows")
     gl.static_assert((not Q_IN_LANES) | (NP <= 4), "Q_IN_LANES: at most 4 draft rows (one per lane of a quad)")
-    pid = gl.program_id(0)
-    n_ranges = gl.num_programs(0) // SUBS
-    r = pid % n_ranges
-    j = pid // n_ranges
     p = Decode(w_ptr, ctx_ptr, table_ptr, out_ptr, batch, max_context_len, rows_per_block, stride_w, stride_ctx_b,
-               stride_ctx_t, ctx_causal, stride_table, stride_out)
+               stride_ctx_t, ctx_causal, stride_table, stride_out, meta_ptr)
     gl.static_assert((MATH_WG == 1) | (not PIPE), "two accumulators (PIPE) with one math warpgroup per program")
     gl.static_assert((MMA_N == 0) | ((MMA_N % H == 0) & (MMA_N <= 128) & (not PIPE) & (not Q_IN_LANES)),
                      "MMA_N: a multiple of H up to 128 (two accumulators in flight), without PIPE or Q_IN_LANES")
@@ -652,30 +757,36 @@ def paged_mqa_logits_ws_sm90(
     gl.static_assert((not PTX_SLOTS) | ((FULL_AT >= 0) & (EMPTY_AT >= 0)), "PTX_SLOTS needs FULL_AT and EMPTY_AT")
     gl.static_assert((LOADERS == 1) | (LOADERS == MATH_WG), "one producer warp, or one per math warpgroup")
     s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG, Q_IN_LANES, MMA_N, AHEAD, PTX_SLOTS,
-              FULL_AT, EMPTY_AT, LOADERS)
+              FULL_AT, EMPTY_AT, LOADERS, STAMPS, SELF_SCHEDULE, SPLIT_INSIDE)
+    gl.static_assert((not STAMPS) | (SELF_SCHEDULE & (MATH_WG == 1) & (not PIPE) & (MMA_N == 0)),
+                     "STAMPS: the in-kernel split (meta_ptr free), one math warpgroup, one wgmma a block")
+    t0 = 0
+    g0 = 0
+    if STAMPS:
+        t0 = _clock(0)
+        g0 = _clock(0, 1)
     if DESC_PREFETCH:
         gl.static_assert(DESC_PARAMS != "", "DESC_PREFETCH needs DESC_PARAMS (the launcher names the parameters)")
         _prefetch_descriptors(_descriptor_prefetch_asm(DESC_PARAMS))
     _prefetch_table(p, BS)
-    if SELF_SCHEDULE:
-        b_lo, u_lo, b_end, u_end = _split_points(p, r, n_ranges, NEXT_N, BS)
+    if s.SPLIT_INSIDE:  # each partition computes its range after warp_specialize: the rings' setup and the
+        zero = gl.to_tensor(0)  # partitions' start run under the first loads' latency instead of after them
+        w = Work(zero, zero, zero, zero, zero)  # not read
     else:
-        b_lo = gl.load(meta_ptr + 2 * r)
-        u_lo = gl.load(meta_ptr + 2 * r + 1)
-        b_end = gl.load(meta_ptr + 2 * r + 2)
-        u_end = gl.load(meta_ptr + 2 * r + 3)
-    w = Work(b_lo, u_lo, b_end, u_end, j)
+        w = _work(p, s)
+    t1 = 0
+    if STAMPS:
+        if not s.SPLIT_INSIDE:
+            t1 = _clock(w.u_end)
 
-    # q slots: 2 x one TMA box (or, MMA_N, 2 x PARTS boxes of MMA_N rows: slot i's part j in buffer i * PARTS + j),
-    # released by every math warpgroup (empty count MATH_WG).
-    q = _ring(gl.allocate_shared_memory(q_desc.dtype, [2 * _parts(s)] + q_desc.block_type.shape, q_desc.layout),
-              MATH_WG, 2)
-    # kv ring: STAGES slots per math warpgroup, each [BS, D] fp8 rows + [1, BS] fp32 scales, one barrier pair per slot.
-    SLOTS: gl.constexpr = STAGES * MATH_WG
-    kv = _ring(gl.allocate_shared_memory(kv_desc.dtype, [SLOTS] + kv_desc.block_type.shape, kv_desc.layout),
-               128 if PTX_SLOTS else 1)  # PTX_SLOTS: every thread of the warpgroup releases
-    sc_smem = gl.allocate_shared_memory(sc_desc.dtype, [SLOTS] + sc_desc.block_type.shape, sc_desc.layout)
-    fence_async_shared()
+    q, kv, sc_smem = _rings(s, q_desc, kv_desc, sc_desc)
+    if STAMPS:
+        _stamp(p, 2, 0)
+        _put(p, 0, t0)
+        if not s.SPLIT_INSIDE:
+            _put(p, 1, t1)
+        _put(p, 11, g0)
+        _put(p, 13, _clock(0, 2))
 
     if MATH_WG == 1:
         gl.warp_specialize([(_math_partition, (p, s, w, q, kv, sc_smem, 0)),
