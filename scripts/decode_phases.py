@@ -9,8 +9,10 @@ shared memory, its wgmma done, its logits stored (issued), the math warpgroup's 
 against the first one and the span from the first start to the last end (ns, %globaltimer), beside the graph-replay
 time of the same launch without the stamps and of DeepGEMM's (when importable).
 
-    python3 scripts/decode_phases.py [--shapes B:C,...] [--next-n 1,2] [--launches 20]     (the H200)
-next_n 2 runs with one wgmma a block and one accumulator (PIPE off): what STAMPS supports.
+    python3 scripts/decode_phases.py [--shapes B:C,...] [--next-n 1,2] [--launches 20] [--keys K=V,...]  (the H200)
+next_n 2 runs with one wgmma a block and one accumulator (PIPE off): what STAMPS supports. --keys: more override keys
+of the decode config (e.g. SPLIT_INSIDE=0: the range found before warp_specialize and handed to the partitions; the
+producer's split then shows as the "split" phase of the prologue).
 """
 from __future__ import annotations
 
@@ -32,11 +34,13 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", default="1:8192,8:8192", help="B:C pairs, comma-separated")
     ap.add_argument("--next-n", default="1,2")
     ap.add_argument("--launches", type=int, default=20, help="cold launches whose stamps are pooled")
+    ap.add_argument("--keys", default="", help="more override keys of the decode config, K=V,...")
     args = ap.parse_args(argv)
     import torch
 
     import mqa_cli
     from mqa_cli import timing
+    from mqa_cli.compile import key_values
     from mqa_cli.launch_paged_ws import paged_ws_args
     from mqa_cli.paged_tensors import Paged
     from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
@@ -56,7 +60,7 @@ def main(argv=None) -> int:
             t = Paged(t.q, t.kv_cache, t.weights, ctx, t.block_table, maxlen)
             base = paged_ws_sm90_config(heads=64, dim=128, next_n=n, block_size=64, batch=B, max_context_len=maxlen,
                                         clean=False, units=sms)
-            ov = {"PIPE": False, "MATH_WG": 1, "MMA_N": 0}
+            ov = {"PIPE": False, "MATH_WG": 1, "MMA_N": 0, **key_values(args.keys)}
             cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=n, block_size=64, batch=B, max_context_len=maxlen,
                                        clean=False, units=sms, override={**ov, "STAMPS": True})
             plain = paged_ws_sm90_config(heads=64, dim=128, next_n=n, block_size=64, batch=B, max_context_len=maxlen,
