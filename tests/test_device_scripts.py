@@ -45,3 +45,18 @@ def test_the_overlap_probe_cross_compiles_without_spills_and_takes_turns_without
     for ln in lines:
         assert "QGMMA 0," not in ln and "spills   0" in ln, ln
         assert ("BAR 2:" in ln) == ln.split(" regs")[0].rstrip().endswith("PP"), ln
+
+
+def test_the_phase_probe_reads_the_slots_the_kernel_stamps():
+    """scripts/decode_phases.py names the clock slots the decode kernel's STAMPS build writes: a slot it reads that
+    the kernel never writes would print zeros as a phase, on the GPU."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import decode_phases
+    finally:
+        sys.path.pop(0)
+    src = (ROOT / "kernels" / "paged_ws_sm90" / "kernel.py").read_text()
+    written = {int(k) for k in re.findall(r"_(?:stamp|put)\(p, (\d+),", src)}
+    read = {k for _, k in decode_phases.PHASES} | {0, 11, 12}  # entry clock, entry and end timers
+    assert read <= written, sorted(read - written)
+    assert max(written) < 16  # a program's row of the stamps is 16 slots
