@@ -304,8 +304,9 @@ PAGED_ROWS: list[Row] = [
         "all next_n rows x heads, or one per part of the rows (MMA_N: next_n 3 as 2 + 1 rows, 5-8 at H 64); "
         "where the sweep chose it, ring slots waited for and released in PTX, without warpgroup barriers "
         "(PTX_SLOTS), or one producer warp per math warpgroup, each streaming its own ring (WG_LOADERS: next_n 2 "
-        "at large batches); persistent length-balanced ranges, SUBS programs per SM. A cache whose block stride TMA "
-        "cannot describe runs the paged row", _paged_ws_sm90_conditions, _paged_ws_sm90_config,
+        "at large batches); persistent length-balanced ranges, SUBS programs per SM; the TMA descriptors prefetched "
+        "at entry; at small batches with one math warpgroup, a computed split found by each partition after the "
+        "warps start (SPLIT_INSIDE). A cache whose block stride TMA cannot describe runs the paged row", _paged_ws_sm90_conditions, _paged_ws_sm90_config,
         PAGED_WS_KEYS),
     Row("paged", "paged decode: persistent grid, the cache blocks of all sequences split evenly over the SMs "
         "(schedule metadata, or computed by each program when none is given); each kv tile gathered once through "
