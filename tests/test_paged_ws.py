@@ -228,7 +228,8 @@ def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, c
         per_loop = {sum("QGMMA" in op for op in body) for body in tile_loops(res["sass"])} - {0}
         assert per_loop == {-(-T // (mma // H)) * D // 32}, per_loop
     assert "LOCAL:0" in res["usage"]  # no register spills
-    tail = f"_Q_IN_LANES_{int(lanes == 1)}_MMA_N_{mma}_AHEAD_{int(ahead or not mma)}_PTX_SLOTS_{ptx}_LOADERS_1"
+    tail = (f"_Q_IN_LANES_{int(lanes == 1)}_MMA_N_{mma}_AHEAD_{int(ahead or not mma)}_PTX_SLOTS_{ptx}_LOADERS_1"
+            f"_DESC_PREFETCH_1_STAMPS_0_SPLIT_INSIDE_{int(wg == 1)}")
     assert res["lanes"] == (lanes == 1) and res["name"].endswith(tail)
     # One math warpgroup: the split's results (computed in the kernel or read from the metadata) reach the block
     # loop in uniform registers, so the loop has no uniform-register moves (kernel._through_shared says what they
@@ -355,7 +356,7 @@ def test_ptx_slots_is_a_choice_the_config_carries_and_names(ptx):
                                clean=False, units=132, override={"PTX_SLOTS": ptx})
     c = cfg.constexprs
     assert c["PTX_SLOTS"] is ptx and (c["FULL_AT"], c["EMPTY_AT"]) == (-1, -1)
-    assert cfg.name.endswith(f"_PTX_SLOTS_{int(ptx)}_LOADERS_1")
+    assert cfg.name.endswith(f"_PTX_SLOTS_{int(ptx)}_LOADERS_1_DESC_PREFETCH_1_STAMPS_0_SPLIT_INSIDE_0")
     assert ("PTX" in cfg.schedule["slots"]) is ptx
 
 
@@ -385,7 +386,8 @@ def test_wg_loaders_gives_each_math_warpgroup_its_own_producer_warp():
     many = paged_ws_sm90_config(**kw, override={"WG_LOADERS": True})
     g = one.constexprs["MATH_WG"]
     assert g > 1 and one.constexprs["LOADERS"] == 1 and many.constexprs["LOADERS"] == g
-    assert one.name.endswith("_LOADERS_1") and many.name.endswith(f"_LOADERS_{g}")
+    rest = "_DESC_PREFETCH_1_STAMPS_0_SPLIT_INSIDE_0"
+    assert one.name.endswith("_LOADERS_1" + rest) and many.name.endswith(f"_LOADERS_{g}" + rest)
     assert paged_ws_sm90_config(**kw).constexprs["LOADERS"] == g  # the table's choice
 
 
@@ -413,6 +415,11 @@ def test_split_inside_moves_only_the_computed_split():
     cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=1, block_size=64, batch=1, max_context_len=8192,
                                clean=False, units=132)
     assert cfg.constexprs["SPLIT_INSIDE"] and cfg.constexprs["MATH_WG"] == 1
+    # each variant key names its build: the launch path caches compiled kernels by name
+    kw = dict(heads=64, dim=128, next_n=1, block_size=64, batch=1, max_context_len=8192, clean=False, units=132)
+    names = {paged_ws_sm90_config(**kw, override={k: v}).name
+             for k in ("SPLIT_INSIDE", "STAMPS", "DESC_PREFETCH") for v in (False, True)}
+    assert len(names) == 4  # the table's build and one other per key
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     base = [sys.executable, "-m", "mqa_cli", "dump", "--target", "sm90", "--paged", "--batch", "1", "--context-len",
             "8192", "--next-n", "1", "--stage", "sass", "--kernel"]
@@ -420,7 +427,8 @@ def test_split_inside_moves_only_the_computed_split():
     def sass(keys):
         r = subprocess.run(base + [f"paged_ws_sm90:{keys}"], capture_output=True, text=True, env=env, timeout=300)
         assert r.returncode == 0, r.stderr[-2000:]
-        return re.sub(r"/\*[0-9a-f]{4,}\*/|/\* 0x[0-9a-f]+ \*/", "", r.stdout)
+        # addresses and encodings left out, and the key that names the build (the kernel's symbol carries it)
+        return re.sub(r"/\*[0-9a-f]{4,}\*/|/\* 0x[0-9a-f]+ \*/|SPLIT_INSIDE_[01]", "", r.stdout)
 
     assert sass("SELF_SCHEDULE=0,SPLIT_INSIDE=1") == sass("SELF_SCHEDULE=0,SPLIT_INSIDE=0")
     assert sass("SPLIT_INSIDE=1") != sass("SPLIT_INSIDE=0")
