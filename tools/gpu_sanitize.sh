@@ -2,7 +2,7 @@
 # compute-sanitizer (memcheck, racecheck, synccheck) on small problems for every dispatch row of this GPU
 # (issue 10), through the CLI only: `python3 -m mqa_cli run <problem> --kernel ROW --force --json`.
 #
-# Usage (GPU machine, repository root): bash scripts/gpu_sanitize.sh [memcheck] [racecheck] [synccheck]
+# Usage (GPU machine, repository root): bash tools/gpu_sanitize.sh [memcheck] [racecheck] [synccheck]
 # Env: SAN_BUDGET_S  wall-clock budget for the whole script (default 240); every job gets at most SAN_JOB_S
 #      SAN_JOB_S     per-job limit (default 150)
 #      SAN_JOBS      sanitizer processes at a time (default 6; one GPU, but most of their time is host work)
@@ -21,7 +21,7 @@
 # holds for. Output: a table of each tool x row's summary line (ERROR SUMMARY, or RACECHECK SUMMARY for
 # racecheck) in $OUT/sanitize.txt and on stdout, with the first lines of every report that is not clean.
 # Exit 0 when every run finished with 0 errors (and 0 hazards), 1 otherwise.
-# Dry run on CPU: SAN_SMOKE=1 CS=<a fake compute-sanitizer> bash scripts/gpu_sanitize.sh (toy problems).
+# Dry run on CPU: SAN_SMOKE=1 CS=<a fake compute-sanitizer> bash tools/gpu_sanitize.sh (toy problems).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 PY=${PY:-python3}

@@ -4,8 +4,8 @@ Uses only the public API (mqa_cli.fp8_mqa_logits, fp8_paged_mqa_logits, ...; the
 CLI (`python -m mqa_cli run/explain ... --kernel ROW`), never the internals. Inputs and float32 references
 are made here.
 
-    python3 scripts/gpu_checks.py capture hostcost views large     # on the GPU machine, repository root
-    python3 scripts/gpu_checks.py --smoke capture hostcost views large   # on CPU (interpreter), toy sizes
+    python3 tools/gpu_checks.py capture hostcost views large     # on the GPU machine, repository root
+    python3 tools/gpu_checks.py --smoke capture hostcost views large   # on CPU (interpreter), toy sizes
 
 Steps:
   capture   CUDA-graph capture of both APIs (prefill full and compressed, fp32 and bf16, clean on and off;
