@@ -154,6 +154,8 @@ do_install() {
 step_env() {
   nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv
   "$PY" -c "import sys, torch, triton; print('python', sys.version.split()[0], '| torch', torch.__version__, 'cuda', torch.version.cuda, '| triton', triton.__version__, '|', torch.cuda.get_device_name(), torch.cuda.get_device_properties(0).multi_processor_count, 'SMs')"
+  local ptxas=${TRITON_PTXAS_PATH:-$(cd /tmp && "$PY" -c "import os, triton; print(os.path.join(os.path.dirname(triton.__file__), 'backends', 'nvidia', 'bin', 'ptxas'))" 2>/dev/null)}
+  echo "triton $TRITON_VERSION at $(cd /tmp && "$PY" -c "import triton; print(triton.__file__)" 2>/dev/null); ptxas $ptxas: $("$ptxas" --version 2>/dev/null | tail -1)"
   CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)
   echo "compute-sanitizer: ${CS:-none} $([ -n "$CS" ] && "$CS" --version | grep -i version | head -1)"
   echo "cpus $(nproc); $(free -g | awk '/Mem:/ {print "memory " $2 " GiB total, " $7 " GiB available"}')"
