@@ -222,3 +222,16 @@ def test_the_engines_step_runs_on_cpu(tmp_path):
     assert any(ln.strip().startswith("PASS") and "vLLM 0.33 paged n4" in ln for ln in lines), r.stdout
     assert any("SGLang DSA prefill" in ln for ln in lines) and any("set_num_sms" in ln for ln in lines)
     assert (tmp_path / "checks.jsonl").read_text().count('"step": "engines"') >= 15
+
+
+def test_the_ab_tool_checks_the_api_forms_on_cpu(tmp_path):
+    """tools/ab.py prefill / decode with --smoke: every form is called and checked (against the float32 reference,
+    or bitwise against the first form) through the interpreter, and the table and its CSV are written."""
+    for args in (["prefill", "--smoke"], ["decode", "--smoke", "--shapes", "3:70", "--next-n", "2",
+                                          "--forms", "none,given,half"]):
+        r = subprocess.run([sys.executable, str(TOOLS / "ab.py"), *args], capture_output=True, text=True,
+                           timeout=600, cwd=ROOT, env=_env(OUT=str(tmp_path)))
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| ") and not ln.startswith(("| shape", "| B "))]
+        assert rows and all(ln.split("|")[-3].strip() == "ok" for ln in rows), r.stdout
+        assert (tmp_path / f"ab_{args[0]}.csv").read_text().count("\n") == len(rows) + 1

@@ -16,6 +16,8 @@ get_paged_mqa_logits_metadata; half: that metadata for num_sms // 2 programs, vL
 equal to the first form on live entries, beside DeepGEMM's fp8_paged_mqa_logits given its own metadata.
 prefill: the public API on the seed shapes in three forms (clean, no clean, compressed to the longest row),
 beside DeepGEMM's same three, each checked against the float32 reference on 64 sampled rows.
+decode and prefill take --smoke: tiny shapes on the CPU through the Triton interpreter, every time 1.0 (the
+checks and the table's plumbing only; the tests run it).
 
 Timing (every mode): mqa_cli.timing.side_by_side, each call one CUDA-graph replay after an L2 flush, ROUNDS rounds
 in alternating order; a time is the median over the rounds, a ratio the median of the rounds' ratios (a card at
@@ -38,6 +40,7 @@ COPY_TBS = 4.3
 DECODE_SHAPES = ((1, 8192), (8, 8192), (64, 8192), (128, 8192), (8, 65536), (64, 65536), (128, 65536), (4096, 8192))
 ROWS = ("gluon_ws_sm90", "paged_ws_sm90")
 FORMS = ("none", "given", "half")
+DEV = "cuda"  # "cpu" with --smoke
 
 
 # ------------------------------------------------------------------------------------------------ shared parts
@@ -88,8 +91,8 @@ def harness_decode(B: int, C: int, n: int):
     from mqa_cli.paged_tensors import Paged, random_paged
 
     t = random_paged(PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, clean_logits=False,
-                               seed=B + C), device="cuda")
-    ctx = t.context_lens[:, None] - n + 1 + torch.arange(n, device="cuda", dtype=torch.int32)[None, :]
+                               seed=B + C), device=DEV)
+    ctx = t.context_lens[:, None] - n + 1 + torch.arange(n, device=DEV, dtype=torch.int32)[None, :]
     ctx = ctx.clamp_min(0).to(torch.int32).contiguous()
     return Paged(t.q, t.kv_cache, t.weights, ctx, t.block_table, t.max_context_len)
 
@@ -105,6 +108,9 @@ def timed(calls: dict, rounds: int) -> tuple[dict, callable]:
     """The calls side by side: ({name: median µs}, ratio(a, b) = median of the rounds' a / b)."""
     from mqa_cli import timing
 
+    if DEV == "cpu":  # --smoke: each call once, no timing
+        r = [{k: (f(), 1.0)[1] for k, f in calls.items()} for _ in range(2)]
+        return {k: 1.0 for k in calls}, (lambda a, b: timing.ratio_in_rounds(r, a, b))
     r = timing.side_by_side(calls, rounds=rounds)
     return {k: timing.median_in_rounds(r, k) for k in calls}, (lambda a, b: timing.ratio_in_rounds(r, a, b))
 
@@ -285,8 +291,9 @@ def decode_forms(args) -> int:
                 calls["dg"] = lambda: dg.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, ctx, t.block_table, dmeta,
                                                               maxlen, clean_logits=False)
                 outs["dg"] = calls["dg"]()
-            torch.cuda.synchronize()
-            live = torch.arange(maxlen, device="cuda")[None, :] < ctx.reshape(-1, 1)
+            if DEV == "cuda":
+                torch.cuda.synchronize()
+            live = torch.arange(maxlen, device=DEV)[None, :] < ctx.reshape(-1, 1)
             first = next((f for f in forms if f in outs), None)
             for f in forms:
                 if f in outs and f != first and not torch.equal(outs[f][live], outs[first][live]):
@@ -301,7 +308,8 @@ def decode_forms(args) -> int:
                      f"{copy_pct(ctx, B, n, maxlen, us[first]):.1f}" if first in us else "-",
                      "; ".join(notes) or "ok", clock_power()], failed=any(x.endswith("!") for x in notes))
             del t, outs, calls
-            torch.cuda.empty_cache()
+            if DEV == "cuda":
+                torch.cuda.empty_cache()
     return 1 if rep.bad else 0
 
 
@@ -320,10 +328,19 @@ def prefill_forms(args) -> int:
     forms = ("clean", "noclean", "compressed")
     rep = Report("prefill", ["shape", "max_seqlen_k", *(f"µs {f}" for f in forms), *(f"{f} / DG" for f in forms),
                              "compressed / ours noclean", "checks", "MHz, W"])
-    for b in matrix.SUITES["seed"]:
+    benches = matrix.SUITES["seed"]
+    if DEV == "cpu":  # --smoke: one tiny causal shape and one ratio-4 shape
+        from types import SimpleNamespace
+
+        from mqa_cli.problem import ProblemSpec
+
+        benches = [SimpleNamespace(name="smoke 1x40 causal", spec=ProblemSpec(seq=40, heads=8, dim=32)),
+                   SimpleNamespace(name="smoke 2x32 ratio 4", spec=ProblemSpec(batch=2, seq=32, ratio=4, heads=8,
+                                                                               dim=32))]
+    for b in benches:
         if args.only and not any(x in b.name for x in args.only.split(",")):
             continue
-        t = random_prefill(b.spec, device="cuda")
+        t = random_prefill(b.spec, device=DEV)
         M = longest_row(b.spec)
         kv = (t.kv, t.kv_scales)
         ours = {"clean": lambda: mqa_cli.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=True),
@@ -336,7 +353,7 @@ def prefill_forms(args) -> int:
                           "dg noclean": lambda: dg.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=False),
                           "dg compressed": lambda: dg.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke,
                                                                      clean_logits=False, max_seqlen_k=M)})
-        rows = torch.randperm(t.S, generator=torch.Generator().manual_seed(0))[:64].cuda()
+        rows = torch.randperm(t.S, generator=torch.Generator().manual_seed(0))[:64].to(DEV)
         sub = type(t)(t.q[rows], t.kv, t.kv_scales, t.weights[rows], t.ks[rows], t.ke[rows])
         full_ref = reference_logits(sub)
         refs = {"clean": full_ref, "noclean": full_ref, "compressed": compress_logits(full_ref, sub.ks, sub.ke, M)}
@@ -357,7 +374,8 @@ def prefill_forms(args) -> int:
                  f"{ratio('compressed', 'noclean'):.3f}", "; ".join(notes) or "ok", clock_power()],
                 failed=bool(notes))
         del t, calls
-        torch.cuda.empty_cache()
+        if DEV == "cuda":
+            torch.cuda.empty_cache()
     return 1 if rep.bad else 0
 
 
@@ -381,16 +399,24 @@ def parser() -> argparse.ArgumentParser:
                    help="decode: check against the float32 reference when B*next_n*max_len is below this")
     for x in (c, d, p):
         x.add_argument("--rounds", type=int, default=6, help="timing rounds, the order reversed every round")
+    for x in (d, p):
+        x.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (interpreter), no timing")
     return ap
 
 
 def main(argv=None) -> int:
+    global DEV
     args = parser().parse_args(argv)
     sys.path.insert(0, str(ROOT))
+    if getattr(args, "smoke", False):
+        DEV = "cpu"
+        from mqa_cli import interpreter
+
+        interpreter.enable_if_no_gpu(note=False)
     import torch
     import triton
 
-    print(f"{torch.cuda.get_device_name()}, triton {triton.__version__}, torch {torch.__version__}: ab {args.mode} "
+    print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (smoke: the interpreter)'}, triton {triton.__version__}, torch {torch.__version__}: ab {args.mode} "
           "(µs: graph replay after an L2 flush, median of the rounds)")
     if args.mode == "configs":
         names = variants(args.variants)
