@@ -765,6 +765,7 @@ def step_engines():
 
     sms = m.get_num_sms() if GPU else 4
     blk = 64
+    last = []  # DeepGEMM's schedule format, run after every other form: a kernel that misreads it may fault
     for T in (1, 2, 4):
         B = 12 if GPU else 3
         C = 3000 if GPU else 150
@@ -776,13 +777,13 @@ def step_engines():
         ref, live = paged_ref_rows(p, list(range(B * T)))
         plain = {}
 
-        def base(p=p):
+        def base(p=p, plain=plain):
             if "out" not in plain:
                 plain["out"] = m.fp8_paged_mqa_logits(p["q"], p["kv_cache"], p["w"], p["ctx"], p["bt"], None,
                                                       p["max_len"], clean_logits=False)
             return plain["out"]
 
-        def vllm_paged(p=p, T=T):  # fp8_fp4_paged_mqa_logits((q, None), kv_layer, w, ctx2d, bt[:B], sched[:P+1],
+        def vllm_paged(p=p, T=T, ref=ref, live=live):  # fp8_fp4_paged_mqa_logits((q, None), kv_layer, w, ctx2d, bt[:B], sched[:P+1],
             # max_model_len): seven positionals; the schedule copied into a row slice of a fixed buffer, num_sms // 2
             # slots at next_n 4 (DeepGEMM 2.8.1's 2-CTA form on sm90)
             f = getattr(m, "fp8_fp4_paged_mqa_logits", None)
@@ -803,7 +804,7 @@ def step_engines():
                 return False, f"shape {list(out.shape)}, want {[p['B'] * T, max_model_len]}"
             return against_ref(out[:, :p["max_len"]], ref, live, False, 1e-3)
 
-        def sglang_paged(p=p, T=T):  # fp8_paged_mqa_logits(q, kv, w, ctx, bt[::n] (next_n > 1), meta, max_len,
+        def sglang_paged(p=p, T=T, base=base, live=live):  # fp8_paged_mqa_logits(q, kv, w, ctx, bt[::n] (next_n > 1), meta, max_len,
             # False): eight positionals
             if T == 1:
                 q, bt = p["q"], p["bt"]
@@ -815,13 +816,13 @@ def step_engines():
             out = m.fp8_paged_mqa_logits(q, p["kv_cache"], p["w"], p["ctx"], bt, meta, p["max_len"], False)
             return bits_equal(out, base(), live)
 
-        def glm5_pooled(p=p):  # metadata from ctx.clamp(min=1), the call with the raw ctx (zeros)
+        def glm5_pooled(p=p, base=base, live=live):  # metadata from ctx.clamp(min=1), the call with the raw ctx (zeros)
             meta = m.get_paged_mqa_logits_metadata(p["ctx"].clamp(min=1), blk, sms)
             out = m.fp8_paged_mqa_logits(p["q"], p["kv_cache"], p["w"], p["ctx"], p["bt"], meta, p["max_len"],
                                          clean_logits=False)
             return bits_equal(out, base(), live)
 
-        def dg_schedule(p=p):  # a schedule in DeepGEMM's own format (SGLang V4 builds it itself at large batches)
+        def dg_schedule(p=p, base=base, live=live):  # a schedule in DeepGEMM's own format (SGLang V4 builds it itself at large batches)
             try:
                 import deep_gemm
             except Exception as e:  # noqa: BLE001
@@ -835,8 +836,8 @@ def step_engines():
         engine_check(step, f"vLLM 0.33 paged n{T}: seven positionals, layer view, bt/schedule row slices", vllm_paged)
         engine_check(step, f"SGLang paged n{T}: eight positionals{', bt[::n]' if T > 1 else ''}", sglang_paged)
         engine_check(step, f"GLM-5 pooled decode n{T}: metadata of ctx.clamp(min=1), zeros in the call", glm5_pooled)
-        if T > 1:  # DeepGEMM's schedule format (last: a kernel that misreads it may fault the context)
-            engine_check(step, f"DeepGEMM-format schedule n{T} (DeepGEMM's metadata passed to ours)", dg_schedule)
+        if T > 1:
+            last.append((f"DeepGEMM-format schedule n{T} (DeepGEMM's metadata passed to ours)", dg_schedule))
 
     def sm_control():  # get_num_sms() / set_num_sms(n) around a call (SGLang's pipeline parallelism, vLLM's
         # micro-batching); the call after set_num_sms must be unchanged and get_num_sms must say what was set
@@ -855,6 +856,8 @@ def step_engines():
         return ok and got == want, f"get_num_sms after set_num_sms({want}): {got}; prefill {msg}"
 
     engine_check(step, "set_num_sms / get_num_sms around a prefill call", sm_control)
+    for name, fn in last:
+        engine_check(step, name, fn)
 
 
 # ------------------------------------------------------------------------------------------------ large
