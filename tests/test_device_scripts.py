@@ -1,62 +1,241 @@
-"""The scripts that run on the H200 in one device call: what can go wrong in them is checked here, without a GPU,
-because a failure there costs device time."""
+"""The tools that run on the H200 in one device call (tools/, tools/tune/): what can go wrong in them is checked
+here, without a GPU, because a failure there costs device time."""
 import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
-import pytest
-import triton
-
 ROOT = Path(__file__).resolve().parents[1]
-CHECK = (ROOT / "scripts" / "h200_check.sh").read_text()
+TOOLS = ROOT / "tools"
+CHECK = (TOOLS / "h200_check.sh").read_text()
+
+
+def _env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "H200_", "SAN_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"  # this python3 first, as on the device
+    env.update(extra)
+    return env
 
 
 def test_every_step_of_h200_check_is_exported_to_the_shells_that_run_it():
     """Each step runs in a child bash (time-boxed): a step function missing from `export -f` fails with 'command not
     found' on the device, after the machine was started for it."""
-    called = set(re.findall(r'^\s+[a-z+]+\) echo "(step_\w+)', CHECK, flags=re.M))
-    exported = set(re.search(r"export -f ([^\n]*)", CHECK.split("export -f mqa", 1)[1]).group(1).split())
+    called = set(re.findall(r'^\s+[a-z|+]+\) echo "(step_\w+)', CHECK, flags=re.M))
+    exported = {f for line in re.findall(r"export -f ([^\n]*)", CHECK) for f in line.split()}
     assert called, "no step found: the case statement changed form"
     assert called <= exported, f"not exported: {sorted(called - exported)}"
     defined = set(re.findall(r"^(step_\w+)\(\)", CHECK, flags=re.M))
     assert called <= defined, f"not defined: {sorted(called - defined)}"
+    # and what a step calls: a helper of this file the child bash has not been given
+    bodies = dict(re.findall(r"^(\w+)\(\) \{(.*?)(?:^\}|\}$)", CHECK, flags=re.M | re.S))
+    steps = {n for n in bodies if n.startswith("step_")} | {"do_install"}
+    needed = {h for n in steps for h in bodies if h not in steps and re.search(rf"\b{h}\b", bodies[n])}
+    assert {"dg_env", "anchor_kit"} <= needed, sorted(needed)
+    assert needed <= exported, f"not exported: {sorted(needed - exported)}"
 
 
 def test_every_step_has_a_time_cap_and_a_least_time():
     cap = set(re.findall(r"\[(\w+)\]=\d+", re.search(r"declare -A CAP=\(([^)]*)\)", CHECK).group(1)))
     least = set(re.findall(r"\[(\w+)\]=\d+", re.search(r"declare -A MIN=\(([^)]*)\)", CHECK).group(1)))
-    steps = set(re.findall(r'^\s+([a-z]+)\) echo "', CHECK, flags=re.M)) - {"env", "install", "tests", "verify"}
+    steps = set()
+    for names in re.findall(r'^\s+([a-z|]+)\) echo "', CHECK, flags=re.M):
+        steps |= set(names.split("|"))
+    steps -= {"env", "install", "tests", "verify"}
+    assert {"engines", "forms", "ab", "anchor", "sanitize"} <= steps
     assert steps <= cap and steps <= least, f"missing: {sorted(steps - (cap & least))}"
 
 
-@pytest.mark.skipif(not triton.__version__.startswith("3.6."), reason="written against triton 3.6's Gluon API")
-def test_the_overlap_probe_cross_compiles_without_spills_and_takes_turns_without_a_hang():
-    """scripts/overlap_probe.py: each variant compiles for sm90 to a wgmma loop without spills; the turn-taking ones
-    have their two named barriers in the loop, and no CTA-wide barrier between a warpgroup's first wait for its
-    turn and its first wgmma (that hung the H200 once: the warpgroup waiting for its turn never reaches it)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "overlap_probe.py"), "--cpu-compile"], env=env,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("G ")]
-    assert len(lines) >= 20
-    for ln in lines:
-        assert "QGMMA 0," not in ln and "spills   0" in ln, ln
-        assert ("BAR 2:" in ln) == ln.split(" regs")[0].rstrip().endswith("PP"), ln
+def test_every_shell_tool_parses():
+    for sh in sorted(TOOLS.glob("*.sh")):
+        r = subprocess.run(["bash", "-n", str(sh)], capture_output=True, text=True)
+        assert r.returncode == 0, f"{sh.name}: {r.stderr}"
 
 
-def test_the_phase_probe_reads_the_slots_the_kernel_stamps():
-    """scripts/decode_phases.py names the clock slots the decode kernel's STAMPS build writes: a slot it reads that
-    the kernel never writes would print zeros as a phase, on the GPU."""
-    sys.path.insert(0, str(ROOT / "scripts"))
+def test_every_python_tool_compiles_and_imports_without_a_gpu(tmp_path):
+    """Each tool imports on a CPU machine (its work starts in main): a NameError or a missing module would surface
+    only on the device otherwise."""
+    files = sorted(TOOLS.glob("*.py")) + sorted((TOOLS / "tune").glob("*.py"))
+    for f in files:
+        compile(f.read_text(), str(f), "exec")
+    code = textwrap.dedent('''
+        import importlib.util, sys
+        bad = []
+        for path in sys.argv[1:]:
+            folder = path.rsplit("/", 1)[0]
+            sys.path.insert(0, folder)
+            try:
+                spec = importlib.util.spec_from_file_location(path.rsplit("/", 1)[1][:-3], path)
+                mod = importlib.util.module_from_spec(spec)
+                sys.modules[spec.name] = mod
+                spec.loader.exec_module(mod)
+            except BaseException as e:
+                bad.append(f"{path}: {type(e).__name__}: {e}")
+            finally:
+                sys.path.remove(folder)
+        print("\\n".join(bad))
+        sys.exit(1 if bad else 0)
+    ''')
+    r = subprocess.run([sys.executable, "-c", code, *map(str, files)], capture_output=True, text=True, timeout=300,
+                       cwd=tmp_path, env=_env(OUT=str(tmp_path), PAGED_SMOKE="1"))
+    assert r.returncode == 0, r.stdout + r.stderr[-2000:]
+    assert len(files) >= 15
+
+
+def test_the_ab_tool_names_its_modes_and_needs_two_variants():
+    r = subprocess.run([sys.executable, str(TOOLS / "ab.py"), "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and all(m in r.stdout for m in ("configs", "decode", "prefill"))
+    sys.path.insert(0, str(TOOLS))
     try:
-        import decode_phases
+        import ab
     finally:
         sys.path.pop(0)
-    src = (ROOT / "kernels" / "paged_ws_sm90" / "kernel.py").read_text()
-    written = {int(k) for k in re.findall(r"_(?:stamp|put)\(p, (\d+),", src)}
-    read = {k for _, k in decode_phases.PHASES} | {0, 11, 12}  # entry clock, entry and end timers
-    assert read <= written, sorted(read - written)
-    assert max(written) < 16  # a program's row of the stamps is 16 slots
+    assert ab.variants("PTX_SLOTS=0;PTX_SLOTS=1") == ["PTX_SLOTS=0", "PTX_SLOTS=1"]
+    assert ab.variants(";TILE_PTR=0") == ["", "TILE_PTR=0"]  # an empty variant: the table's own config
+    try:
+        ab.variants("STAGES=4")
+    except SystemExit as e:
+        assert "two or more" in str(e)
+    else:
+        raise AssertionError("one variant was taken")
+    args = ab.parser().parse_args(["configs", "--row", "paged_ws_sm90", "--variants", "A=1;A=1"])
+    assert args.rounds == 6 and args.next_n == "1,2" and "4096:8192" in args.shapes
+
+
+def _fake_bundle(tmp_path, version: str) -> Path:
+    src = tmp_path / "src" / "triton"
+    src.mkdir(parents=True)
+    (src / "__init__.py").write_text(f"__version__ = {version!r}\n")
+    (tmp_path / "tb" / version).mkdir(parents=True)
+    subprocess.run(["tar", "-C", str(src.parent), "-cJf", str(tmp_path / "tb" / version / f"triton-{version}.tar.xz"),
+                    "triton"], check=True)
+    return tmp_path / "tb"
+
+
+def test_h200_check_runs_under_the_triton_of_a_carried_bundle(tmp_path):
+    """H200_TRITON=V: the bundle is unpacked ahead of the image's triton, python3 imports V, the device's ptxas is
+    named (the bundle carries none) and every file of the call lands in $OUT/V/."""
+    tb = _fake_bundle(tmp_path, "9.8.7")
+    out = tmp_path / "out"
+    r = subprocess.run(["bash", str(TOOLS / "h200_check.sh"), "env"], capture_output=True, text=True, timeout=120,
+                       env=_env(H200_TRITON="9.8.7", H200_BUNDLES=str(tb), H200_BUDGET_S="3", OUT=str(out),
+                                TRITON_PTXAS_PATH="/fake/ptxas"))
+    assert "triton 9.8.7 from " in r.stdout and "ptxas /fake/ptxas" in r.stdout, r.stdout + r.stderr
+    assert "env: SKIP" in r.stdout  # the 3 s budget leaves nothing to run: only the selection and the summary
+    assert (out / "9.8.7" / "summary.txt").exists() and "triton 9.8.7" in (out / "9.8.7" / "summary.txt").read_text()
+    assert sorted(p.name for p in out.iterdir()) == ["9.8.7"]
+
+
+def test_h200_check_stops_when_the_asked_triton_is_not_there(tmp_path):
+    r = subprocess.run(["bash", str(TOOLS / "h200_check.sh"), "env"], capture_output=True, text=True, timeout=120,
+                       env=_env(H200_TRITON="9.0.1", H200_BUNDLES=str(tmp_path), OUT=str(tmp_path / "out")))
+    assert r.returncode == 2 and "no bundle at" in r.stdout and "GPU-PLAN" in r.stdout
+    assert not (tmp_path / "out").exists()
+
+
+FAKE_SANITIZER = r'''#!/usr/bin/env bash
+# compute-sanitizer stand-in: runs the program, then writes a racecheck report naming LINE of FILE
+if [ "$1" = --help ]; then echo "--target-processes --report-api-errors --print-limit --racecheck-report"; exit 0; fi
+if [ "$1" = --version ]; then echo "fake version 0"; exit 0; fi
+tool="" log=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --tool) tool=$2; shift 2 ;;
+    --log-file) log=$2; shift 2 ;;
+    --target-processes|--report-api-errors|--print-limit|--racecheck-report) shift 2 ;;
+    *) break ;;
+  esac
+done
+"$@"
+rc=$?
+{
+  for i in 1 2 3; do echo "========= Write Thread (31,0,0) at 0x1f0 in kernel.py:$FAKE_LINE"; done
+  echo "========= Read Thread (0,0,0) at 0x2a0 in kernel.py:$FAKE_LINE"
+  echo "========= RACECHECK SUMMARY: 4 hazards displayed (0 errors, 4 warnings)"
+} >"$log"
+exit $rc
+'''
+
+
+def _race_lines(row: str, log: Path) -> subprocess.CompletedProcess:
+    """gpu_sanitize.sh's race_lines function alone, on a racecheck log."""
+    text = (TOOLS / "gpu_sanitize.sh").read_text()
+    fn = text[text.index("race_lines() {"):text.index("\n}\n", text.index("race_lines() {")) + 3]
+    return subprocess.run(["bash", "-c", f"{fn}\nrace_lines {row} {log}"], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT, env=_env(PY=sys.executable))
+
+
+def _kernel_lines(row: str) -> tuple[int, int, int]:
+    """(the kernel's `def` line, its warp_specialize line or 0, an ordinary line) of kernels/<row>/kernel.py."""
+    src = (ROOT / "kernels" / row / "kernel.py").read_text().splitlines()
+    entry = next(i for i, line in enumerate(src, 1) if line.startswith("def "))
+    ws = next((i for i, line in enumerate(src, 1) if "gl.warp_specialize(" in line), 0)
+    other = next(i for i, line in enumerate(src, 1) if line.strip().startswith("return "))
+    return entry, ws, other
+
+
+def test_racecheck_lines_are_counted_and_only_the_explained_ones_pass(tmp_path):
+    """racecheck's reports are counted per (access, source line); a run passes as the known pattern only when every
+    line they name is the kernel's `def` line or its warp_specialize call (the partition table the kernel explains)."""
+    entry, ws, other = _kernel_lines("paged_ws_sm90")
+    log = tmp_path / "race.log"
+    log.write_text("".join(f"========= Write Thread (31,0,0) at 0x1f0 in kernel.py:{entry}\n" for _ in range(3))
+                   + f"========= Read Thread (0,0,0) at 0x20 in kernel.py:{ws}\nRACECHECK SUMMARY: 4 hazards\n")
+    r = _race_lines("paged_ws_sm90:PTX_SLOTS=1", log)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(rf"3 Write kernel.py:{entry} .*\[the kernel's entry line\]", r.stdout), r.stdout
+    assert re.search(rf"1 Read  kernel.py:{ws} .*\[its warp_specialize call\]", r.stdout), r.stdout
+    log.write_text(log.read_text() + f"========= Read Thread (5,0,0) at 0x40 in kernel.py:{other}\n")
+    r = _race_lines("paged_ws_sm90", log)
+    assert r.returncode == 1 and f"kernel.py:{other}" in r.stdout and "NOT EXPLAINED" in r.stdout
+    log.write_text("RACECHECK SUMMARY: 4 hazards\n")  # hazards but no line read: never passes as known
+    assert _race_lines("paged_ws_sm90", log).returncode == 1
+
+
+def test_the_sanitizer_pass_counts_a_known_racecheck_pattern_as_clean(tmp_path):
+    """The whole pass on CPU, through a stand-in compute-sanitizer that reports hazards at the kernel's `def` line:
+    the run is KNOWN in the table, its lines are listed, and the pass exits 0."""
+    fake = tmp_path / "compute-sanitizer"
+    fake.write_text(FAKE_SANITIZER)
+    fake.chmod(0o755)
+    entry = _kernel_lines("tiled")[0]
+    out = tmp_path / "out"
+    r = subprocess.run(["bash", str(TOOLS / "gpu_sanitize.sh"), "racecheck"], capture_output=True, text=True,
+                       timeout=600, env=_env(SAN_SMOKE="1", CS=str(fake), FAKE_LINE=str(entry), SAN_ROWS="tiled",
+                                             SAN_EXTRA="0", SAN_VARIANTS="0", OUT=str(out), PY=sys.executable,
+                                             SAN_LOGS=str(tmp_path / "logs")))
+    report = (out / "sanitize.txt").read_text()
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert re.search(r"\| racecheck \| tiled .*\| KNOWN", report), report
+    assert re.search(rf"\s+3 Write kernel.py:{entry} .*\[the kernel's entry line\]", report), report
+    assert "1 of them racecheck's known pattern only" in report
+
+
+def test_the_engines_step_runs_on_cpu(tmp_path):
+    """tools/gpu_checks.py engines with --smoke: every engine form is built and called through the interpreter; a
+    form the API lacks says so (SKIP here, MISSING on the GPU) instead of stopping the step."""
+    fake = tmp_path / "fake_dg" / "deep_gemm"  # a deep_gemm whose schedule is ours: the form's plumbing runs
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("from mqa_cli import get_paged_mqa_logits_metadata  # noqa: F401\n")
+    r = subprocess.run([sys.executable, str(TOOLS / "gpu_checks.py"), "--smoke", "engines"], capture_output=True,
+                       text=True, timeout=600, cwd=ROOT, env=_env(OUT=str(tmp_path), PYTHONPATH=str(fake.parent)))
+    assert r.returncode == 0 and "RESULT: PASS" in r.stdout, r.stdout[-4000:] + r.stderr[-2000:]
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("  ")]
+    assert any(ln.strip().startswith("PASS") and "vLLM 0.33 paged n4" in ln for ln in lines), r.stdout
+    assert sum(ln.strip().startswith("PASS") and "DeepGEMM-format schedule" in ln for ln in lines) == 2, r.stdout
+    assert any("SGLang DSA prefill" in ln for ln in lines) and any("set_num_sms" in ln for ln in lines)
+    assert (tmp_path / "checks.jsonl").read_text().count('"step": "engines"') >= 15
+
+
+def test_the_ab_tool_checks_the_api_forms_on_cpu(tmp_path):
+    """tools/ab.py prefill / decode with --smoke: every form is called and checked (against the float32 reference,
+    or bitwise against the first form) through the interpreter, and the table and its CSV are written."""
+    for args in (["prefill", "--smoke"], ["decode", "--smoke", "--shapes", "3:70", "--next-n", "2",
+                                          "--forms", "none,given,half"]):
+        r = subprocess.run([sys.executable, str(TOOLS / "ab.py"), *args], capture_output=True, text=True,
+                           timeout=600, cwd=ROOT, env=_env(OUT=str(tmp_path)))
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| ") and not ln.startswith(("| shape", "| B "))]
+        assert rows and all(ln.split("|")[-3].strip() == "ok" for ln in rows), r.stdout
+        assert (tmp_path / f"ab_{args[0]}.csv").read_text().count("\n") == len(rows) + 1

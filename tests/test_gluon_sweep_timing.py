@@ -1,4 +1,4 @@
-"""The prefill sweep's ranking (scripts/sweep_gluon_prefill.py), on the CPU: the GPU pieces replaced by fakes whose
+"""The prefill sweep's ranking (tools/tune/sweep_gluon_prefill.py), on the CPU: the GPU pieces replaced by fakes whose
 candidates take known times, timed under a clock that falls 1 % per measurement. Candidates of equal time must
 measure equal, and the table must take the fastest."""
 import os
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FAKE = textwrap.dedent(r'''
     import itertools, os, sys, types
     root = sys.argv[1]
-    sys.path.insert(0, os.path.join(root, "scripts"))
+    sys.path.insert(0, os.path.join(root, "tools", "tune"))
     sys.path.insert(0, root)
     import torch
     import sweep_gluon_prefill as m

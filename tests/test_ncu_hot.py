@@ -1,10 +1,10 @@
-"""scripts/ncu_hot.py reads Nsight Compute's source page as exported (a kernel-name preamble, quoted numbers with
+"""tools/ncu_hot.py reads Nsight Compute's source page as exported (a kernel-name preamble, quoted numbers with
 thousands separators, one stall column per reason) and ranks the instructions by warp-state samples."""
 import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "ncu_hot.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "ncu_hot.py"
 
 
 def test_ranks_instructions_by_samples_with_their_main_stall_reasons(tmp_path):

@@ -1,7 +1,7 @@
 """The Gluon paged decode kernel (mqa_kernels.paged_ws_sm90) on a machine without a GPU: what dispatch picks, when
 the launcher hands a cache TMA cannot describe to the portable kernel, that the fast relaunch rebuilds the very
 arguments of the first launch, and the kernel cross-compiled for sm90 (TMA loads into fp8 wgmma, no spills).
-Its numbers are checked on the H200 by scripts/paged_ws_experiment.py (Gluon has no interpreter path)."""
+Its numbers are checked on the H200 by tools/tune/paged_ws_experiment.py (Gluon has no interpreter path)."""
 import json
 import re
 import os
@@ -272,7 +272,7 @@ def test_sweep_csv_writes_the_table_the_config_reads(tmp_path):
     table = tmp_path / "tuned.py"
     env = {**os.environ, "OUT": str(tmp_path), "PAGED_WS_TABLE": str(table), "PAGED_WS_DEVICE": "test"}
     env.pop("TRITON_INTERPRET", None)
-    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "paged_ws_experiment.py")
+    script = os.path.join(os.path.dirname(__file__), "..", "tools", "tune", "paged_ws_experiment.py")
     r = subprocess.run([sys.executable, script, "--table-from", str(csv_path)], env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -297,7 +297,7 @@ def test_a_later_sweep_csv_replaces_the_draft_row_counts_it_holds(tmp_path):
     table = tmp_path / "tuned.py"
     env = {**os.environ, "OUT": str(tmp_path), "PAGED_WS_TABLE": str(table), "PAGED_WS_DEVICE": "test"}
     env.pop("TRITON_INTERPRET", None)
-    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "paged_ws_experiment.py")
+    script = os.path.join(os.path.dirname(__file__), "..", "tools", "tune", "paged_ws_experiment.py")
     r = subprocess.run([sys.executable, script, "--table-from", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")],
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -393,7 +393,7 @@ def test_wg_loaders_gives_each_math_warpgroup_its_own_producer_warp():
 
 @pytest.mark.skipif(not TRITON.startswith("3.6."), reason="the kernel is written against triton 3.6's Gluon API")
 def test_phase_stamps_are_a_separate_build_and_the_table_build_reads_no_clock():
-    """STAMPS (scripts/decode_phases.py) reads the SM's clock at each phase of a program; the build the table picks
+    """STAMPS (a diagnostic build) reads the SM's clock at each phase of a program; the build the table picks
     must not: its SASS holds no clock or timer read."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     base = [sys.executable, "-m", "mqa_cli", "dump", "--target", "sm90", "--paged", "--batch", "1", "--context-len",

@@ -1,4 +1,4 @@
-"""The decode sweep's ranking (scripts/paged_ws_experiment.py), on the CPU: every piece that needs a GPU replaced by
+"""The decode sweep's ranking (tools/tune/paged_ws_experiment.py), on the CPU: every piece that needs a GPU replaced by
 a fake whose configs take known times, timed under a clock that falls 1 % per measurement. The sweep must still
 write the fastest config into the table, and give configs of equal time equal figures."""
 import os
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 FAKE = textwrap.dedent(r'''
     import itertools, os, sys, types
-    sys.path.insert(0, os.path.join(sys.argv[1], "scripts"))
+    sys.path.insert(0, os.path.join(sys.argv[1], "tools", "tune"))
     import torch
     import paged_ws_experiment as m
 

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _run(script: str, args: list, env_extra: dict) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(env_extra)
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], env=env, capture_output=True,
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "tune" / script), *args], env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     return r
@@ -58,7 +58,7 @@ def test_head_sweep_gives_a_shape_to_the_gluon_kernel_only_where_it_wins(tmp_pat
     """sweep_heads.py: a shape's Gluon entry is written where its fastest checked layout beats the fastest portable
     config by more than the noise, and dropped where it does not; a wrong layout never counts; the layout keys of
     the other sweep are left alone. The entry is then what dispatch reads."""
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    monkeypatch.syspath_prepend(str(ROOT / "tools" / "tune"))
     monkeypatch.setenv("GLUON_WS_TABLE", str(tmp_path / "gluon_tuned.py"))
     import gluon_table
     import sweep_heads as sh

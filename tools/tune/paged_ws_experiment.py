@@ -13,10 +13,10 @@
    API runs with schedule_meta=None); `--write-table` writes the winners by wgmma N to
    kernels/paged_ws_sm90/tuned.py.
 
-    python3 scripts/paged_ws_experiment.py [--write-table]      (log and CSV under $OUT)
-    python3 scripts/paged_ws_experiment.py --table-from paged_ws_sweep.csv [more.csv ...]   (the table from sweep
+    python3 tools/tune/paged_ws_experiment.py [--write-table]      (log and CSV under $OUT)
+    python3 tools/tune/paged_ws_experiment.py --table-from paged_ws_sweep.csv [more.csv ...]   (the table from sweep
         CSVs, a later one's next_n replacing an earlier one's; no GPU; PAGED_WS_TABLE=FILE writes elsewhere)
-    PAGED_WS_NEXT_N=3,4 python3 scripts/paged_ws_experiment.py --sweep-only    (those draft-row counts only)
+    PAGED_WS_NEXT_N=3,4 python3 tools/tune/paged_ws_experiment.py --sweep-only    (those draft-row counts only)
 
 Bytes = sum(ctx) * (D + 4) + B * next_n * max_context_len * 4 (docs/REFERENCE.md's formula); the floor is the
 larger of bytes / 4.3 TB/s and live FLOP / the fp8 wgmma rate measured on this card (mqa_cli.targets).
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OUT = Path(os.environ.get("OUT", "/tmp/out"))
 OUT.mkdir(parents=True, exist_ok=True)
 T0 = time.time()
@@ -49,6 +49,9 @@ from mqa_cli.paged_reference import reference_paged  # noqa: E402
 from mqa_cli.paged_tensors import Paged, random_paged  # noqa: E402
 from mqa_kernels.paged.config import paged_config  # noqa: E402
 from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config, regime, table_key  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py beside this file
+import sweep_common  # noqa: E402
 
 COPY_TBS, FP8_TFS = targets.TARGETS["sm90"].measured_bandwidth_tbs, targets.TARGETS["sm90"].measured_fp8_tflops
 GPU = torch.cuda.is_available()
@@ -226,7 +229,7 @@ SWEEPS[192] = [dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MMA_N=6
 SWEEPS[192].append(dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64, AHEAD=False))
 SWEEPS[256] += PARTS[1:]
 # PTX_SLOTS (slot waits and releases in PTX, no warpgroup barrier per block; 2026-12-01, eighth session): 3-6 %
-# faster at next_n 8 with three warpgroups one part at a time, 2-11 % slower at next_n 2-6 (scripts/sync_ab.py, by
+# faster at next_n 8 with three warpgroups one part at a time, 2-11 % slower at next_n 2-6 (tools/ab.py configs, by
 # a method that favoured the config timed first; side by side in alternating rounds, tenth session: 1.00-1.03)
 for _n in (5, 6, 7, 8):
     SWEEPS[64 * _n] = [dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=128), dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=64),
@@ -238,7 +241,7 @@ for _n in (5, 6, 7, 8):
                        dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64, AHEAD=False, PTX_SLOTS=True),
                        dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=128, AHEAD=False, PTX_SLOTS=True)]
 # WG_LOADERS (one producer warp per math warpgroup, each streaming its warpgroup's ring alone; 2026-12-01, tenth
-# session): next_n 2 at B 64-4096 0.92-0.96 of one producer's time with four warpgroups (scripts/sync_ab.py, rounds
+# session): next_n 2 at B 64-4096 0.92-0.96 of one producer's time with four warpgroups (tools/ab.py configs, rounds
 # in alternating order), next_n 3-6 0.99-1.01, next_n 8 1.07
 SWEEPS[128] += [dict(STAGES=4, SUBS=1, MATH_WG=4, WG_LOADERS=True), dict(STAGES=5, SUBS=1, MATH_WG=3, WG_LOADERS=True)]
 if os.environ.get("PAGED_WS_NO_WG") == "1":  # one math warpgroup per program only
@@ -291,25 +294,24 @@ def sweep(write: bool):
                 cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=n, block_size=64, batch=B,
                                            max_context_len=t.max_context_len, clean=False, units=NUM_SMS,
                                            override={**COMPLETE, **ch})
-                out.fill_(float("nan"))
-                ws_runner(t, cfg, out)()
-                torch.cuda.synchronize()
-                err, note = compare(t, out, False)
-                if err > 2e-3 or note:
-                    say(f"  n{n} B{B} C{C} {label}: FAILED check {err:.2e} {note}")
-                    continue
-                calls[label] = ws_runner(t, cfg, out)
-                checked[label] = (ch, err)
-            except Exception as e:  # noqa: BLE001
+                run = ws_runner(t, cfg, out)
+            except Exception as e:  # noqa: BLE001  (a choice the config refuses is a result)
                 say(f"  n{n} B{B} C{C} {label}: ERROR {type(e).__name__}: {str(e)[:200]}")
+                continue
+            ok, err, note = sweep_common.check(run, out, lambda o, t=t: compare(t, o, False))
+            if not ok or err > 2e-3:
+                say(f"  n{n} B{B} C{C} {label}: FAILED check {'' if err is None else f'{err:.2e}'} {note}")
+                continue
+            calls[label] = run
+            checked[label] = (ch, err)
         # every checked candidate and the portable kernel timed side by side, in rounds of alternating order: a card
         # at its power cap clocks down during a shape's timings, which ranked a shape's later candidates lower
         # (timed one after another until 2026-12-01, tenth session)
-        rounds = timing.side_by_side(calls, rounds=ROUNDS, rep_ms=25) if checked else []
+        medians, rounds = sweep_common.side_by_side(calls, ROUNDS, rep_ms=25) if checked else ({}, [])
         port = timing.median_in_rounds(rounds, "portable") if rounds and "portable" in calls else float("nan")
         res = []
         for label, (ch, err) in checked.items():
-            us = timing.median_in_rounds(rounds, label)
+            us = medians[label]
             pct = byts / (us * 1e-6) / (COPY_TBS * 1e12) * 100
             res.append((us, label, pct))
             wr.writerow([B, C, n, label, f"{us:.2f}", f"{pct:.1f}", f"{floor_us / us * 100:.1f}", f"{err:.1e}",
@@ -339,15 +341,16 @@ def write_table(totals: dict) -> None:
     """kernels/paged_ws_sm90/tuned.py: per table key (config.table_key) and size class (config.regime), the checked choice with the least
     summed time relative to the portable kernel over the shapes where every candidate ran. The config reads it;
     nothing is copied by hand."""
-    lines = ['"""The H200 (sm90) choices of the Gluon paged decode kernel, by live columns next_n x H (H 64 in the sweep;',
-             "config.table_entry falls back to the padded N = NP x H for other head counts) and the size class",
-             "(config.regime): written by `python3 scripts/paged_ws_experiment.py` on",
-             f"{DEVICE_NAME}, {time.strftime('%Y-%m-%d')}, triton {triton.__version__}: every candidate checked against the",
-             f"reference, then timed by CUDA-graph replay from a cold L2 ({'2-D' if TWO_D else '1-D'} context lengths); kept:",
-             "the least time summed over the swept shapes of the class (each relative to the portable kernel on that",
-             'shape)."""', "", "CUDA_TUNED = {"]
+    doc = ["The H200 (sm90) choices of the Gluon paged decode kernel, by live columns next_n x H (H 64 in the sweep;",
+           "config.table_entry falls back to the padded N = NP x H for other head counts) and the size class",
+           "(config.regime): written by `python3 tools/tune/paged_ws_experiment.py` on",
+           f"{DEVICE_NAME}, {time.strftime('%Y-%m-%d')}, triton {triton.__version__}: every candidate checked against the",
+           f"reference, then timed by CUDA-graph replay from a cold L2 ({'2-D' if TWO_D else '1-D'} context lengths); kept:",
+           "the least time summed over the swept shapes of the class (each relative to the portable kernel on that",
+           "shape)."]
+    body = ["CUDA_TUNED = {"]
     for N in sorted({n for n, _ in totals}):
-        lines.append(f"    {N}: {{")
+        body.append(f"    {N}: {{")
         for reg in ("small", "large"):
             per = totals.get((N, reg))
             if not per:
@@ -355,13 +358,13 @@ def write_table(totals: dict) -> None:
             most = max(c for _, c in per.values())
             full = {k: v for k, v in per.items() if v[1] == most}
             items, (tot, cnt) = min(full.items(), key=lambda kv: kv[1][0])
-            lines.append(f"        {reg!r}: {dict(items)!r},  # {label_of(dict(items))}: mean {tot / cnt:.3f} of the "
-                         f"portable kernel's time, {cnt} shapes")
-        lines.append("    },")
-    lines.append("}")
-    path = Path(os.environ.get("PAGED_WS_TABLE") or ROOT / "kernels" / "paged_ws_sm90" / "tuned.py")
-    path.write_text("\n".join(lines) + "\n")
-    say(f"wrote {path}")
+            body.append(f"        {reg!r}: {dict(items)!r},  # {label_of(dict(items))}: mean {tot / cnt:.3f} of the "
+                        f"portable kernel's time, {cnt} shapes")
+        body.append("    },")
+    body.append("}")
+    table = os.environ.get("PAGED_WS_TABLE")
+    sweep_common.write_table(Path(table or ROOT / "kernels" / "paged_ws_sm90" / "tuned.py"), doc, body, say,
+                             copy_as=None if table else "paged_ws_tuned.py")
 
 
 def table_from_csv(paths: list[str]) -> None:

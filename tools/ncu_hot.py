@@ -1,9 +1,9 @@
 """The SASS instructions where warps waited most, from Nsight Compute's source page exported as CSV
-(`ncu -i REPORT --page source --csv --print-source sass`; scripts/h200_check.sh, step `ncusrc`): address, share of
+(`ncu -i REPORT --page source --csv --print-source sass`; tools/h200_check.sh, step `ncusrc`): address, share of
 all warp-state samples, the stall reasons that hold most of them, and the instruction. Column names are looked up
 by what they contain, so the script reads the export of any recent Nsight Compute.
 
-    python3 scripts/ncu_hot.py SOURCE.csv [N]
+    python3 tools/ncu_hot.py SOURCE.csv [N]
 """
 from __future__ import annotations
 

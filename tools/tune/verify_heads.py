@@ -4,7 +4,7 @@ clean logits; compressed logits (columns from each row's ks, --max-seqlen-k at t
 Exact -inf pattern and the relative-error bound of `mqa-logits verify`, two runs into NaN-poisoned buffers, bitwise
 equal. Prints one line per check and `verify_heads: N passed, M failed`; exit 1 on any failure.
 
-    python3 scripts/verify_heads.py [--seq 2048]        (the H200; the GPU script's headsverify step)
+    python3 tools/tune/verify_heads.py [--seq 2048]        (the H200; the GPU script's headsverify step)
 """
 from __future__ import annotations
 

@@ -1,8 +1,11 @@
-"""GPU experiment for the persistent paged decode kernel (mqa_kernels.paged): check every config against a
-reference, then time it with CUDA-graph replay; the inputs, argument list, output buffer and reference are the
-library's (mqa_cli), so what is swept is what the API launches.
+"""Checked, timed sweep of the portable paged decode kernel (mqa_kernels.paged) on the GPU: every config checked
+against the float32 reference, then a shape's checked configs and the default one timed side by side
+(sweep_common: graph replay after an L2 flush, PAGED_ROUNDS (4) rounds of alternating order; until 2026-12-01 one
+after another, back-to-back replays); the inputs, argument list, output buffer and reference are the library's
+(mqa_cli), so what is swept is what the API launches. This kernel runs where the Gluon decode kernel does not
+(block 16/32, a cache stride TMA cannot describe, a triton the Gluon row does not take).
 
-    python3 scripts/paged_experiment.py            (logs and a CSV under $OUT when set)
+    python3 tools/tune/paged_experiment.py [--write-table]     (logs and a CSV under $OUT when set)
 
 Bytes = sum(ctx) * (D + 4) + B * next_n * max_context_len * 4 (4 bytes per logit, as the reference figures
 count them even for bf16); % is of the 4.3 TB/s copy rate measured on the H200.
@@ -17,11 +20,12 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OUT = Path(os.environ.get("OUT", "/tmp/paged_experiment"))
 OUT.mkdir(parents=True, exist_ok=True)
 T0 = time.time()
 BUDGET_S = float(os.environ.get("PAGED_BUDGET_S", "235"))
+ROUNDS = int(os.environ.get("PAGED_ROUNDS", "4"))  # side-by-side timing rounds per shape
 LOG = open(OUT / "paged_experiment.log", "w")
 
 
@@ -49,12 +53,15 @@ if SMOKE:  # before any kernel module is imported
 
 import triton  # noqa: E402
 
-from mqa_cli import launch, schedule  # noqa: E402
+from mqa_cli import launch, schedule, timing  # noqa: E402
 from mqa_cli.launch_paged import paged_args  # noqa: E402
 from mqa_cli.paged_problem import PagedSpec  # noqa: E402
 from mqa_cli.paged_reference import reference_paged  # noqa: E402
 from mqa_cli.paged_tensors import random_paged  # noqa: E402
 from mqa_kernels.paged.config import paged_config  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py beside this file
+import sweep_common  # noqa: E402
 
 
 def make(B, C, next_n, H=64, D=128, bs=64, seed=0):
@@ -84,10 +91,11 @@ def nbytes(t):
 
 
 def bench(fn):
+    """µs of fn alone: one CUDA-graph replay after an L2 flush, median (the cold cache a decode step meets)."""
     if SMOKE:
         fn()
         return 1.0
-    return triton.testing.do_bench_cudagraph(fn, rep=25, return_mode="median") * 1e3  # µs
+    return timing.time_kernel(fn, rep_ms=25)
 
 
 def config_for(t, clean, ov, bf16=False):
@@ -97,24 +105,23 @@ def config_for(t, clean, ov, bf16=False):
                         override=ov)
 
 
-def check(t, cfg, meta, ref, clean=False, dtype=torch.float32):
-    out = alloc_out(t, dtype)
-    out.fill_(float("nan"))
-    runner(t, cfg, out, meta)()
-    if not SMOKE:
-        torch.cuda.synchronize()
+def compare(got, ref, clean=False):
+    """(relative error of the live entries, problem or '') of an output against the float32 reference."""
     live = torch.isfinite(ref)
-    got = out.float()
+    got = got.float()
     if not torch.isfinite(got[live]).all():
         return float("inf"), "unwritten/non-finite live entries"
     err = ((got[live] - ref[live]).norm() / ref[live].norm()).item()
-    note = ""
-    if clean:
-        dead = ~live
-        # Row dead tail: every entry >= the row end must be -inf; (entries < end are live or beyond max)
-        if not torch.isneginf(got[dead]).all():
-            note = "clean: dead entries not -inf"
-    return err, note
+    if clean and not torch.isneginf(got[~live]).all():  # every entry past a row's end must be -inf
+        return err, "clean: dead entries not -inf"
+    return err, ""
+
+
+def check(t, cfg, meta, ref, clean=False, dtype=torch.float32):
+    """(relative error, problem or '') of one launch of cfg into a poisoned output (common.check)."""
+    out = alloc_out(t, dtype)
+    ok, err, note = sweep_common.check(runner(t, cfg, out, meta), out, lambda o: compare(o, ref, clean))
+    return (float("inf") if err is None else err), note
 
 
 # (label, override) per dot width next_n x H. Run 1 (2026-11-30) measured register prefetch (2x slower than
@@ -164,20 +171,38 @@ def main():
             meta = schedule.get_paged_mqa_logits_metadata(t.context_lens, t.block_size, NUM_SMS)
             byts = nbytes(t)
             sweep = SWEEPS[min(k for k in SWEEPS if k >= next_n * t.heads)]
-            res = []
+            # every candidate checked first, then the checked ones and the default config side by side
+            # (common.side_by_side: graph replay after an L2 flush, rounds in alternating order)
+            calls, checked = {}, {}
             for label, ov in sweep:
                 try:
                     cfg = config_for(t, False, ov)
-                    err, note = check(t, cfg, meta, ref)
-                    if err > 2e-3 or note:
-                        wr.writerow([B, C, next_n, label, "", "", f"{err:.2e}", note or "error too large"])
-                        say(f"  n{next_n} B{B} C{C} {label}: FAILED check err {err:.2e} {note}")
-                        continue
-                    out = alloc_out(t)
-                    us = bench(runner(t, cfg, out, meta))
-                except Exception as e:  # a config that does not compile or run is reported, not fatal
+                except Exception as e:  # a config the rule refuses is reported, not fatal
                     say(f"  n{next_n} B{B} C{C} {label}: ERROR {type(e).__name__}: {str(e)[:200]}")
                     continue
+                out = alloc_out(t)
+                ok, err, note = sweep_common.check(runner(t, cfg, out, meta), out, lambda o: compare(o, ref))
+                if not ok or err > 2e-3:
+                    wr.writerow([B, C, next_n, label, "", "", "" if err is None else f"{err:.2e}",
+                                 note or "error too large"])
+                    say(f"  n{next_n} B{B} C{C} {label}: FAILED check {'' if err is None else f'{err:.2e}'} {note}")
+                    continue
+                calls[label], checked[label] = runner(t, cfg, out, meta), err
+            try:
+                cfg = config_for(t, False, None)  # what paged_config picks with no override
+                out = alloc_out(t)
+                ok, err, note = sweep_common.check(runner(t, cfg, out, meta), out, lambda o: compare(o, ref))
+                if ok and err < 2e-3:
+                    calls["(default)"] = runner(t, cfg, out, meta)
+                else:
+                    say(f"  default config FAILED check {note}")
+            except Exception as e:  # noqa: BLE001
+                say(f"  default config ERROR {type(e).__name__}: {str(e)[:200]}")
+            us_of = {k: 1.0 for k in calls} if SMOKE else sweep_common.side_by_side(calls, ROUNDS)[0]
+            dus = us_of.get("(default)", float("nan"))
+            res = []
+            for label, err in checked.items():
+                us = us_of[label]
                 pct = byts / (us * 1e-6) / (COPY_TBS * 1e12) * 100
                 res.append((us, label, pct, err))
                 n_key = min(k for k in SWEEPS if k >= next_n * t.heads)
@@ -186,14 +211,6 @@ def main():
                 agg["count"] += 1
                 wr.writerow([B, C, next_n, label, f"{us:.2f}", f"{pct:.1f}", f"{err:.2e}", ""])
                 csv_f.flush()
-            # default config (what paged_config picks with no override)
-            try:
-                cfg = config_for(t, False, None)
-                err, note = check(t, cfg, meta, ref)
-                dus = bench(runner(t, cfg, alloc_out(t), meta)) if not note and err < 2e-3 else float("nan")
-            except Exception as e:
-                dus, err = float("nan"), float("nan")
-                say(f"  default config ERROR {type(e).__name__}: {str(e)[:200]}")
             res.sort()
             if res:
                 us, label, pct, err = res[0]
@@ -254,18 +271,15 @@ def write_table(rows_by_n: dict) -> None:
         full = {lb: v for lb, v in per_label.items() if v["count"] == max(x["count"] for x in per_label.values())}
         label = min(full, key=lambda lb: full[lb]["total"])
         table[n] = (label, dict(SWEEPS[n])[label] if n in SWEEPS else {}, full[label]["total"], full[label]["count"])
-    path = ROOT / "kernels" / "paged" / "tuned.py"
-    lines = ['"""The H200 (sm90) configs of the paged decode kernel, by the dot\'s width N = next_n x H: written by',
-             f"`python3 scripts/paged_experiment.py --write-table` on {torch.cuda.get_device_name(0)}, "
-             f"{time.strftime('%Y-%m-%d')}, triton {triton.__version__}.",
-             "Each config was checked against the reference before it was timed (CUDA-graph replay); the one with",
-             'the least total time over the swept shapes is kept."""', "", "CUDA_TUNED = {"]
-    for n, (label, ov, total, count) in table.items():
-        lines.append(f"    {n}: {ov!r},  # {label}: {total:.1f} us over {count} shapes")
-    lines.append("}")
-    path.write_text("\n".join(lines) + "\n")
-    say(f"wrote {path}")
-
+    path = Path(os.environ.get("PAGED_TABLE") or ROOT / "kernels" / "paged" / "tuned.py")
+    doc = ["The H200 (sm90) configs of the paged decode kernel, by the dot's width N = next_n x H: written by",
+           f"`python3 tools/tune/paged_experiment.py --write-table` on {torch.cuda.get_device_name(0)}, "
+           f"{time.strftime('%Y-%m-%d')}, triton {triton.__version__}.",
+           "Each config was checked against the reference before it was timed (a shape's checked configs side by",
+           "side, CUDA-graph replay after an L2 flush); the one with the least total time over the swept shapes is kept."]
+    body = ["CUDA_TUNED = {"] + [f"    {n}: {ov!r},  # {label}: {total:.1f} us over {count} shapes"
+                                 for n, (label, ov, total, count) in table.items()] + ["}"]
+    sweep_common.write_table(path, doc, body, say, copy_as="paged_tuned.py")
 
 if __name__ == "__main__":
     main()

@@ -7,12 +7,15 @@ GLUON_WS_TABLE=FILE writes elsewhere (the CPU tests rebuild tables from a run's 
 """
 from __future__ import annotations
 
-import importlib.util
 import os
+import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py beside this file
+import sweep_common  # noqa: E402
+
 OWN_LAYOUT = {(32, 128), (64, 128)}  # the keys sweep_gluon_prefill.py owns; sweep_heads.py owns the rest
 
 
@@ -22,12 +25,9 @@ def path() -> Path:
 
 def read(p: Path) -> tuple[dict, dict]:
     """(entries, comments) of the table at p: comments are the text after '#' on each entry's line."""
+    table, _ = sweep_common.load_table(p)
     if not p.exists():
         return {}, {}
-    spec = importlib.util.spec_from_file_location("_gluon_tuned_old", p)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    table = dict(getattr(mod, "CUDA_TUNED", {}))
     comments = {}
     for line in p.read_text().splitlines():
         s = line.strip()
@@ -59,19 +59,16 @@ def write(entries: dict, device: str, say) -> Path:
                              stages=e["stages"], q_in_lanes=e.get("q_in_lanes"), n=e.get("n"),
                              splits=e.get("splits"), tma_store=e.get("tma_store"), chains=e.get("chains"),
                              override={"PINGPONG": e["pingpong"]} if e.get("pingpong") else None)
-    lines = ['"""The H200 (sm90) configs of the Gluon prefill kernel by (heads, dim); a shape listed here is one dispatch',
-             "gives this kernel. Two writers, each rewriting only the keys it swept (scripts/gluon_table.py):",
-             "`python3 scripts/sweep_gluon_prefill.py --write-table` (H 32 and 64 at D 128: warpgroup layout on the",
-             "seed shapes, kept when its mean time relative to (2, 1) st4 query-major is below 0.98) and",
-             "`python3 scripts/sweep_heads.py --write-table` (every other shape: 1x8192 causal, clean, kept when it",
-             "beats the fastest portable config by more than 3 %). Every candidate was checked against the float32",
-             "reference before it was timed (a CUDA-graph replay per sample after an L2 flush, median; runs before",
-             "2026-11-30 17:30 UTC timed the call itself with do_bench). The comment on each line says which run.",
-             f'Last written on {device}, {time.strftime("%Y-%m-%d")}, triton {triton.__version__}."""',
-             "", "CUDA_TUNED = {"]
-    for (H, D), e in sorted(table.items()):
-        lines.append(f"    ({H}, {D}): {e!r},  # {comments.get((H, D), '')}")
-    lines.append("}")
-    p.write_text("\n".join(lines) + "\n")
-    say(f"wrote {p} ({len(table)} entries)")
+    doc = ["The H200 (sm90) configs of the Gluon prefill kernel by (heads, dim); a shape listed here is one dispatch",
+           "gives this kernel. Two writers, each rewriting only the keys it swept (tools/tune/gluon_table.py):",
+           "`python3 tools/tune/sweep_gluon_prefill.py --write-table` (H 32 and 64 at D 128: warpgroup layout on the",
+           "seed shapes, kept when its mean time relative to (2, 1) st4 query-major is below 0.98) and",
+           "`python3 tools/tune/sweep_heads.py --write-table` (every other shape: 1x8192 causal, clean, kept when it",
+           "beats the fastest portable config by more than 3 %). Every candidate was checked against the float32",
+           "reference before it was timed (a CUDA-graph replay per sample after an L2 flush, median; runs before",
+           "2026-11-30 17:30 UTC timed the call itself with do_bench). The comment on each line says which run.",
+           f'Last written on {device}, {time.strftime("%Y-%m-%d")}, triton {triton.__version__}.']
+    body = ["CUDA_TUNED = {"] + [f"    ({H}, {D}): {e!r},  # {comments.get((H, D), '')}"
+                                 for (H, D), e in sorted(table.items())] + ["}"]
+    sweep_common.write_table(p, doc, body, say, copy_as=None if os.environ.get("GLUON_WS_TABLE") else "gluon_ws_tuned.py")
     return p

@@ -2,7 +2,9 @@
 # compute-sanitizer (memcheck, racecheck, synccheck) on small problems for every dispatch row of this GPU
 # (issue 10), through the CLI only: `python3 -m mqa_cli run <problem> --kernel ROW --force --json`.
 #
-# Usage (GPU machine, repository root): bash scripts/gpu_sanitize.sh [memcheck] [racecheck] [synccheck]
+# Usage (GPU machine, repository root): bash tools/gpu_sanitize.sh [memcheck] [racecheck] [synccheck]
+# (h200_check.sh's `sanitize` step; e.g. SAN_ROWS=paged_ws_sm90 bash tools/gpu_sanitize.sh racecheck: one row's
+# racecheck runs and the source lines they name)
 # Env: SAN_BUDGET_S  wall-clock budget for the whole script (default 240); every job gets at most SAN_JOB_S
 #      SAN_JOB_S     per-job limit (default 150)
 #      SAN_JOBS      sanitizer processes at a time (default 6; one GPU, but most of their time is host work)
@@ -20,8 +22,12 @@
 # D 128; a paged row B 4 next_n 2 C 2048 H 64 D 128 block 64; any other row: the first of those shapes it
 # holds for. Output: a table of each tool x row's summary line (ERROR SUMMARY, or RACECHECK SUMMARY for
 # racecheck) in $OUT/sanitize.txt and on stdout, with the first lines of every report that is not clean.
-# Exit 0 when every run finished with 0 errors (and 0 hazards), 1 otherwise.
-# Dry run on CPU: SAN_SMOKE=1 CS=<a fake compute-sanitizer> bash scripts/gpu_sanitize.sh (toy problems).
+# racecheck: every (access, source line) its reports name, counted (SAN_RACE_LIMIT reports printed per run,
+# default 100000). A run whose hazards all name a line the kernel explains (its `def` line or its
+# gl.warp_specialize call: the partition table triton's warp_specialize lowering writes late and its workers read
+# first, ordered by a named barrier; kernels/gluon_ws_sm90/kernel.py says why) is KNOWN, not a failure.
+# Exit 0 when every run finished with 0 errors (and 0 unexplained hazards), 1 otherwise.
+# Dry run on CPU: SAN_SMOKE=1 CS=<a fake compute-sanitizer> bash tools/gpu_sanitize.sh (toy problems).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 PY=${PY:-python3}
@@ -50,10 +56,12 @@ CS_OPTS=()
 knows() { [[ "$CS_HELP" == *"$1"* ]]; }
 knows --target-processes && CS_OPTS+=(--target-processes application-only)
 knows --report-api-errors && CS_OPTS+=(--report-api-errors "${SAN_API_ERRORS:-no}")
-knows --print-limit && CS_OPTS+=(--print-limit 50)
-RACE_OPTS=()
+PRINT_OPTS=()  # memcheck, synccheck: the first reports are enough
+knows --print-limit && PRINT_OPTS+=(--print-limit 50)
+RACE_OPTS=()  # racecheck: every report, so that each source line it names is counted
 knows --racecheck-report && RACE_OPTS+=(--racecheck-report all)
-say "options: ${CS_OPTS[*]} | racecheck: ${RACE_OPTS[*]}"
+knows --print-limit && RACE_OPTS+=(--print-limit "${SAN_RACE_LIMIT:-100000}")
+say "options: ${CS_OPTS[*]} | memcheck, synccheck: ${PRINT_OPTS[*]} | racecheck: ${RACE_OPTS[*]}"
 
 # rows of this GPU and the first small problem each holds for: lines "row|flags"
 "$PY" - >"$LOGS/rows.txt" <<'EOF'
@@ -210,7 +218,7 @@ run_job() {  # tool row label flags -> $LOGS/<tool>-<label>.{log,out,rc}
   [ "$l" -lt "$lim" ] && lim=$l
   if [ "$lim" -lt 10 ]; then echo "no time" >"$base.rc"; return; fi
   local extra=("${CS_OPTS[@]}")
-  [ "$tool" = racecheck ] && extra+=(${RACE_OPTS[@]+"${RACE_OPTS[@]}"})
+  if [ "$tool" = racecheck ]; then extra+=(${RACE_OPTS[@]+"${RACE_OPTS[@]}"}); else extra+=(${PRINT_OPTS[@]+"${PRINT_OPTS[@]}"}); fi
   local t0=$(date +%s)
   # shellcheck disable=SC2086
   PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout -k 10 "$lim" "$CS" --tool "$tool" ${extra[@]+"${extra[@]}"} \
@@ -227,6 +235,27 @@ while IFS='|' read -r tool row label flags; do
   running=$((running + 1))
 done <"$JOBS"
 wait
+
+# racecheck: "count access file:line text [why]" per distinct (access, source line) its reports name
+race_lines() {  # row log -> lines on stdout; exit 0 when every named line is one the kernel explains
+  "$PY" - "$1" "$2" <<'PYEOF'
+import collections, pathlib, re, sys
+row, log = sys.argv[1].split(":")[0], pathlib.Path(sys.argv[2])
+src = pathlib.Path("kernels") / row / "kernel.py"
+lines = src.read_text().splitlines() if src.exists() else []
+pat = re.compile(r"(Write|Read) Thread \([0-9,]+\) at [^ ]+ in ([A-Za-z0-9_./-]+\.py):([0-9]+)")
+seen = collections.Counter((m.group(1), m.group(2), int(m.group(3)))
+                           for m in pat.finditer(log.read_text(errors="replace") if log.exists() else ""))
+unexplained = 0
+for (acc, f, n), c in sorted(seen.items(), key=lambda kv: -kv[1]):
+    text = lines[n - 1].strip() if f.endswith("kernel.py") and 0 < n <= len(lines) else ""
+    why = ("the kernel's entry line" if text.startswith("def ") else
+           "its warp_specialize call" if "warp_specialize(" in text else "")
+    unexplained += not why
+    print(f"  {c:7d} {acc:5s} {f}:{n}  {text[:60]}  [{why or 'NOT EXPLAINED'}]")
+sys.exit(1 if unexplained or not seen else 0)
+PYEOF
+}
 
 # the table
 {
@@ -250,17 +279,25 @@ while IFS='|' read -r tool row label flags; do
   if [ "$rc" = "no" ] || [ "$rc" = "?" ]; then result=NOTRUN; summ="(not run: no time left)"
   elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then result=TIMEOUT
   elif [ -z "$summ" ]; then result=FAIL; summ="(no summary line; see the log)"
-  elif [ "${errs:-0}" != 0 ] || [ "${haz:-0}" != 0 ]; then result=FAIL
+  elif [ "${errs:-0}" != 0 ]; then result=FAIL
+  elif [ "${haz:-0}" != 0 ]; then
+    if race_lines "$row" "$base.log" >"$base.lines"; then result=KNOWN; else result=FAIL; fi
   elif [ "$rc" != 0 ] || [ "$ran" != yes ]; then result=FAIL; summ="$summ (run exit $rc, kernel ran: $ran)"
   fi
-  [ "$result" = PASS ] || bad=$((bad + 1))
+  [ "$result" = PASS ] || [ "$result" = KNOWN ] || bad=$((bad + 1))
   printf '| %-9s | %-26s | %-7s | %-5s | %-70s | %-6s |\n' "$tool" "$label" "$rc" "$secs" "$summ" "$result" >>"$REPORT"
   echo "$result|$tool|$row|$label|$flags|$base" >>"$RES"
 done <"$JOBS"
-echo "sanitize: $(( $(wc -l <"$JOBS") - bad )) clean of $(wc -l <"$JOBS") runs ($(($(date +%s) - T0)) s)" >>"$REPORT"
+echo "sanitize: $(( $(wc -l <"$JOBS") - bad )) clean of $(wc -l <"$JOBS") runs, $(grep -c '^KNOWN|' "$RES") of them \
+racecheck's known pattern only ($(($(date +%s) - T0)) s)" >>"$REPORT"
+# racecheck: the source lines every run with hazards names, counted
+while IFS='|' read -r result tool row label flags base; do
+  [ -s "$base.lines" ] || continue
+  { echo; echo "---- racecheck $label ($result): reports per (access, source line)"; cat "$base.lines"; } >>"$REPORT"
+done <"$RES"
 # the first lines of every report that is not clean, and the program's own last lines
 while IFS='|' read -r result tool row label flags base; do
-  [ "$result" = PASS ] && continue
+  if [ "$result" = PASS ] || [ "$result" = KNOWN ]; then continue; fi
   {
     echo
     echo "---- $result: $tool $label: python3 -m mqa_cli ${SAN_CMD:-run} $flags --kernel $row --force --json"

@@ -5,7 +5,7 @@ at a new address, at a reused address with new data, and a cache copied to a new
 place. Each result must equal the full path's on every live entry (bitwise). Then the host µs a call, back to
 back, with the direct launch and with triton's own launcher wrapper, in three rounds.
 
-    python3 scripts/direct_launch_check.py        (the H200; exit 1 when a result differs)
+    python3 tools/direct_launch_check.py        (the H200; exit 1 when a result differs)
 """
 import sys
 

@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # One device call on the H200: the steps named (in the order given), each time-boxed so that the whole call
-# ends inside H200_BUDGET_S (default 570 s), then a summary table.
+# ends inside H200_BUDGET_S (default 570 s), then a summary table; under the triton H200_TRITON names.
 #
-#   bash scripts/h200_check.sh env install capture hostcost views large sanitize      # e.g.
+#   bash tools/h200_check.sh env install anchor capture views engines large+ sanitize+ deepgemm     # e.g.
+#   H200_TRITON=3.8.0 bash tools/h200_check.sh ...      # the same under triton 3.8.0, from a carried bundle
+#
+# Triton: the image's (3.6.0) unless H200_TRITON names another version; then .tb/<V>/triton-<V>.tar.xz (or
+# .tb/triton-<V>.tar.xz), built by ../shared/tools/triton-bundle.sh and named in the device call's `carry`, is
+# unpacked to /tmp/tb-<V> ahead of the image's on PYTHONPATH, triton compiles with the device's ptxas
+# (TRITON_PTXAS_PATH, unless the bundle kept its own) into its own cache (/tmp/triton-cache-<V>), and the call
+# stops with exit 2 if python3 does not then import <V> (docs/GPU-PLAN.md has the whole sequence).
+# Every result of the call lands in $OUT/<V>/ (<V>: the triton version that ran), so calls under different
+# versions never mix their files.
 #
 # Steps
 #   env       GPU, clocks, versions, compute-sanitizer, memory and disk, the dispatch rows of this GPU
@@ -11,75 +20,120 @@
 #   tests     python3 -m pytest -q -p no:cacheprovider tests -x   (the suite's GPU-side tests run here)
 #   verify    mqa-logits verify --large; verify --paged --large; verify --kernel ROW --large for every
 #             other prefill row of this GPU
-#   capture hostcost views large
-#             python3 scripts/gpu_checks.py STEP (one process each: a lost CUDA context stays in its step)
-#   sanitize  bash scripts/gpu_sanitize.sh (memcheck, racecheck, synccheck x every row)
-#   deepgemm  python3 scripts/deepgemm_tests.py: DeepGEMM's own test_attention.py cases against the API;
+#   capture hostcost views engines large
+#             python3 tools/gpu_checks.py STEP (one process each: a lost CUDA context stays in its step);
+#             engines: the engines' call forms as they pass their arguments (DeepGEMM's schedule format too
+#             when the anchor already put deep_gemm in place)
+#   sanitize  bash tools/gpu_sanitize.sh (memcheck, racecheck, synccheck x every row; racecheck's source lines
+#             counted, the known partition-table pattern told apart)
+#   deepgemm  python3 tools/deepgemm_tests.py: DeepGEMM's own test_attention.py cases against the API;
 #             DeepGEMM put in place by the anchor's build part when `anchor` did not run before
-#             (ANCHOR_STEPS=build bash .anchor/run.sh; needs .anchor carried), else its sources alone
+#             (ANCHOR_STEPS=build bash .anchor/run.sh; needs the anchor kit carried), else its sources alone
 #   bench     mqa-logits bench --suite seed, and --suite decode --graph
-#   anchor    bash .anchor/run.sh (the side-by-side harness with DeepGEMM; needs .anchor carried)
-#   pagedws   python3 scripts/paged_ws_experiment.py --check-only (the Gluon decode kernel through the API: 41 forms)
-#   sweeps    the checked, timed sweeps that write kernels/{paged_ws_sm90,tiled,topk}/tuned.py (copied to $OUT)
-#   pagedsweep  the decode kernel's sweep alone (scripts/paged_ws_experiment.py --write-table; table to $OUT)
-#   gluonsweep  the Gluon prefill kernel's warpgroup layouts (scripts/sweep_gluon_prefill.py --write-table)
-#   headsverify  scripts/verify_heads.py: every (heads, dim) the Gluon prefill table dispatches, in four forms
+#   anchor    bash .anchor/run.sh (the side-by-side harness with DeepGEMM); the kit comes as .anchor (carried) or
+#             as .anchor-kit/deepgemm.tar.xz (carried, unpacked into .anchor here: 31 MB as files, a few packed)
+#   forms     python3 tools/ab.py prefill, then decode --forms ${FORMS_DECODE:-none,given}: the API's call forms
+#             (clean, no clean, compressed; schedule in the kernel / given) side by side with DeepGEMM's, to
+#             $OUT/forms.md
+#   ab        python3 tools/ab.py ${AB_ARGS} (e.g. AB_ARGS='configs --row paged_ws_sm90 --variants
+#             "PTX_SLOTS=0;PTX_SLOTS=1"'), to $OUT/ab.md
+#   pagedws   python3 tools/tune/paged_ws_experiment.py --check-only (the Gluon decode kernel through the API: 41
+#             forms)
+#   sweeps    the checked, timed sweeps that write kernels/{paged_ws_sm90,tiled,topk}/tuned.py (copies in $OUT)
+#   pagedsweep  the decode kernel's sweep alone (tools/tune/paged_ws_experiment.py --write-table; copy in $OUT)
+#   gluonsweep  the Gluon prefill kernel's warpgroup layouts (tools/tune/sweep_gluon_prefill.py --write-table)
+#   headsverify  tools/tune/verify_heads.py: every (heads, dim) the Gluon prefill table dispatches, in four forms
 #             (causal clean; window without clean logits; compressed; bf16 logits), S 2048, one process
 #   variants  each config variant in VARIANTS ("ROW:KEY=V,... HEADS DIM" entries separated by ';'; default: the
 #             Gluon prefill options tma_store and chains) through `mqa-logits verify --seq 2048`, one process
 #             each, so that a variant that faults loses only its own line (the sweeps check in one process)
 #   ncu       Nsight Compute (--clock-control none) on one launch of each problem in NCU_PROBES (';'-separated
-#             scripts/ncu_probe.py arguments; default two prefill head counts and two decode shapes): speed of
+#             tools/ncu_probe.py arguments; default two prefill head counts and two decode shapes): speed of
 #             light, memory, warp stall and scheduler sections, to $OUT/ncu.txt
 #   ncusrc    Nsight Compute's per-instruction warp-stall samples (SourceCounters) of one launch of each problem in
 #             NCU_SRC_PROBES (default: decode B 8 and B 1, C 8K, next_n 1): the 40 SASS instructions where warps
 #             waited most, to $OUT/ncu_source.txt (the full per-instruction CSV beside it, gzipped); NCU_CLOCK=base
 #             profiles at the base clock (what the 700 W cap leaves under sustained load), default none
-#   phases    python3 scripts/decode_phases.py ${PHASES_ARGS}: a small decode step's phases, by the SM clock the
-#             kernel's STAMPS build reads in each program, beside DeepGEMM's time, to $OUT/phases.md
-#   syncab    python3 scripts/sync_ab.py ${SYNCAB_ARGS}: two configs of the decode kernel side by side (default: slot
-#             waits by triton and PTX_SLOTS; --a / --b their override keys), beside DeepGEMM
-#   splitab   python3 scripts/decode_split_ab.py: decode through the API (split in the kernel / given) beside
-#             DeepGEMM given its metadata, incl. B 4096 C 8K (DeepGEMM put in place as for `deepgemm`)
-#   ceilings  python3 scripts/mma_ceiling.py (fp8 wgmma alone) and scripts/write_ceiling.py (fill, copy)
-#   overlap   python3 scripts/overlap_probe.py: fp8 wgmma with the decode epilogue between them, 1-4 warpgroups, to
-#             $OUT/overlap.txt (how much of the tensor rate an fp32 epilogue leaves)
-#   heads     the head-count sweep (scripts/sweep_heads.py --write-table ${HEADS_ARGS}, e.g. HEADS_ARGS="--gluon-only
+#   heads     the head-count sweep (tools/tune/sweep_heads.py --write-table ${HEADS_ARGS}, e.g. HEADS_ARGS="--gluon-only
 #             --shapes 8x64,8x128"): the portable kernel's table and the Gluon kernel's head-count keys, to $OUT
 #   topk      the top-k sweep alone, with DeepGEMM's logits + torch.topk beside it (DeepGEMM put in place as
-#             for `deepgemm`); writes kernels/topk/tuned.py (copied to $OUT)
+#             for `deepgemm`); writes kernels/topk/tuned.py (copy in $OUT)
 # NAME+ starts a step in the background and goes on with the next (its output is printed at the end): for
-# checks whose timings do not matter, e.g. `sanitize+ deepgemm` (never beside hostcost, bench or anchor).
-# Env: H200_BUDGET_S (570); DGT_CASES (sample N cases per DeepGEMM test; default all, cut by the budget);
-#      SAN_JOBS / SAN_JOB_S (gpu_sanitize.sh); LARGE_JOBS / LARGE_SKIP_BIG (gpu_checks.py large);
-#      H200_SMOKE=1: a dry run on CPU (gpu_checks.py / deepgemm_tests.py --smoke).
-# Output: stdout and $OUT/log.txt; $OUT/summary.txt (the table); per step: checks.jsonl (gpu_checks),
-# sanitize.txt, deepgemm.txt, bench_seed.csv, bench_decode.csv, anchor.tgz (the harness's files). At most 8.
+# checks whose timings do not matter, e.g. `sanitize+ deepgemm` (never beside hostcost, bench, forms, ab or anchor).
+# Env: H200_BUDGET_S (570); H200_TRITON (the triton to run under; default the image's); H200_BUNDLES (where the
+#      bundles are, default .tb); DGT_CASES (sample N cases
+#      per DeepGEMM test; default all, cut by the budget); SAN_JOBS / SAN_JOB_S (gpu_sanitize.sh); LARGE_JOBS /
+#      LARGE_SKIP_BIG (gpu_checks.py large); H200_SMOKE=1: a dry run on CPU (gpu_checks.py / deepgemm_tests.py
+#      --smoke).
+# Output: stdout and $OUT/<V>/log.txt; $OUT/<V>/summary.txt (the table); per step: checks.jsonl (gpu_checks),
+# sanitize.txt, deepgemm.txt, bench_seed.csv, bench_decode.csv, anchor.tgz (the harness's files), forms.md,
+# ab.md, the tables a sweep wrote. The device tool brings back at most 8 files.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 REPO=$(pwd)
-export OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 PY=$(command -v python3)  # the image's python3 (with torch) is found first on PATH
 export PY
+
+# wheels carried in .whl fill gaps in the image, for every step (hence here, not inside a step)
+if ls .whl/*.whl >/dev/null 2>&1; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} && echo "wheels from .whl installed to /tmp/site"
+fi
+
+triton_version() { (cd /tmp && "$PY" -c "import triton; print(triton.__version__)" 2>/dev/null); }
+
+# the triton of this call: the image's, or H200_TRITON's bundle ahead of it (its header: ../shared/tools/triton-bundle.sh)
+use_triton() {  # VERSION -> exported PYTHONPATH, TRITON_PTXAS_PATH, TRITON_CACHE_DIR; exit 2 when it cannot
+  local want=$1 have bundle dir
+  have=$(triton_version)
+  if [ -n "$want" ] && [ "$want" != "$have" ]; then
+    local tb=${H200_BUNDLES:-.tb}
+    bundle=$(ls "$tb/$want/triton-$want.tar.xz" "$tb/triton-$want.tar.xz" 2>/dev/null | head -n1)
+    if [ -z "$bundle" ]; then
+      echo "H200_TRITON=$want: no bundle at $tb/$want/triton-$want.tar.xz (build it with ../shared/tools/triton-bundle.sh"
+      echo "and name .tb/$want in the call's carry: docs/GPU-PLAN.md); the image has triton ${have:-none}"
+      exit 2
+    fi
+    dir=/tmp/tb-$want
+    if [ ! -f "$dir/triton/__init__.py" ]; then
+      mkdir -p "$dir" && tar -xJf "$bundle" -C "$dir" || { echo "could not unpack $bundle"; exit 2; }
+    fi
+    export PYTHONPATH=$dir${PYTHONPATH:+:$PYTHONPATH}
+    if [ ! -x "$dir/triton/backends/nvidia/bin/ptxas" ]; then  # the bundle leaves ptxas out: the device's CUDA has it
+      TRITON_PTXAS_PATH=${TRITON_PTXAS_PATH:-$(command -v ptxas || ls /usr/local/cuda*/bin/ptxas 2>/dev/null | head -n1)}
+      export TRITON_PTXAS_PATH
+    fi
+    have=$(triton_version)
+    if [ "$have" != "$want" ]; then
+      echo "H200_TRITON=$want: python3 imports triton ${have:-none} after unpacking $bundle"; exit 2
+    fi
+    echo "triton $have from $bundle (unpacked to $dir; ptxas ${TRITON_PTXAS_PATH:-of the bundle})"
+  fi
+  export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache-${have:-none}}
+  TRITON_VERSION=${have:-none}
+  export TRITON_VERSION
+}
+use_triton "${H200_TRITON:-}"
+export OUT=${OUT:-/tmp/out}/$TRITON_VERSION
+mkdir -p "$OUT"
 T0=$(date +%s)
 BUDGET=${H200_BUDGET_S:-570}
 STEPS=${*:-env install tests verify pagedws capture hostcost views large sanitize bench}
-SLOGS=/tmp/h200_steps
+SLOGS=/tmp/h200_steps/$TRITON_VERSION
 mkdir -p "$SLOGS"
 SUMMARY=$SLOGS/summary.rows
 : >"$SUMMARY"
 
 # per-step cap (s) and the least time worth starting it with
 declare -A CAP=([env]=60 [install]=120 [tests]=200 [verify]=180 [capture]=180 [hostcost]=120 [views]=150
-                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=160 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300 [variants]=200 [ncu]=240 [ceilings]=90 [overlap]=160 [splitab]=200 [ncusrc]=200 [syncab]=300 [phases]=200)
+                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=160 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300 [variants]=200 [ncu]=240 [ncusrc]=200 [engines]=200 [forms]=300 [ab]=400)
 declare -A MIN=([env]=5 [install]=20 [tests]=30 [verify]=30 [capture]=20 [hostcost]=20 [views]=20
-                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60 [variants]=30 [ncu]=40 [ceilings]=20 [overlap]=40 [splitab]=40 [ncusrc]=40 [syncab]=40 [phases]=40)
+                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60 [variants]=30 [ncu]=40 [ncusrc]=40 [engines]=30 [forms]=60 [ab]=40)
 # the line of each step's output that says how it went
 declare -A KEY=([tests]='passed|failed|error' [verify]='passed, [0-9]+ failed' [capture]='^gpu_checks [a-z]+: '
                 [hostcost]='worst eager|^gpu_checks [a-z]+: ' [views]='^gpu_checks [a-z]+: ' [large]='^gpu_checks [a-z]+: '
-                [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [variants]='^variants:' [ncu]='^ncu:' [ceilings]='TF/s|TB/s' [overlap]='^\| G 2 N 128 EPI 1 \|' [ncusrc]='^ncusrc:' [splitab]='differs|not importable|^\| 4096' [syncab]='differs|off the|not importable|^\| 128 \| 64K \| 2' [phases]='^graph replay' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
+                [engines]='^gpu_checks [a-z]+: ' [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [variants]='^variants:' [ncu]='^ncu:' [ncusrc]='^ncusrc:' [forms]='differs|off the|refused|not importable|^\| 1x32768|^\| 128 \| 64K \| 2' [ab]='differs|off the|not importable' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
 
 left() { echo $((T0 + BUDGET - $(date +%s))); }
 stamp() { echo; echo "=== $* (t=$(($(date +%s) - T0)) s, $(date -u +%H:%M:%S) UTC, $(left) s left)"; }
@@ -87,12 +141,6 @@ mqa() { "$PY" -m mqa_cli "$@"; }
 export -f mqa
 
 installed() { (cd /tmp && "$PY" -c "import mqa_cli, mqa_kernels, typer, tabulate" 2>/dev/null); }
-
-# wheels carried in .whl fill gaps in the image, for every step (hence here, not inside a step)
-if ls .whl/*.whl >/dev/null 2>&1; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} && echo "wheels from .whl installed to /tmp/site"
-fi
 
 do_install() {
   if "$PY" -m pip install --no-deps --no-build-isolation -e . >"$SLOGS/pip.log" 2>&1; then
@@ -106,6 +154,8 @@ do_install() {
 step_env() {
   nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv
   "$PY" -c "import sys, torch, triton; print('python', sys.version.split()[0], '| torch', torch.__version__, 'cuda', torch.version.cuda, '| triton', triton.__version__, '|', torch.cuda.get_device_name(), torch.cuda.get_device_properties(0).multi_processor_count, 'SMs')"
+  local ptxas=${TRITON_PTXAS_PATH:-$(cd /tmp && "$PY" -c "import os, triton; print(os.path.join(os.path.dirname(triton.__file__), 'backends', 'nvidia', 'bin', 'ptxas'))" 2>/dev/null)}
+  echo "triton $TRITON_VERSION at $(cd /tmp && "$PY" -c "import triton; print(triton.__file__)" 2>/dev/null); ptxas $ptxas: $("$ptxas" --version 2>/dev/null | tail -1)"
   CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)
   echo "compute-sanitizer: ${CS:-none} $([ -n "$CS" ] && "$CS" --version | grep -i version | head -1)"
   echo "cpus $(nproc); $(free -g | awk '/Mem:/ {print "memory " $2 " GiB total, " $7 " GiB available"}')"
@@ -150,10 +200,13 @@ EOF
   return $rc
 }
 
-step_checks() { "$PY" scripts/gpu_checks.py "$1" ${H200_SMOKE:+--smoke} || return 1; }
+step_checks() {
+  [ "$1" = engines ] && dg_env ready  # DeepGEMM's schedule format, when the anchor already put it in place
+  "$PY" tools/gpu_checks.py "$1" ${H200_SMOKE:+--smoke} || return 1
+}
 
 step_sanitize() {
-  SAN_BUDGET_S=$(( $1 - 10 )) bash scripts/gpu_sanitize.sh
+  SAN_BUDGET_S=$(( $1 - 10 )) bash tools/gpu_sanitize.sh
   case $? in 0) return 0 ;; 2) return 99 ;; *) return 1 ;; esac
 }
 
@@ -164,7 +217,7 @@ step_deepgemm() {
   [ -f "$root/tests/test_attention.py" ] || root=$REPO/.anchor/DeepGEMM
   [ -f "$root/tests/test_attention.py" ] || root=""  # deepgemm_tests.py looks further, or says SKIP
   t=$(( t - ($(date +%s) - STEP_T0) ))
-  DG_ROOT=$root DGT_BUDGET_S=$(( t - 40 )) "$PY" scripts/deepgemm_tests.py ${H200_SMOKE:+--smoke}
+  DG_ROOT=$root DGT_BUDGET_S=$(( t - 40 )) "$PY" tools/deepgemm_tests.py ${H200_SMOKE:+--smoke}
   case $? in 0) return 0 ;; 2) return 99 ;; *) return 1 ;; esac
 }
 
@@ -175,8 +228,16 @@ step_bench() {
   return $rc
 }
 
-dg_env() {  # DeepGEMM importable in this shell (built or copied in place by the anchor kit when not yet there)
-  if [ ! -d /tmp/DeepGEMM/deep_gemm ] && [ -f .anchor/run.sh ]; then
+anchor_kit() {  # .anchor from .anchor-kit/deepgemm.tar.xz when the kit came packed (it fits a call with a bundle)
+  if [ ! -f .anchor/run.sh ] && [ -f .anchor-kit/deepgemm.tar.xz ]; then
+    mkdir -p .anchor && tar -xJf .anchor-kit/deepgemm.tar.xz -C .anchor && echo "anchor kit unpacked into .anchor"
+  fi
+  [ -f .anchor/run.sh ]
+}
+
+dg_env() {  # DeepGEMM importable in this shell (built or copied in place by the anchor kit when not yet there;
+  # `dg_env ready`: only if it is there already)
+  if [ ! -d /tmp/DeepGEMM/deep_gemm ] && [ "${1:-}" != ready ] && anchor_kit; then
     echo "DeepGEMM into place: ANCHOR_STEPS=build bash .anchor/run.sh (log: $SLOGS/anchor_build.txt)"
     OUT=/tmp/anchor_build ANCHOR_STEPS=build ANCHOR_BUDGET_S=150 timeout 160 bash .anchor/run.sh >"$SLOGS/anchor_build.txt" 2>&1
     echo "anchor build exit $?"; grep -E "import deep_gemm|NOT available|FAILED" "$SLOGS/anchor_build.txt" | head -3
@@ -193,45 +254,37 @@ dg_env() {  # DeepGEMM importable in this shell (built or copied in place by the
   export PYTHONPATH=/tmp/DeepGEMM${PYTHONPATH:+:$PYTHONPATH}
 }
 
-step_syncab() {  # the decode kernel's slot waits by triton and in PTX (PTX_SLOTS), beside DeepGEMM
+step_forms() {  # the API's call forms side by side with DeepGEMM's (prefill, then decode)
   dg_env
-  "$PY" scripts/sync_ab.py ${SYNCAB_ARGS:-} | tee "$OUT/syncab.md"
+  local rc=0
+  OUT=$SLOGS "$PY" tools/ab.py prefill | tee "$OUT/forms.md"
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  # shellcheck disable=SC2086
+  OUT=$SLOGS "$PY" tools/ab.py decode --forms "${FORMS_DECODE:-none,given}" ${FORMS_DECODE_ARGS:-} | tee -a "$OUT/forms.md"
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  return $rc
+}
+
+step_ab() {  # one A/B of tools/ab.py (its CSV stays in the step logs; the table comes back in ab.md)
+  [ -n "${AB_ARGS:-}" ] || { echo "ab: set AB_ARGS (tools/ab.py's arguments)"; return 99; }
+  dg_env
+  eval "set -- $AB_ARGS"
+  OUT=$SLOGS "$PY" tools/ab.py "$@" | tee "$OUT/ab.md"
   return "${PIPESTATUS[0]}"
 }
 
-step_phases() {  # a small decode step's phases (the kernel's STAMPS build), beside DeepGEMM
-  dg_env
-  "$PY" scripts/decode_phases.py ${PHASES_ARGS:-} | tee "$OUT/phases.md"
-  return "${PIPESTATUS[0]}"
-}
-
-step_splitab() {  # decode beside DeepGEMM through the API, split in the kernel and given
-  dg_env
-  "$PY" scripts/decode_split_ab.py ${SPLITAB_ARGS:-} | tee "$OUT/splitab.md"
-  return "${PIPESTATUS[0]}"
-}
-
-step_topk() {  # the top-k sweep (writes kernels/topk/tuned.py) with DeepGEMM's logits + torch.topk beside it
+step_topk() {  # the top-k sweep (writes kernels/topk/tuned.py, copied to $OUT) with DeepGEMM's logits + torch.topk beside it
   dg_env
   # shellcheck disable=SC2086
-  "$PY" scripts/sweep_topk.py ${TOPK_ARGS:---write-table}  # e.g. TOPK_ARGS="--only paged": decode rows, no table
-  local rc=$?
-  cp kernels/topk/tuned.py "$OUT/topk_tuned.py"
-  return $rc
+  "$PY" tools/tune/sweep_topk.py ${TOPK_ARGS:---write-table}  # e.g. TOPK_ARGS="--only paged": decode rows, no table
 }
 
-step_pagedsweep() {  # the decode kernel's checked, timed sweep alone (writes kernels/paged_ws_sm90/tuned.py)
-  PAGED_WS_BUDGET_S=$(( $1 - 30 )) "$PY" scripts/paged_ws_experiment.py --write-table
-  local rc=$?
-  cp kernels/paged_ws_sm90/tuned.py "$OUT/paged_ws_tuned.py"
-  return $rc
+step_pagedsweep() {  # the decode kernel's checked, timed sweep alone (writes kernels/paged_ws_sm90/tuned.py + copy)
+  PAGED_WS_BUDGET_S=$(( $1 - 30 )) "$PY" tools/tune/paged_ws_experiment.py --write-table
 }
 
-step_gluonsweep() {  # the Gluon prefill kernel's warpgroup layouts (writes kernels/gluon_ws_sm90/tuned.py)
-  GLUON_SWEEP_BUDGET_S=$(( $1 - 40 )) "$PY" scripts/sweep_gluon_prefill.py --write-table
-  local rc=$?
-  cp kernels/gluon_ws_sm90/tuned.py "$OUT/gluon_ws_tuned.py"
-  return $rc
+step_gluonsweep() {  # the Gluon prefill kernel's warpgroup layouts (writes kernels/gluon_ws_sm90/tuned.py + copy)
+  GLUON_SWEEP_BUDGET_S=$(( $1 - 40 )) "$PY" tools/tune/sweep_gluon_prefill.py --write-table
 }
 
 step_heads() {  # the head-count sweep: kernels/tiled/tuned.py and the Gluon kernel's head-count keys (copies: $OUT)
@@ -240,7 +293,7 @@ step_heads() {  # the head-count sweep: kernels/tiled/tuned.py and the Gluon ker
   local skip
   skip=$(sort -u "$SLOGS/variants_failed" 2>/dev/null | paste -sd, -)
   [ -n "$skip" ] && echo "heads: leaving out the options that failed their check: $skip"
-  SWEEP_SKIP_OPTIONS=$skip SWEEP_BUDGET_S=$(( $1 - 60 )) "$PY" scripts/sweep_heads.py --write-table ${HEADS_ARGS:-}
+  SWEEP_SKIP_OPTIONS=$skip SWEEP_BUDGET_S=$(( $1 - 60 )) "$PY" tools/tune/sweep_heads.py --write-table ${HEADS_ARGS:-}
 }
 
 export VARIANTS_DEFAULT="gluon_ws_sm90:TMA_STORE=1 8 64;gluon_ws_sm90:TMA_STORE=1 8 128;gluon_ws_sm90:TMA_STORE=1 64 128;\
@@ -276,7 +329,7 @@ step_ncu() {  # hardware counters on one launch per probe (the 3rd: compiled, wa
     timeout 100 "$ncu" --clock-control none --target-processes all -k regex:mqa_logits --launch-skip 2 \
       --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
       --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
-      "$PY" scripts/ncu_probe.py $probe >>"$OUT/ncu.txt" 2>&1 && n=$((n + 1))
+      "$PY" tools/ncu_probe.py $probe >>"$OUT/ncu.txt" 2>&1 && n=$((n + 1))
     grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per|Warp Cycles Per Issued" \
       "$OUT/ncu.txt" | tail -6
   done
@@ -296,13 +349,13 @@ step_ncusrc() {  # where warps wait, per SASS instruction (warp-state sampling),
     # shellcheck disable=SC2086
     timeout 80 "$ncu" --clock-control "${NCU_CLOCK:-none}" --target-processes all -k regex:fp8_paged_mqa_logits\|mqa_logits_ws\|mqa_logits_gluon \
       --launch-skip 2 --launch-count 1 --section SpeedOfLight --section SourceCounters --section WarpStateStats \
-      --section LaunchStats -f -o "$rep" "$PY" scripts/ncu_probe.py $probe \
+      --section LaunchStats -f -o "$rep" "$PY" tools/ncu_probe.py $probe \
       >>"$OUT/ncu_source.txt" 2>&1 || { echo "ncu failed on $probe"; continue; }
     "$ncu" -i "$rep.ncu-rep" --page details --section SpeedOfLight --section WarpStateStats --section LaunchStats \
       >>"$OUT/ncu_source.txt" 2>&1
     if "$ncu" -i "$rep.ncu-rep" --page source --csv --print-source sass >"$rep.csv" 2>"$rep.err"; then
       gzip -c "$rep.csv" >"$OUT/ncu_source_$n.csv.gz"
-      "$PY" scripts/ncu_hot.py "$rep.csv" 40 | tee -a "$OUT/ncu_source.txt"
+      "$PY" tools/ncu_hot.py "$rep.csv" 40 | tee -a "$OUT/ncu_source.txt"
       n=$((n + 1))
     else
       echo "ncu --page source failed:"; head -5 "$rep.err" | tee -a "$OUT/ncu_source.txt"
@@ -312,25 +365,19 @@ step_ncusrc() {  # where warps wait, per SASS instruction (warp-state sampling),
   [ "$n" -gt 0 ]
 }
 
-step_ceilings() { "$PY" scripts/mma_ceiling.py && "$PY" scripts/write_ceiling.py; }
-
-step_overlap() { timeout 150 "$PY" scripts/overlap_probe.py | tee "$OUT/overlap.txt"; }
-
-step_headsverify() { "$PY" scripts/verify_heads.py; }  # every shape of the Gluon prefill table, four forms
+step_headsverify() { "$PY" tools/tune/verify_heads.py; }  # every shape of the Gluon prefill table, four forms
 
 step_sweeps() {  # the sweeps that write the tuned tables (each checks every candidate before timing it)
   local rc=0
-  PAGED_WS_BUDGET_S=200 "$PY" scripts/paged_ws_experiment.py --write-table || rc=1
-  SWEEP_BUDGET_S=150 "$PY" scripts/sweep_heads.py --write-table || rc=1
+  PAGED_WS_BUDGET_S=200 "$PY" tools/tune/paged_ws_experiment.py --write-table || rc=1
+  SWEEP_BUDGET_S=150 "$PY" tools/tune/sweep_heads.py --write-table || rc=1
   dg_env
-  "$PY" scripts/sweep_topk.py --write-table || rc=1
-  cp kernels/paged_ws_sm90/tuned.py "$OUT/paged_ws_tuned.py"; cp kernels/tiled/tuned.py "$OUT/tiled_tuned.py"
-  cp kernels/topk/tuned.py "$OUT/topk_tuned.py"
-  return $rc
+  "$PY" tools/tune/sweep_topk.py --write-table || rc=1
+  return $rc  # (each sweep copies the table it wrote into $OUT)
 }
 
 step_anchor() {
-  [ -f .anchor/run.sh ] || { echo "anchor: SKIP (.anchor not carried)"; return 99; }
+  anchor_kit || { echo "anchor: SKIP (neither .anchor nor .anchor-kit/deepgemm.tar.xz carried)"; return 99; }
   rm -rf /tmp/anchor_out
   OUT=/tmp/anchor_out ANCHOR_BUDGET_S=$(( $1 - 10 )) bash .anchor/run.sh
   local rc=$?
@@ -349,11 +396,11 @@ step_fn() {  # name t -> the command line of the step
     install) echo "do_install" ;;
     tests) echo "step_tests" ;;
     verify) echo "step_verify" ;;
-    capture|hostcost|views|large) echo "step_checks $1" ;;
+    capture|hostcost|views|engines|large) echo "step_checks $1" ;;
     sanitize) echo "step_sanitize $2" ;;
     deepgemm) echo "step_deepgemm $2" ;;
     bench) echo "step_bench" ;;
-    pagedws) echo "$PY scripts/paged_ws_experiment.py --check-only" ;;
+    pagedws) echo "$PY tools/tune/paged_ws_experiment.py --check-only" ;;
     sweeps) echo "step_sweeps" ;;
     topk) echo "step_topk" ;;
     pagedsweep) echo "step_pagedsweep $2" ;;
@@ -362,12 +409,9 @@ step_fn() {  # name t -> the command line of the step
     headsverify) echo "step_headsverify" ;;
     variants) echo "step_variants" ;;
     ncu) echo "step_ncu" ;;
-    splitab) echo "step_splitab" ;;
-    syncab) echo "step_syncab" ;;
-    phases) echo "step_phases" ;;
     ncusrc) echo "step_ncusrc" ;;
-    ceilings) echo "step_ceilings" ;;
-    overlap) echo "step_overlap" ;;
+    forms) echo "step_forms" ;;
+    ab) echo "step_ab" ;;
     anchor) echo "step_anchor $2" ;;
   esac
 }
@@ -403,8 +447,8 @@ run_step() {  # name rest [bg]: time-box it, log it, record a summary row; bg: s
     return
   fi
   STEP_T0=$(date +%s)
-  export STEP_T0 T0 BUDGET SLOGS REPO
-  export -f step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify step_variants step_ncu step_ceilings step_overlap step_splitab step_syncab step_phases step_ncusrc dg_env installed left
+  export STEP_T0 T0 BUDGET SLOGS REPO OUT
+  export -f step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify step_variants step_ncu step_ncusrc step_forms step_ab dg_env anchor_kit installed left triton_version
   fn=$(step_fn "$s" "$t")
   if [ -n "$bg" ]; then
     ( timeout -k 10 "$t" bash -c "$fn" >"$SLOGS/$s.txt" 2>&1; echo "$? $(( $(date +%s) - STEP_T0 ))" >"$SLOGS/$s.rc" ) &
@@ -432,7 +476,7 @@ wait_background() {
 }
 
 main() {
-  echo "h200_check: steps: $STEPS; budget ${BUDGET} s; OUT=$OUT; $(date -u +%F' '%H:%M:%S) UTC"
+  echo "h200_check: steps: $STEPS; triton $TRITON_VERSION; budget ${BUDGET} s; OUT=$OUT; $(date -u +%F' '%H:%M:%S) UTC"
   local arr=($STEPS) i s rest bg
   for s in "${arr[@]}"; do
     [ -n "${CAP[${s%+}]:-}" ] || { echo "unknown step '$s' (steps: ${!CAP[*]}; NAME+ runs it in the background)"; exit 2; }
@@ -457,9 +501,9 @@ main() {
     while IFS='|' read -r s res rc dt key; do
       printf '| %-9s | %-7s | %-4s | %-5s | %s\n' "$s" "$res" "$rc" "$dt" "$key"
     done <"$SUMMARY"
-    echo "total $(($(date +%s) - T0)) s; files in \$OUT: $(ls "$OUT" | tr '\n' ' ')"
+    echo "triton $TRITON_VERSION; total $(($(date +%s) - T0)) s; files in \$OUT ($OUT): $(ls "$OUT" | tr '\n' ' ')"
   } | tee "$OUT/summary.txt"
-  [ "$(ls "$OUT" | wc -l)" -le 8 ] || echo "WARNING: more than 8 files in \$OUT; the device tool brings back 8"
+  [ "$(find "${OUT%/*}" -type f | wc -l)" -le 8 ] || echo "WARNING: more than 8 files under ${OUT%/*}; the device tool brings back 8"
   ! grep -q -E '\|(FAIL|TIMEOUT)\|' "$SUMMARY"
 }
 

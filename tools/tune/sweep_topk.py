@@ -6,8 +6,8 @@ ties counted as hits: recall 1.0; then -1 padding to k; ascending positions) and
 logits + torch.topk when `import deep_gemm` works; beside them the selection alone, torch.topk alone, our logits
 alone and, for prefill, the logits computed block by block as fp8_mqa_topk does (per workspace size).
 
-  python3 scripts/sweep_topk.py [--write-table] [--only TEXT] [--no-dg] [--no-precompile]
-  TOPK_SMOKE=1 python3 scripts/sweep_topk.py        # tiny shapes through the Triton interpreter (CPU)
+  python3 tools/tune/sweep_topk.py [--write-table] [--only TEXT] [--no-dg] [--no-precompile]
+  TOPK_SMOKE=1 python3 tools/tune/sweep_topk.py        # tiny shapes through the Triton interpreter (CPU)
 
 Writes $OUT/topk_sweep.csv (every candidate), $OUT/topk_summary.csv (per shape) and $OUT/topk_sweep.log
 (OUT default /tmp/out). --write-table rewrites kernels/topk/tuned.py: per regime and power-of-two row length
@@ -29,7 +29,10 @@ import traceback
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py beside this file
+import sweep_common  # noqa: E402
+
 SMOKE = os.environ.get("TOPK_SMOKE") == "1"
 OUT = Path(os.environ.get("OUT") or "/tmp/out")
 
@@ -473,25 +476,24 @@ def write_table(summary: list, units: int, device: str | None = None) -> None:
             w_best = min(ws, key=ws.get)
             if ws[w_best] < 0.97 * ws[256 << 20]:
                 workspace[pow2_ceil(r["cols"])] = w_best
-    path = Path(os.environ.get("TOPK_TABLE") or ROOT / "kernels" / "topk" / "tuned.py")  # (TOPK_TABLE: tests)
-    lines = ['"""The H200 (sm90) configs of the top-k selection, by regime (\'rows\': many rows, one program each at a',
-             "time; 'split': few long rows, several programs each) and power-of-two row length: written by",
-             f"`python3 scripts/sweep_topk.py --write-table` on {device or torch.cuda.get_device_name(0)} ({units} SMs), "
-             f"{time.strftime('%Y-%m-%d')}, triton {triton.__version__}.",
-             "Every config was checked (exact top-k of the same fp32 logits) before it was timed; the one with the",
-             "least total time over the bucket's shapes is kept. WORKSPACE: bytes of logits fp8_mqa_topk holds at",
-             'once, by row length, where more than 256 MiB measured > 3 % faster."""', "", "CUDA_TUNED = {"]
+    table_env = os.environ.get("TOPK_TABLE")  # (tests write elsewhere)
+    path = Path(table_env or ROOT / "kernels" / "topk" / "tuned.py")
+    doc = ["The H200 (sm90) configs of the top-k selection, by regime ('rows': many rows, one program each at a",
+           "time; 'split': few long rows, several programs each) and power-of-two row length: written by",
+           f"`python3 tools/tune/sweep_topk.py --write-table` on {device or torch.cuda.get_device_name(0)} ({units} SMs), "
+           f"{time.strftime('%Y-%m-%d')}, triton {triton.__version__}.",
+           "Every config was checked (exact top-k of the same fp32 logits) before it was timed; the one with the",
+           "least total time over the bucket's shapes is kept. WORKSPACE: bytes of logits fp8_mqa_topk holds at",
+           "once, by row length, where more than 256 MiB measured > 3 % faster."]
+    body = ["CUDA_TUNED = {"]
     for kind in ("rows", "split"):
-        lines.append(f"    {kind!r}: {{")
+        body.append(f"    {kind!r}: {{")
         for b, tuning in sorted(table[kind].items()):
-            lines.append(f"        # {notes[(kind, b)]}")
-            lines.append(f"        {b}: {tuning!r},")
-        lines.append("    },")
-    lines.append("}")
-    lines.append(f"WORKSPACE = {workspace!r}")
-    path.write_text("\n".join(lines) + "\n")
-    say(f"wrote {path}")
-
+            body.append(f"        # {notes[(kind, b)]}")
+            body.append(f"        {b}: {tuning!r},")
+        body.append("    },")
+    body += ["}", f"WORKSPACE = {workspace!r}"]
+    sweep_common.write_table(path, doc, body, say, copy_as=None if table_env else "topk_tuned.py")
 
 ROWS_CSV: list = []
 _CAND_LINE = re.compile(r"^  (\S.*?)\s{2,}(\S+)\s+(\S+) us\s+regs \S+ spills \S+\s+(.*)$")

@@ -10,8 +10,8 @@ Per case (paged decode B1 / B8 / B64 at C 8K, B8 with schedule_meta None and giv
 and the GPU time of one API call (triton.testing.do_bench on the replay of a CUDA graph of it). Goal: api - bare
 <= 10 µs. The table goes to stdout and to $OUT/hostcost.txt (OUT defaults to /tmp/out).
 
-    python3 scripts/profile_host.py                 # on the GPU machine, repository root (< 90 s)
-    PROFILE_SMOKE=1 python3 scripts/profile_host.py # on CPU: tiny inputs through the interpreter; checks the
+    python3 tools/profile_host.py                 # on the GPU machine, repository root (< 90 s)
+    PROFILE_SMOKE=1 python3 tools/profile_host.py # on CPU: tiny inputs through the interpreter; checks the
                                                     # script only (no fast path, no graphs: those columns are -)
 PROFILE_TOP=N adds the N functions with the most own time in the API call (cProfile) per case.
 """

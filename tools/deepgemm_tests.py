@@ -16,9 +16,9 @@ Each case runs alone: the module's sample_mqa_cases is replaced so that one call
 runs exactly one case, inside try/except, so one failure does not stop the rest.
 
 Usage (GPU machine, repository root):
-    python3 scripts/deepgemm_tests.py            # all cases (216 on sm90), shuffled, within the time budget
-    python3 scripts/deepgemm_tests.py --count    # only enumerate (works on CPU: counts the sm90 cases)
-    python3 scripts/deepgemm_tests.py --smoke    # CPU: two cases shrunk to toy sizes through the interpreter,
+    python3 tools/deepgemm_tests.py            # all cases (216 on sm90), shuffled, within the time budget
+    python3 tools/deepgemm_tests.py --count    # only enumerate (works on CPU: counts the sm90 cases)
+    python3 tools/deepgemm_tests.py --smoke    # CPU: two cases shrunk to toy sizes through the interpreter,
                                                  # 'cuda' tensors made on the CPU (checks the plumbing only)
 Environment:
     DGT_CASES      N: a seeded sample of N cases per test (prefill, paged); default all (DG_MQA_NUM_CASES,

@@ -1,13 +1,13 @@
 """Launches one problem through the public API a few times, for Nsight Compute to profile one of the launches
-(see scripts/h200_check.sh, step `ncu`): what binds a kernel that stops short of its floor, read from the
+(see tools/h200_check.sh, step `ncu`): what binds a kernel that stops short of its floor, read from the
 hardware counters rather than guessed from instruction counts.
 
-    python3 scripts/ncu_probe.py prefill H D [S]        (1xS causal, clean logits; S 8192)
-    python3 scripts/ncu_probe.py paged B C NEXT_N       (H 64 D 128, block 64, no clean logits, as the harness)
-    python3 scripts/ncu_probe.py pagedmeta B C NEXT_N   (the API given get_paged_mqa_logits_metadata's split)
-    python3 scripts/ncu_probe.py pagedcfg B C NEXT_N KEY=V,...   (the decode row's config with these overrides,
+    python3 tools/ncu_probe.py prefill H D [S]        (1xS causal, clean logits; S 8192)
+    python3 tools/ncu_probe.py paged B C NEXT_N       (H 64 D 128, block 64, no clean logits, as the harness)
+    python3 tools/ncu_probe.py pagedmeta B C NEXT_N   (the API given get_paged_mqa_logits_metadata's split)
+    python3 tools/ncu_probe.py pagedcfg B C NEXT_N KEY=V,...   (the decode row's config with these overrides,
                                                           launched directly: a variant beside the table's choice)
-    python3 scripts/ncu_probe.py dgpaged B C NEXT_N     (the same inputs through DeepGEMM, its metadata computed
+    python3 tools/ncu_probe.py dgpaged B C NEXT_N     (the same inputs through DeepGEMM, its metadata computed
                                                           first: `import deep_gemm` must work)
 """
 from __future__ import annotations

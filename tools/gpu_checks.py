@@ -4,8 +4,8 @@ Uses only the public API (mqa_cli.fp8_mqa_logits, fp8_paged_mqa_logits, ...; the
 CLI (`python -m mqa_cli run/explain ... --kernel ROW`), never the internals. Inputs and float32 references
 are made here.
 
-    python3 scripts/gpu_checks.py capture hostcost views large     # on the GPU machine, repository root
-    python3 scripts/gpu_checks.py --smoke capture hostcost views large   # on CPU (interpreter), toy sizes
+    python3 tools/gpu_checks.py capture hostcost views engines large     # on the GPU machine, repository root
+    python3 tools/gpu_checks.py --smoke capture hostcost views engines large   # on CPU (interpreter), toy sizes
 
 Steps:
   capture   CUDA-graph capture of both APIs (prefill full and compressed, fp32 and bf16, clean on and off;
@@ -17,6 +17,11 @@ Steps:
   views     every tensor argument passed as a view (row slices, strided rows, x[:, 0] of [n, 2], [N, 1]
             scales, strided kv cache inside a multi-layer buffer, block-table slices, 2-D context lens with
             zeros) against the contiguous call: bitwise equal, or a clear refusal (UserError).
+  engines   the call forms of vLLM 0.33, SGLang 0.5.23 and DeepGEMM 0.2.5 (../shared/context/engine-call-sites.md)
+            exactly as each engine passes its arguments: six positionals with max_seqlen_k an int, +inf written
+            into the returned logits, compressed with empty rows, seven / eight positionals on the paged op,
+            layer views and row slices of persistent buffers, num_sms // 2 schedule slots at next_n 4, GLM-5's
+            clamped metadata, DeepGEMM's own schedule format, set_num_sms.
   large     every dispatch row once past 2^31 output elements (S x padded N): rows from `explain --json`;
             the dispatched row through the API, the others through `run --kernel ROW --output`; sampled
             rows (first, around the 2^31 element, last, random) against a float32 reference.
@@ -679,6 +684,182 @@ def step_views():
                        lambda p=p: call_paged(p, True, meta=None), None)
 
 
+# ---------------------------------------------------------------------------------------------- engines
+
+def engine_check(step, name, fn):
+    """One engine form: fn() -> (ok, detail). Missing: the API lacks the form (SKIP with --smoke, a failure on the
+    GPU); a refusal or a crash fails it (the engine would stop there)."""
+    try:
+        ok, detail = fn()
+        sync()
+    except Missing as e:
+        return record(step, name, missing_status(), f"API lacks: {e}")
+    except Skip as e:
+        return record(step, name, "SKIP", str(e))
+    except Exception as e:  # noqa: BLE001  (an engine makes this call as it is: a refusal breaks it)
+        traceback.print_exc()
+        return record(step, name, "FAIL", f"{'refused' if isinstance(e, user_error_types()) else 'crashed'}: "
+                      f"{first_line(e)}")
+    return record(step, name, "PASS" if ok else "FAIL", detail)
+
+
+class Skip(Exception):
+    """A form that cannot be checked here (e.g. DeepGEMM not importable for its schedule format)."""
+
+
+def step_engines():
+    """The call forms of vLLM 0.33, SGLang 0.5.23 and DeepGEMM 0.2.5 (../shared/context/engine-call-sites.md),
+    through the public API exactly as each engine passes its arguments; each against the float32 reference on the
+    entries the form defines, or bitwise against the plain call."""
+    step = "engines"
+    say("\n== engines: the engines' call forms, as they pass their arguments ==")
+    m = api()
+    S, N, H, D = (2048, 4096, 64, 128) if GPU else (40, 72, 16, 64)
+    pre = make_prefill(S, N, H, D, "random", seed=61)  # empty rows, full rows and everything between
+
+    def vllm_prefill():  # fp8_fp4_mqa_logits((q[r0:r1], None), (k_ws[:N], s_ws[:N]), w[r0:r1], ks, ke, max_seqlen_k)
+        f = getattr(m, "fp8_fp4_mqa_logits", None)
+        if f is None:
+            raise Missing("mqa_cli.fp8_fp4_mqa_logits")
+        r0, r1 = S // 4, S // 4 + S // 2
+        k_ws = embed_rows(pre["kv"], 0, N // 2)  # the workspace is longer than this chunk's kv
+        s_ws = embed_rows(pre["sc"], 0, N // 2)
+        ks, ke = pre["ks"][r0:r1], pre["ke"][r0:r1]
+        M = max(1, int((ke - ks).max()))  # the chunk's longest window, not aligned
+        out = f((pre["q"][r0:r1], None), (k_ws[:N], s_ws[:N]), pre["w"][r0:r1], ks, ke, M)
+        if tuple(out.shape) != (r1 - r0, M):
+            raise Missing(f"six positionals with an int sixth (max_seqlen_k {M}) gave {list(out.shape)}, not the "
+                          f"compressed [{r1 - r0}, {M}]")
+        sub = dict(pre, q=pre["q"][r0:r1], w=pre["w"][r0:r1], ks=ks, ke=ke)
+        ref, live = prefill_ref_rows(sub, list(range(r1 - r0)), mcols=M)
+        return against_ref(out, ref, live, False, 1e-3)  # vLLM reads columns [0, ke - ks) only
+
+    def sglang_dsa_prefill():  # fp8_mqa_logits(q, (k, s), w, ks, ke, clean_logits=False), then +inf in place
+        out = m.fp8_mqa_logits(pre["q"], (pre["kv"], pre["sc"]), pre["w"], pre["ks"], pre["ke"], clean_logits=False)
+        if out.shape[1] != N:
+            return False, f"logits.shape[1] == {out.shape[1]}, SGLang asserts N = {N} (absolute columns)"
+        ref, live = prefill_ref_rows(pre, list(range(S)))
+        ok, msg = against_ref(out, ref, live, False, 1e-3)
+        rows = torch.arange(S, device=DEV)
+        cols = pre["ks"].long().clamp_max(N - 1)
+        out[rows, cols] = float("inf")  # SGLang marks each row's local tokens in the returned logits
+        wrote = bool(torch.isposinf(out[rows, cols]).all())
+        return ok and wrote, msg + f"; +inf written in place: {'yes' if wrote else 'NO'}"
+
+    def sglang_v4_prefill():  # fp8_mqa_logits(q[rows], kv, w[rows], ks[rows], ke[rows], clean_logits=False,
+        # max_seqlen_k=M) with ks = 0, empty rows ke = ks, M rounded up to 64
+        p4 = dict(pre, ks=torch.zeros_like(pre["ke"]), ke=pre["ke"].clone())
+        p4["ke"][::5] = 0
+        rows = torch.arange(0, S, 3, device=DEV)
+        M = -(-max(1, int(p4["ke"][rows].max())) // 64) * 64
+        out = m.fp8_mqa_logits(pre["q"][rows], (pre["kv"], pre["sc"]), pre["w"][rows], p4["ks"][rows],
+                               p4["ke"][rows], clean_logits=False, max_seqlen_k=M)
+        sub = dict(p4, q=pre["q"][rows], w=pre["w"][rows], ks=p4["ks"][rows], ke=p4["ke"][rows])
+        ref, live = prefill_ref_rows(sub, list(range(len(rows))), mcols=M)
+        return against_ref(out, ref, live, False, 1e-3)
+
+    for name, fn in (("vLLM 0.33 prefill: fp8_fp4_mqa_logits six positionals, max_seqlen_k an int", vllm_prefill),
+                     ("SGLang DSA prefill: fp8_mqa_logits clean_logits=False, +inf written in place", sglang_dsa_prefill),
+                     ("SGLang V4 prefill: compressed, ks 0, empty rows, max_seqlen_k rounded up to 64", sglang_v4_prefill)):
+        engine_check(step, name, fn)
+
+    sms = m.get_num_sms() if GPU else 4
+    blk = 64
+    last = []  # DeepGEMM's schedule format, run after every other form: a kernel that misreads it may fault
+    for T in (1, 2, 4):
+        B = 12 if GPU else 3
+        C = 3000 if GPU else 150
+        g = torch.Generator().manual_seed(70 + T)
+        ctx = torch.randint(1, C + 1, (B, T), generator=g)
+        ctx[-1] = 0  # a padding request
+        max_len = -(-C // blk) * blk
+        p = make_paged(B, T, H, D, blk, ctx.tolist(), max_len, two_d=True, seed=80 + T)
+        ref, live = paged_ref_rows(p, list(range(B * T)))
+        plain = {}
+
+        def base(p=p, plain=plain):
+            if "out" not in plain:
+                plain["out"] = m.fp8_paged_mqa_logits(p["q"], p["kv_cache"], p["w"], p["ctx"], p["bt"], None,
+                                                      p["max_len"], clean_logits=False)
+            return plain["out"]
+
+        def vllm_paged(p=p, T=T, ref=ref, live=live):  # fp8_fp4_paged_mqa_logits((q, None), kv_layer, w, ctx2d, bt[:B], sched[:P+1],
+            # max_model_len): seven positionals; the schedule copied into a row slice of a fixed buffer, num_sms // 2
+            # slots at next_n 4 (DeepGEMM 2.8.1's 2-CTA form on sm90)
+            f = getattr(m, "fp8_fp4_paged_mqa_logits", None)
+            if f is None:
+                raise Missing("mqa_cli.fp8_fp4_paged_mqa_logits")
+            nbp = p["flat"].shape[0]
+            layers = torch.zeros(nbp, 2, p["flat"].shape[1], dtype=torch.uint8, device=DEV)
+            layers[:, 1] = p["flat"]
+            kv_layer = layers[:, 1].view(nbp, blk, 1, D + 4)
+            bt_buf = torch.zeros(p["B"] + 5, p["bt"].shape[1] + 9, dtype=torch.int32, device=DEV)
+            bt_buf[:p["B"], :p["bt"].shape[1]] = p["bt"]
+            slots = max(1, sms // 2) if T == 4 else sms
+            sched_buf = torch.zeros(sms + 1, 2, dtype=torch.int32, device=DEV)
+            sched_buf[:slots + 1].copy_(m.get_paged_mqa_logits_metadata(p["ctx"], blk, slots))
+            max_model_len = p["max_len"] + 4 * blk  # the model's limit, past every context
+            out = f((p["q"], None), kv_layer, p["w"], p["ctx"], bt_buf[:p["B"]], sched_buf[:slots + 1], max_model_len)
+            if tuple(out.shape) != (p["B"] * T, max_model_len):
+                return False, f"shape {list(out.shape)}, want {[p['B'] * T, max_model_len]}"
+            return against_ref(out[:, :p["max_len"]], ref, live, False, 1e-3)
+
+        def sglang_paged(p=p, T=T, base=base, live=live):  # fp8_paged_mqa_logits(q, kv, w, ctx, bt[::n] (next_n > 1), meta, max_len,
+            # False): eight positionals
+            if T == 1:
+                q, bt = p["q"], p["bt"]
+            else:
+                bt_rows = torch.zeros(p["B"] * T, p["bt"].shape[1], dtype=torch.int32, device=DEV)
+                bt_rows[::T] = p["bt"]
+                q, bt = p["q"], bt_rows[::T]
+            meta = m.get_paged_mqa_logits_metadata(p["ctx"], blk, sms)
+            out = m.fp8_paged_mqa_logits(q, p["kv_cache"], p["w"], p["ctx"], bt, meta, p["max_len"], False)
+            return bits_equal(out, base(), live)
+
+        def glm5_pooled(p=p, base=base, live=live):  # metadata from ctx.clamp(min=1), the call with the raw ctx (zeros)
+            meta = m.get_paged_mqa_logits_metadata(p["ctx"].clamp(min=1), blk, sms)
+            out = m.fp8_paged_mqa_logits(p["q"], p["kv_cache"], p["w"], p["ctx"], p["bt"], meta, p["max_len"],
+                                         clean_logits=False)
+            return bits_equal(out, base(), live)
+
+        def dg_schedule(p=p, base=base, live=live):  # a schedule in DeepGEMM's own format (SGLang V4 builds it itself at large batches)
+            try:
+                import deep_gemm
+            except Exception as e:  # noqa: BLE001
+                raise Skip(f"deep_gemm not importable here ({first_line(e)})") from None
+            meta = deep_gemm.get_paged_mqa_logits_metadata(p["ctx"], blk, sms)
+            out = m.fp8_paged_mqa_logits(p["q"], p["kv_cache"], p["w"], p["ctx"], p["bt"], meta, p["max_len"],
+                                         clean_logits=False)
+            return bits_equal(out, base(), live)
+
+        engine_check(step, f"paged n{T}: the plain call vs reference", lambda: against_ref(base(), ref, live, False, 1e-3))
+        engine_check(step, f"vLLM 0.33 paged n{T}: seven positionals, layer view, bt/schedule row slices", vllm_paged)
+        engine_check(step, f"SGLang paged n{T}: eight positionals{', bt[::n]' if T > 1 else ''}", sglang_paged)
+        engine_check(step, f"GLM-5 pooled decode n{T}: metadata of ctx.clamp(min=1), zeros in the call", glm5_pooled)
+        if T > 1:
+            last.append((f"DeepGEMM-format schedule n{T} (DeepGEMM's metadata passed to ours)", dg_schedule))
+
+    def sm_control():  # get_num_sms() / set_num_sms(n) around a call (SGLang's pipeline parallelism, vLLM's
+        # micro-batching); the call after set_num_sms must be unchanged and get_num_sms must say what was set
+        if not hasattr(m, "set_num_sms"):
+            raise Missing("mqa_cli.set_num_sms")
+        n0 = m.get_num_sms()
+        want = max(1, n0 - 8) if GPU else n0
+        before = m.fp8_mqa_logits(pre["q"], (pre["kv"], pre["sc"]), pre["w"], pre["ks"], pre["ke"])
+        try:
+            m.set_num_sms(want)
+            got = m.get_num_sms()
+            after = m.fp8_mqa_logits(pre["q"], (pre["kv"], pre["sc"]), pre["w"], pre["ks"], pre["ke"])
+        finally:
+            m.set_num_sms(n0)
+        ok, msg = bits_equal(after, before, None)
+        return ok and got == want, f"get_num_sms after set_num_sms({want}): {got}; prefill {msg}"
+
+    engine_check(step, "set_num_sms / get_num_sms around a prefill call", sm_control)
+    for name, fn in last:
+        engine_check(step, name, fn)
+
+
 # ------------------------------------------------------------------------------------------------ large
 
 def cli(*args, timeout=900):
@@ -986,7 +1167,8 @@ def step_large():
 
 # ------------------------------------------------------------------------------------------------- main
 
-STEPS = {"capture": step_capture, "hostcost": step_hostcost, "views": step_views, "large": step_large}
+STEPS = {"capture": step_capture, "hostcost": step_hostcost, "views": step_views, "engines": step_engines,
+         "large": step_large}
 
 
 def main() -> int:

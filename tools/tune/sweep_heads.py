@@ -9,8 +9,8 @@ side by side in SWEEP_HEADS_ROUNDS (4) rounds of alternating order, and their me
 kernel, config, µs, TF/s, floor µs, % of the floor and which floor binds (fp8 compute or memory: at clean logits
 the [S, N] fp32 write); the floor's ceilings come from mqa_cli.targets.
 
-    python3 scripts/sweep_heads.py [--write-table] [--shapes 8x128,16x64]     (the H200: about 4 minutes)
-    SWEEP_SMOKE=1 python3 scripts/sweep_heads.py [--write-table]              (CPU: tiny shapes, the interpreter)
+    python3 tools/tune/sweep_heads.py [--write-table] [--shapes 8x128,16x64]     (the H200: about 4 minutes)
+    SWEEP_SMOKE=1 python3 tools/tune/sweep_heads.py [--write-table]              (CPU: tiny shapes, the interpreter)
 
 Writes sweep_heads.csv (every candidate) and sweep_heads.log under $OUT (default /tmp/out). --write-table rewrites
 kernels/tiled/tuned.py (and copies it to $OUT/tuned.py; smoke: only there): per swept (H, D), the fastest checked
@@ -56,20 +56,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py, gluon_table.py beside this file
+import sweep_common  # noqa: E402
+
 
 
 def _gluon_table():
-    """scripts/gluon_table.py (the Gluon kernel's table, shared with sweep_gluon_prefill.py), loaded by path: this
-    file is also loaded as a module from elsewhere."""
-    if "gluon_table" not in sys.modules:
-        import importlib.util
+    """tools/tune/gluon_table.py (the Gluon kernel's table, shared with sweep_gluon_prefill.py)."""
+    import gluon_table
 
-        spec = importlib.util.spec_from_file_location("gluon_table", Path(__file__).with_name("gluon_table.py"))
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        sys.modules["gluon_table"] = mod
-    return sys.modules["gluon_table"]
+    return gluon_table
+
+
 SMOKE = os.environ.get("SWEEP_SMOKE") == "1"  # CPU dry run through the interpreter: tiny shapes, no timing
 BUDGET_S = float(os.environ.get("SWEEP_BUDGET_S", "255"))  # stop starting shapes after this many seconds
 REL_TOL = 2e-3
@@ -358,28 +357,23 @@ class Sweep:
         fl = timing.binding_floor(prob.counts.flop, prob.counts.bytes, self.floor_tgt)
         binds = "fp8" if fl.bound == "compute" else "write"
         res = Result(H, D, c.kernel, c.label, None, None, fl.us, None, binds, None, "", c.override)
-        try:
-            fn = lambda: launchers.run(t, c.cfg, out)  # noqa: E731
-            out.fill_(float("nan"))
-            t0 = time.time()
-            fn()
-            if not SMOKE:
-                self.torch.cuda.synchronize()
-            first = time.time() - t0
-            cmp = compare(out, ref, True, rel_tol=REL_TOL)
-            res.rel_err = cmp.rel_error
-            if not cmp.ok:  # a wrong config is never timed or ranked
-                res.status = "WRONG: " + cmp.line()
-            else:
-                if SMOKE:
-                    us = timing.time_fn(fn, False).median_us
-                else:
-                    us = timing.time_kernel(fn)  # graph replay, L2 flushed: the kernel alone
+        fn = lambda: launchers.run(t, c.cfg, out)  # noqa: E731
+
+        def cmp(o):
+            c_ = compare(o, ref, True, rel_tol=REL_TOL)
+            return c_.rel_error, "" if c_.ok else "WRONG: " + c_.line()
+
+        t0 = time.time()
+        ok, res.rel_err, problem = sweep_common.check(fn, out, cmp)  # a wrong config is never timed or ranked
+        first = time.time() - t0
+        res.status = problem
+        if ok:
+            try:
+                us = timing.time_fn(fn, False).median_us if SMOKE else timing.time_kernel(fn)  # the kernel alone
                 res.us, res.tflops, res.pct = us, timing.tflops(prob.counts.flop, us), 100 * fl.fraction(us)
                 res.status = "ok"
-        except Exception as e:  # a config that does not fit (shared memory, registers) is a result, not a crash
-            res.status = f"ERROR {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
-            first = 0.0
+            except Exception as e:  # a config that does not capture is a result, not a crash
+                res.status = f"ERROR {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
         us = "-" if res.us is None else f"{res.us:9.1f} µs {res.tflops:6.0f} TF/s {res.pct:5.1f} %"
         self.say(f"  H{H:<3d} D{D:<3d} {c.kernel:14s} {c.label:26s} {us}  {res.status if res.status != 'ok' else ''}"
                  f" [first launch {first:.2f}s{', ' + note if note else ''}]")
@@ -429,17 +423,17 @@ class Sweep:
     def side_by_side(self, H: int, D: int, prob, t, out, pairs: list) -> None:
         """The shape's checked candidates timed again, side by side in ROUNDS rounds of alternating order; their
         medians replace the one-after-another times, which favoured the candidates timed while the card was cooler
-        (the A/B scripts' finding, 2026-12-01). A row "ok, side by side" per candidate in the CSV."""
+        (the A/B comparisons' finding, 2026-12-01). A row "ok, side by side" per candidate in the CSV."""
         from mqa_cli import launchers, timing
 
         calls = {i: (lambda c=c: launchers.run(t, c.cfg, out)) for i, (c, r) in enumerate(pairs) if r.us is not None}
         if not calls:
             return
-        rounds = timing.side_by_side(calls, rounds=ROUNDS)
+        medians, _ = sweep_common.side_by_side(calls, ROUNDS)
         fl = timing.binding_floor(prob.counts.flop, prob.counts.bytes, self.floor_tgt)
         for i in calls:
             c, r = pairs[i]
-            r.us = timing.median_in_rounds(rounds, i)
+            r.us = medians[i]
             r.tflops, r.pct = timing.tflops(prob.counts.flop, r.us), 100 * fl.fraction(r.us)
             self.csv.writerow([H, D, c.kernel, c.label, f"{r.us:.2f}", f"{r.tflops:.1f}", f"{fl.us:.2f}",
                                f"{r.pct:.1f}", r.binds, "" if r.rel_err is None else f"{r.rel_err:.2e}",
@@ -528,17 +522,9 @@ def gluon_entries(results: list[Result]) -> dict:
 
 def write_table(entries: dict, path: Path, device: str, triton_version: str, torch_version: str, say) -> None:
     """Merge this run's entries into the table module at `path` (validated before it is written)."""
-    import importlib.util
-
     from mqa_kernels.tiled.config import check_override
 
-    old = {}
-    if path.exists():
-        spec = importlib.util.spec_from_file_location("_tuned_old", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        old = {k: (v, "kept from an earlier run") for k, v in getattr(mod, "CUDA_TUNED", {}).items()}
-    table = dict(old)
+    table = {k: (v, "kept from an earlier run") for k, v in sweep_common.load_table(path)[0].items()}
     for key, entry in entries.items():
         if entry is None:
             table.pop(key, None)
@@ -547,19 +533,16 @@ def write_table(entries: dict, path: Path, device: str, triton_version: str, tor
     for (H, _), (ov, _) in table.items():
         check_override(H, ov)  # a table the config refuses is never written
     swept = ", ".join(f"H{h} D{d}" for h, d in sorted(entries))
-    lines = ['"""The H200 (sm90) configs of the portable prefill kernel by (heads, dim): written by',
-             f"`python3 scripts/sweep_heads.py --write-table` on {device}, {time.strftime('%Y-%m-%d %H:%M %Z')},",
-             f"triton {triton_version}, torch {torch_version}. Swept this run: {swept}.",
-             "Each config was checked against the float32 reference (exact -inf pattern, relative error < 2e-3)",
-             f"before it was timed alone on 1x{SEQ} causal with clean logits (graph replay, L2 flushed, median); an entry is",
-             f"kept where it beat the rule in config.py by more than {NOISE:.0%}. Shapes absent here take the rule.",
-             'Keys: config.OVERRIDE_KEYS. The sweep\'s CSV and log: sweep_heads.csv / sweep_heads.log under $OUT."""',
-             "", "CUDA_TUNED = {"]
-    for (H, D), (ov, comment) in sorted(table.items()):
-        lines.append(f"    ({H}, {D}): {ov!r},  # {comment}")
-    lines.append("}")
-    path.write_text("\n".join(lines) + "\n")
-    say(f"wrote {path} ({len(table)} entries)")
+    doc = ["The H200 (sm90) configs of the portable prefill kernel by (heads, dim): written by",
+           f"`python3 tools/tune/sweep_heads.py --write-table` on {device}, {time.strftime('%Y-%m-%d %H:%M %Z')},",
+           f"triton {triton_version}, torch {torch_version}. Swept this run: {swept}.",
+           "Each config was checked against the float32 reference (exact -inf pattern, relative error < 2e-3)",
+           f"before it was timed alone on 1x{SEQ} causal with clean logits (graph replay, L2 flushed, median); an entry is",
+           f"kept where it beat the rule in config.py by more than {NOISE:.0%}. Shapes absent here take the rule.",
+           "Keys: config.OVERRIDE_KEYS. The sweep's CSV and log: sweep_heads.csv / sweep_heads.log under $OUT."]
+    body = ["CUDA_TUNED = {"] + [f"    ({H}, {D}): {ov!r},  # {comment}" for (H, D), (ov, comment) in sorted(table.items())]
+    sweep_common.write_table(path, doc, body + ["}"], say,
+                             copy_as="tiled_tuned.py" if path == ROOT / "kernels" / "tiled" / "tuned.py" else None)
 
 
 # ------------------------------------------------------------------------------------------------- main
@@ -612,14 +595,10 @@ def main(argv=None) -> int:
         if args.write_table and not args.gluon_only:
             path = out_dir / "tuned.py" if SMOKE else ROOT / "kernels" / "tiled" / "tuned.py"
             write_table(table_entries(results), path, device, triton.__version__, torch.__version__, sw.say)
-            if path.parent != out_dir:  # the copy that comes back from a device machine
-                (out_dir / "tuned.py").write_text(path.read_text())
-                sw.say(f"and its copy {out_dir / 'tuned.py'}")
         if args.write_table:
             gluon = gluon_entries(results)
             if gluon and not SMOKE:
-                p = _gluon_table().write(gluon, device, sw.say)
-                (out_dir / "gluon_tuned.py").write_text(p.read_text())
+                _gluon_table().write(gluon, device, sw.say)  # (with its copy under $OUT)
     finally:
         prewarm.close()
     sw.say(f"total {sw.elapsed():.0f} s; CSV {out_dir / 'sweep_heads.csv'}")

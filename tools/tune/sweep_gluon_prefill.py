@@ -17,12 +17,12 @@ Every candidate is first checked against the float32 reference (exact -inf patte
 < 2e-3 on live entries, nothing left unwritten), then timed alone (graph replay, L2 flushed, median), all of a
 shape's checked candidates side by side in GLUON_SWEEP_ROUNDS (4) rounds of alternating order
 (mqa_cli.timing.side_by_side; each time the median over the rounds), on the seed suite's shapes, clean and not.
-The table (--write-table: its (H, 128) keys of kernels/gluon_ws_sm90/tuned.py, scripts/gluon_table.py) keeps, per
+The table (--write-table: its (H, 128) keys of kernels/gluon_ws_sm90/tuned.py, tools/tune/gluon_table.py) keeps, per
 head count, the candidate with the least time summed over the shapes relative to the old layout (each shape weighs
 alike), when it beats it by more than NOISE.
 
-    python3 scripts/sweep_gluon_prefill.py [--write-table] [--only 1x8192]   (the H200; log and CSV under $OUT)
-    python3 scripts/sweep_gluon_prefill.py --table-from gluon_sweep.csv       (the table from a run's CSV; no GPU)
+    python3 tools/tune/sweep_gluon_prefill.py [--write-table] [--only 1x8192]   (the H200; log and CSV under $OUT)
+    python3 tools/tune/sweep_gluon_prefill.py --table-from gluon_sweep.csv       (the table from a run's CSV; no GPU)
 """
 from __future__ import annotations
 
@@ -33,7 +33,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py, gluon_table.py beside this file
+import sweep_common  # noqa: E402
+
 OUT = Path(os.environ.get("OUT") or "/tmp/out")
 BUDGET_S = float(os.environ.get("GLUON_SWEEP_BUDGET_S", "400"))
 REL_TOL = 2e-3
@@ -120,24 +123,27 @@ def main() -> int:
                                                tma_store=tma_store, chains=chains,
                                                override={"PINGPONG": pp} if pp else None)
                     out = launchers.output_for(t, cfg)
-                    out = outs.setdefault((tuple(out.shape), tuple(out.stride()), out.dtype), out)  # one per form
-                    out.fill_(float("nan"))
-                    launchers.run(t, cfg, out)
-                    torch.cuda.synchronize()
-                    cmp = compare(out, ref, clean, rel_tol=REL_TOL)
-                    if cmp.ok:
-                        calls[cand] = lambda t=t, cfg=cfg, out=out: launchers.run(t, cfg, out)
-                        checked[cand] = cmp.rel_error
-                    else:
-                        row(label(*cand), None, cmp.rel_error, "WRONG: " + cmp.line())
                 except Exception as e:  # noqa: BLE001  (a layout that does not fit is a result)
                     row(label(*cand), None, None, f"ERROR {type(e).__name__}: {str(e).splitlines()[0][:160]}")
+                    continue
+                out = outs.setdefault((tuple(out.shape), tuple(out.stride()), out.dtype), out)  # one per form
+                run = lambda t=t, cfg=cfg, out=out: launchers.run(t, cfg, out)  # noqa: E731
+
+                def cmp(o, clean=clean, ref=ref):
+                    c = compare(o, ref, clean, rel_tol=REL_TOL)
+                    return c.rel_error, "" if c.ok else "WRONG: " + c.line()
+
+                ok, err, problem = sweep_common.check(run, out, cmp)
+                if ok:
+                    calls[cand], checked[cand] = run, err
+                else:
+                    row(label(*cand), None, err, problem)
             # the checked candidates timed alone (graph replay, L2 flushed: the kernel alone), side by side in
             # rounds of alternating order: timed one after another (until 2026-12-01, tenth session) the later
             # ones met a card further into its power cap
-            rounds = timing.side_by_side(calls, rounds=ROUNDS, rep_ms=40) if calls else []
+            medians, _ = sweep_common.side_by_side(calls, ROUNDS, rep_ms=40)
             for cand, err in checked.items():
-                res[cand] = timing.median_in_rounds(rounds, cand)
+                res[cand] = medians[cand]
                 row(label(*cand), res[cand], err, "ok")
             runs[(b.name, clean, t.heads)] = res
             del t, ref
@@ -194,7 +200,7 @@ def table_from_csv(path: Path, device: str) -> None:
 
 
 def write_table(table: dict, say, device: str) -> None:
-    """This sweep's keys ((H, 128) for the swept head counts) into the kernel's table (scripts/gluon_table.py)."""
+    """This sweep's keys ((H, 128) for the swept head counts) into the kernel's table (tools/tune/gluon_table.py)."""
     import gluon_table
 
     day = time.strftime("%Y-%m-%d")

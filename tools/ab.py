@@ -1,0 +1,428 @@
+"""Side by side on the GPU, each call checked before it is timed: configs of one Gluon kernel, or the API's call
+forms beside DeepGEMM's.
+
+    python3 tools/ab.py configs --row gluon_ws_sm90 --variants "TILE_PTR=0;TILE_PTR=1" [--only TEXT,...]
+    python3 tools/ab.py configs --row paged_ws_sm90 --variants "PTX_SLOTS=0;PTX_SLOTS=1" [--shapes B:C,...] [--next-n 1,2]
+    python3 tools/ab.py decode [--shapes B:C,...] [--next-n 1,2] [--forms none,given]
+    python3 tools/ab.py prefill [--only TEXT,...]
+
+configs: the row's table config with each variant's override keys (KEY=V,... ; an empty variant is the table's
+own config), launched directly (no API host work). Prefill rows run the seed and heads suites, decode rows the
+harness's decode shapes (H 64 D 128, block 64, 2-D context lengths, no clean logits). Each variant is bitwise
+equal to the first or the row is marked; the first is checked against the float32 reference. A variant named
+twice ("X;X") is the A/A control: it measures the method's own bias.
+decode: the public API in the engines' forms (schedule_meta None: split in the kernel; given: the metadata of
+get_paged_mqa_logits_metadata; half: that metadata for num_sms // 2 programs, vLLM's at next_n 4), each bitwise
+equal to the first form on live entries, beside DeepGEMM's fp8_paged_mqa_logits given its own metadata.
+prefill: the public API on the seed shapes in three forms (clean, no clean, compressed to the longest row),
+beside DeepGEMM's same three, each checked against the float32 reference on 64 sampled rows.
+decode and prefill take --smoke: tiny shapes on the CPU through the Triton interpreter, every time 1.0 (the
+checks and the table's plumbing only; the tests run it).
+
+Timing (every mode): mqa_cli.timing.side_by_side, each call one CUDA-graph replay after an L2 flush, ROUNDS rounds
+in alternating order; a time is the median over the rounds, a ratio the median of the rounds' ratios (a card at
+its 700 W cap clocks down during a measurement: comparing bests favours the call timed first). DeepGEMM's column
+needs `import deep_gemm` (h200_check.sh puts it in place from the anchor kit). A Markdown table on stdout, a CSV
+under $OUT (ab_<mode>.csv); exit 1 when a check failed.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = Path(os.environ.get("OUT") or "/tmp/out")
+REL_TOL = 2e-3
+COPY_TBS = 4.3
+DECODE_SHAPES = ((1, 8192), (8, 8192), (64, 8192), (128, 8192), (8, 65536), (64, 65536), (128, 65536), (4096, 8192))
+ROWS = ("gluon_ws_sm90", "paged_ws_sm90")
+FORMS = ("none", "given", "half")
+DEV = "cuda"  # "cpu" with --smoke
+
+
+# ------------------------------------------------------------------------------------------------ shared parts
+
+def deep_gemm():
+    """(module, '') when `import deep_gemm` works here, else (None, why)."""
+    try:
+        import deep_gemm as dg
+
+        return dg, ""
+    except Exception as e:  # noqa: BLE001  (not in place on this machine: its columns stay empty)
+        return None, f"{type(e).__name__}: {str(e).splitlines()[0][:120]}" if str(e) else type(e).__name__
+
+
+def clock_power() -> str:
+    """'MHz, W' as NVML reads them now (the card's state after a shape's timings), or '-'."""
+    try:
+        import torch
+
+        return f"{torch.cuda.clock_rate()}, {torch.cuda.power_draw() / 1000:.0f}"
+    except Exception:  # noqa: BLE001  (no NVML here)
+        return "-"
+
+
+def rel_err(got, ref) -> float:
+    """||got - ref|| / ||ref|| in float64."""
+    return float((got - ref).double().norm() / ref.double().norm().clamp_min(1e-30))
+
+
+def variants(text: str) -> list[str]:
+    """'A;B;...' -> ['A', 'B', ...] (an empty entry is the table's config); at least two."""
+    out = [v.strip() for v in text.split(";")]
+    if len(out) < 2:
+        raise SystemExit(f"--variants needs two or more entries separated by ';', got {text!r}")
+    return out
+
+
+def shapes(text: str) -> list[tuple[int, int]]:
+    return [tuple(int(x) for x in s.split(":")) for s in text.split(",") if s]
+
+
+def harness_decode(B: int, C: int, n: int):
+    """(paged tensors with 2-D context lengths [B, n], max_context_len) as the harness builds a decode step:
+    contexts uniform in [0.7C, 1.3C), a shuffled block table, row t of sequence b seeing k < ctx_b - n + t + 1."""
+    import torch
+
+    from mqa_cli.paged_problem import PagedSpec
+    from mqa_cli.paged_tensors import Paged, random_paged
+
+    t = random_paged(PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, clean_logits=False,
+                               seed=B + C), device=DEV)
+    ctx = t.context_lens[:, None] - n + 1 + torch.arange(n, device=DEV, dtype=torch.int32)[None, :]
+    ctx = ctx.clamp_min(0).to(torch.int32).contiguous()
+    return Paged(t.q, t.kv_cache, t.weights, ctx, t.block_table, t.max_context_len)
+
+
+def copy_pct(ctx, B: int, n: int, maxlen: int, us: float, dim: int = 128) -> float:
+    """% of the 4.3 TB/s copy rate for a decode step of `us`: each sequence's cache (fp8 rows + fp32 scales) up to
+    its largest row end (ctx [B, n]) read once, and the [B * n, maxlen] fp32 logits written."""
+    nbytes = int(ctx.long().max(dim=1).values.sum()) * (dim + 4) + B * n * maxlen * 4
+    return nbytes / (us * 1e-6) / (COPY_TBS * 1e12) * 100
+
+
+def timed(calls: dict, rounds: int) -> tuple[dict, callable]:
+    """The calls side by side: ({name: median µs}, ratio(a, b) = median of the rounds' a / b)."""
+    from mqa_cli import timing
+
+    if DEV == "cpu":  # --smoke: each call once, no timing
+        r = [{k: (f(), 1.0)[1] for k, f in calls.items()} for _ in range(2)]
+        return {k: 1.0 for k in calls}, (lambda a, b: timing.ratio_in_rounds(r, a, b))
+    r = timing.side_by_side(calls, rounds=rounds)
+    return {k: timing.median_in_rounds(r, k) for k in calls}, (lambda a, b: timing.ratio_in_rounds(r, a, b))
+
+
+class Report:
+    """A Markdown table on stdout and the same rows in $OUT/ab_<mode>.csv."""
+
+    def __init__(self, mode: str, header: list[str]):
+        OUT.mkdir(parents=True, exist_ok=True)
+        self.f = open(OUT / f"ab_{mode}.csv", "w", newline="")
+        self.csv = csv.writer(self.f)
+        self.csv.writerow(header)
+        self.bad = 0
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header), flush=True)
+
+    def row(self, cells: list, failed: bool = False) -> None:
+        self.bad += bool(failed)
+        print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
+        self.csv.writerow(cells)
+        self.f.flush()
+
+
+# ------------------------------------------------------------------------------------------------- configs
+
+def configs_prefill(args, names: list[str]) -> int:
+    import torch
+
+    from mqa_cli import launchers, matrix, source
+    from mqa_cli.compile import key_values
+    from mqa_cli.reference import reference_logits
+    from mqa_cli.verify import compare
+    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+
+    units = torch.cuda.get_device_properties(0).multi_processor_count
+    rep = Report("configs", ["shape", "layout", *(f"µs {n or 'table'}" for n in names),
+                             *(f"{n or 'table'} / first" for n in names[1:]), "checks"])
+    for b in list(matrix.SUITES["seed"]) + list(matrix.SUITES["heads"]):
+        if args.only and not any(x in b.name for x in args.only.split(",")):
+            continue
+        prob = source.from_spec(b.spec)
+        t = prob.materialise("cuda")
+        cfgs, outs, notes = {}, {}, []
+        for i, text in enumerate(names):  # keyed by position: a variant may be named twice (the control)
+            try:
+                cfg = gluon_ws_sm90_config(heads=t.heads, dim=t.dim, S=t.S, N=t.N, clean=b.spec.clean_logits,
+                                           units=units, override=key_values(text) if text else None)
+            except ValueError as e:
+                notes.append(f"{text}: {e}"[:80])
+                continue
+            out = launchers.output_for(t, cfg)
+            out.fill_(float("nan"))
+            launchers.run(t, cfg, out)
+            torch.cuda.synchronize()
+            cfgs[i], outs[i] = cfg, out
+        if 0 not in cfgs:  # not a shape this kernel's table takes
+            rep.row([b.name, "-", *["-"] * (2 * len(names) - 1), "; ".join(notes)])
+            continue
+        cmp = compare(outs[0], reference_logits(t), b.spec.clean_logits, rel_tol=REL_TOL)
+        ok = cmp.ok
+        notes.append(f"first vs reference {'ok' if cmp.ok else 'WRONG'} ({cmp.rel_error:.1e})")
+        for i in cfgs:
+            if i and not torch.equal(torch.nan_to_num(outs[i], nan=7.0), torch.nan_to_num(outs[0], nan=7.0)):
+                notes.append(f"{names[i]} differs from the first")
+                ok = False
+        us, ratio = timed({i: (lambda cfg=cfg, out=outs[i]: launchers.run(t, cfg, out)) for i, cfg in cfgs.items()},
+                          args.rounds) if ok else ({}, None)
+        c = cfgs[0].constexprs
+        rep.row([b.name, f"{(c['Q_GROUPS'], c['KV_GROUPS'])} N {c['BLOCK_Q'] * t.heads}",
+                 *(f"{us[i]:.1f}" if i in us else "-" for i in range(len(names))),
+                 *(f"{ratio(i, 0):.3f}" if i in us else "-" for i in range(1, len(names))), "; ".join(notes)],
+                failed=not ok)
+        del t, outs
+        torch.cuda.empty_cache()
+    return 1 if rep.bad else 0
+
+
+def configs_decode(args, names: list[str]) -> int:
+    import torch
+
+    import mqa_cli
+    from mqa_cli.compile import key_values
+    from mqa_cli.launch_paged_ws import paged_ws_args
+    from mqa_cli.paged_reference import reference_paged
+    from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
+
+    dg, why = deep_gemm()
+    sms = mqa_cli.get_num_sms()
+    if dg is None:
+        print(f"DeepGEMM not importable: {why}")
+    rep = Report("configs", ["B", "C", "next_n", "config", *(f"µs {n or 'table'}" for n in names),
+                             *(f"{n or 'table'} / first" for n in names[1:]), "DeepGEMM µs", "first / DG",
+                             "first % of 4.3 TB/s", "check", "MHz, W"])
+    for B, C in shapes(args.shapes):
+        for n in (int(x) for x in args.next_n.split(",")):
+            t = harness_decode(B, C, n)
+            ctx, maxlen = t.context_lens, t.max_context_len
+            calls, outs, name = {}, {}, ""
+            for i, text in enumerate(names):
+                cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=n, block_size=64, batch=B,
+                                           max_context_len=maxlen, clean=False, units=sms,
+                                           override=key_values(text) if text else None)
+                name = name or cfg.name
+                out = torch.full((B * n, maxlen), float("nan"), device="cuda")
+                a = paged_ws_args(t, cfg, out, None)
+                kern = cfg.jitted()
+                calls[i] = (lambda k=kern, a=a: k[a.grid](*a.args, **a.constexprs, **a.options))
+                outs[i] = out
+            if dg is not None and n <= 2:  # DeepGEMM runs next_n 1-2 on sm90
+                dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)
+                calls["dg"] = lambda: dg.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, ctx, t.block_table, dmeta,
+                                                              maxlen, clean_logits=False)
+            for k, f in calls.items():
+                r = f()
+                if k == "dg":
+                    outs["dg"] = r
+            torch.cuda.synchronize()
+            live = torch.arange(maxlen, device="cuda")[None, :] < ctx.reshape(-1, 1)
+            base, notes = outs[0][live], []
+            for i in range(1, len(names)):
+                if not torch.equal(outs[i][live], base):
+                    notes.append(f"{names[i]} differs from the first!")
+            if B * n * maxlen < args.reference_below:
+                rel = rel_err(base, reference_paged(t, dtype=torch.float32, clean_logits=True)[live])
+                check = f"ref {rel:.1e}"
+                if not rel < REL_TOL:
+                    notes.append("off the reference!")
+            else:
+                check = "bitwise"
+            if "dg" in outs and not rel_err(outs["dg"][live], base) < REL_TOL:
+                notes.append("differs from DeepGEMM!")
+            us, ratio = timed(calls, args.rounds)
+            d = us.get("dg")
+            rep.row([B, f"{C // 1024}K", n, name.split("_NEXT_N_")[-1][:60], *(f"{us[i]:.2f}" for i in range(len(names))),
+                     *(f"{ratio(i, 0):.3f}" for i in range(1, len(names))), "-" if d is None else f"{d:.2f}",
+                     "-" if d is None else f"{ratio(0, 'dg'):.3f}", f"{copy_pct(ctx, B, n, maxlen, us[0]):.1f}",
+                     " ".join([check, *notes]), clock_power()], failed=bool(notes))
+            del t, outs, calls
+            torch.cuda.empty_cache()
+    return 1 if rep.bad else 0
+
+
+# --------------------------------------------------------------------------------------------------- forms
+
+def decode_forms(args) -> int:
+    import torch
+
+    import mqa_cli
+
+    forms = [f for f in args.forms.split(",") if f]
+    unknown = sorted(set(forms) - set(FORMS))
+    if unknown:
+        raise SystemExit(f"unknown forms {unknown}; choose from {', '.join(FORMS)}")
+    dg, why = deep_gemm()
+    sms = mqa_cli.get_num_sms()
+    if dg is None:
+        print(f"DeepGEMM not importable: {why}")
+    rep = Report("decode", ["B", "C", "next_n", *(f"µs {f}" for f in forms), *(f"{f} / DG" for f in forms),
+                            "DeepGEMM µs", f"{forms[0]} % of 4.3 TB/s", "checks", "MHz, W"])
+    for B, C in shapes(args.shapes):
+        for n in (int(x) for x in args.next_n.split(",")):
+            t = harness_decode(B, C, n)
+            ctx, maxlen = t.context_lens, t.max_context_len
+            metas = {"none": None, "given": lambda: mqa_cli.get_paged_mqa_logits_metadata(ctx, 64, sms),
+                     "half": lambda: mqa_cli.get_paged_mqa_logits_metadata(ctx, 64, max(1, sms // 2))}
+            calls, outs, notes = {}, {}, []
+            for f in forms:
+                meta = metas[f]() if metas[f] else None
+                call = (lambda m=meta: mqa_cli.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, ctx, t.block_table, m,
+                                                                     maxlen, clean_logits=False))
+                try:
+                    outs[f] = call()
+                    calls[f] = call
+                except Exception as e:  # noqa: BLE001  (a form the API refuses is a result)
+                    notes.append(f"{f} refused: {type(e).__name__}: {str(e)[:80]}")
+            if dg is not None and n <= 2:
+                dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)
+                calls["dg"] = lambda: dg.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, ctx, t.block_table, dmeta,
+                                                              maxlen, clean_logits=False)
+                outs["dg"] = calls["dg"]()
+            if DEV == "cuda":
+                torch.cuda.synchronize()
+            live = torch.arange(maxlen, device=DEV)[None, :] < ctx.reshape(-1, 1)
+            first = next((f for f in forms if f in outs), None)
+            for f in forms:
+                if f in outs and f != first and not torch.equal(outs[f][live], outs[first][live]):
+                    notes.append(f"{f} differs from {first}!")
+            if first and "dg" in outs and not rel_err(outs["dg"][live], outs[first][live]) < REL_TOL:
+                notes.append("differs from DeepGEMM!")
+            us, ratio = timed(calls, args.rounds) if calls else ({}, None)
+            d = us.get("dg")
+            rep.row([B, f"{C // 1024}K", n, *(f"{us[f]:.2f}" if f in us else "-" for f in forms),
+                     *(f"{ratio(f, 'dg'):.3f}" if f in us and d else "-" for f in forms),
+                     "-" if d is None else f"{d:.2f}",
+                     f"{copy_pct(ctx, B, n, maxlen, us[first]):.1f}" if first in us else "-",
+                     "; ".join(notes) or "ok", clock_power()], failed=any(x.endswith("!") for x in notes))
+            del t, outs, calls
+            if DEV == "cuda":
+                torch.cuda.empty_cache()
+    return 1 if rep.bad else 0
+
+
+def prefill_forms(args) -> int:
+    import torch
+
+    import mqa_cli
+    from mqa_cli import matrix
+    from mqa_cli.reference import compress_logits, reference_logits
+    from mqa_cli.suites import longest_row
+    from mqa_cli.tensors import random_prefill
+
+    dg, why = deep_gemm()
+    if dg is None:
+        print(f"DeepGEMM not importable: {why}")
+    forms = ("clean", "noclean", "compressed")
+    rep = Report("prefill", ["shape", "max_seqlen_k", *(f"µs {f}" for f in forms), *(f"{f} / DG" for f in forms),
+                             "compressed / ours noclean", "checks", "MHz, W"])
+    benches = matrix.SUITES["seed"]
+    if DEV == "cpu":  # --smoke: one tiny causal shape and one ratio-4 shape
+        from types import SimpleNamespace
+
+        from mqa_cli.problem import ProblemSpec
+
+        benches = [SimpleNamespace(name="smoke 1x40 causal", spec=ProblemSpec(seq=40, heads=8, dim=32)),
+                   SimpleNamespace(name="smoke 2x32 ratio 4", spec=ProblemSpec(batch=2, seq=32, ratio=4, heads=8,
+                                                                               dim=32))]
+    for b in benches:
+        if args.only and not any(x in b.name for x in args.only.split(",")):
+            continue
+        t = random_prefill(b.spec, device=DEV)
+        M = longest_row(b.spec)
+        kv = (t.kv, t.kv_scales)
+        ours = {"clean": lambda: mqa_cli.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=True),
+                "noclean": lambda: mqa_cli.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=False),
+                "compressed": lambda: mqa_cli.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=False,
+                                                             max_seqlen_k=M)}
+        calls = dict(ours)
+        if dg is not None:
+            calls.update({"dg clean": lambda: dg.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=True),
+                          "dg noclean": lambda: dg.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=False),
+                          "dg compressed": lambda: dg.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke,
+                                                                     clean_logits=False, max_seqlen_k=M)})
+        rows = torch.randperm(t.S, generator=torch.Generator().manual_seed(0))[:64].to(DEV)
+        sub = type(t)(t.q[rows], t.kv, t.kv_scales, t.weights[rows], t.ks[rows], t.ke[rows])
+        full_ref = reference_logits(sub)
+        refs = {"clean": full_ref, "noclean": full_ref, "compressed": compress_logits(full_ref, sub.ks, sub.ke, M)}
+        notes = []
+        for name, fn in calls.items():
+            f = name.split()[-1]
+            got = fn()[rows].float()
+            if got.shape != refs[f].shape:
+                notes.append(f"{name}: shape {tuple(got.shape)}!")
+                continue
+            live = torch.isfinite(refs[f])
+            e = rel_err(got[live], refs[f][live])
+            if not e < REL_TOL or (f == "clean" and not torch.isneginf(got[~live]).all()):
+                notes.append(f"{name} off the reference ({e:.1e})!")
+        us, ratio = timed(calls, args.rounds)
+        rep.row([b.name, M, *(f"{us[f]:.1f}" for f in forms),
+                 *(f"{ratio(f, 'dg ' + f):.3f}" if dg is not None else "-" for f in forms),
+                 f"{ratio('compressed', 'noclean'):.3f}", "; ".join(notes) or "ok", clock_power()],
+                failed=bool(notes))
+        del t, calls
+        if DEV == "cuda":
+            torch.cuda.empty_cache()
+    return 1 if rep.bad else 0
+
+
+# ---------------------------------------------------------------------------------------------------- main
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="mode", required=True)
+    c = sub.add_parser("configs", help="configs of one Gluon kernel, its table's config with override keys")
+    c.add_argument("--row", choices=ROWS, required=True)
+    c.add_argument("--variants", required=True, help="override-key sets separated by ';' (K=V,...), the first the base")
+    c.add_argument("--only", default=None, help="prefill: comma-separated texts, shapes whose name holds one")
+    d = sub.add_parser("decode", help="the API's decode forms beside DeepGEMM")
+    d.add_argument("--forms", default="none,given", help=f"comma-separated, of {', '.join(FORMS)}")
+    p = sub.add_parser("prefill", help="the API's prefill forms (clean, no clean, compressed) beside DeepGEMM")
+    p.add_argument("--only", default=None, help="comma-separated texts: seed shapes whose name holds one")
+    for x in (c, d):
+        x.add_argument("--shapes", default=",".join(f"{b}:{c_}" for b, c_ in DECODE_SHAPES), help="decode B:C pairs")
+        x.add_argument("--next-n", default="1,2")
+    c.add_argument("--reference-below", type=int, default=2 ** 25,
+                   help="decode: check against the float32 reference when B*next_n*max_len is below this")
+    for x in (c, d, p):
+        x.add_argument("--rounds", type=int, default=6, help="timing rounds, the order reversed every round")
+    for x in (d, p):
+        x.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (interpreter), no timing")
+    return ap
+
+
+def main(argv=None) -> int:
+    global DEV
+    args = parser().parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    if getattr(args, "smoke", False):
+        DEV = "cpu"
+        from mqa_cli import interpreter
+
+        interpreter.enable_if_no_gpu(note=False)
+    import torch
+    import triton
+
+    print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (smoke: the interpreter)'}, triton {triton.__version__}, torch {torch.__version__}: ab {args.mode} "
+          "(µs: graph replay after an L2 flush, median of the rounds)")
+    if args.mode == "configs":
+        names = variants(args.variants)
+        return configs_prefill(args, names) if args.row == "gluon_ws_sm90" else configs_decode(args, names)
+    return decode_forms(args) if args.mode == "decode" else prefill_forms(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""The step the table-writing sweeps share: check a candidate before it is timed, time a shape's checked candidates
+side by side, write the table module the configs read (validated first, a copy under $OUT for a device run).
+
+Check: the output poisoned with NaN, one launch, a sync, then the sweep's own comparison (prefill: exact -inf
+pattern and relative error against the float32 reference; decode: live entries against it; top-k: the exact
+set); a launch that raises (shared memory, registers, a layout the config refuses) is a result, not a crash.
+Time: mqa_cli.timing.side_by_side, each candidate one CUDA-graph replay after an L2 flush, in rounds of
+alternating order; a candidate's time is its median over the rounds. Timed one after another, the later
+candidates of a shape met a card further into its 700 W cap (found 2026-12-01; docs/EXPERIMENTS.md).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+
+def out_dir() -> Path:
+    """$OUT (default /tmp/out), created: where a device run's files come back from."""
+    p = Path(os.environ.get("OUT") or "/tmp/out")
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def check(run, out, compare) -> tuple[bool, float | None, str]:
+    """(passed, relative error or None, what failed): out filled with NaN, run() once, a sync, then
+    compare(out) -> (relative error, problem or ''); an exception from any of them fails the candidate."""
+    import torch
+
+    try:
+        out.fill_(float("nan"))
+        run()
+        if out.is_cuda:
+            torch.cuda.synchronize()
+        err, problem = compare(out)
+    except Exception as e:  # noqa: BLE001  (a config that does not fit is a result)
+        return False, None, f"ERROR {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+    return not problem, err, problem
+
+
+def side_by_side(calls: dict, rounds: int, rep_ms: int | None = None) -> tuple[dict, list]:
+    """({key: median µs over the rounds}, the rounds) of the checked candidates timed side by side."""
+    from mqa_cli import timing
+
+    if not calls:
+        return {}, []
+    kw = {"rounds": rounds} if rep_ms is None else {"rounds": rounds, "rep_ms": rep_ms}
+    rounds_ = timing.side_by_side(calls, **kw)
+    return {k: timing.median_in_rounds(rounds_, k) for k in calls}, rounds_
+
+
+def load_table(path: Path, name: str = "CUDA_TUNED"):
+    """The table `name` of the module at path ({} where the file is absent), and the module (or None)."""
+    if not path.exists():
+        return {}, None
+    spec = importlib.util.spec_from_file_location(f"_table_{path.stem}_old", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return dict(getattr(mod, name, {})), mod
+
+
+def write_table(path: Path, doc: list[str], body: list[str], say, copy_as: str | None = None) -> Path:
+    """Write the table module: its docstring (doc lines: the machine, date, versions and rule it was written by)
+    and its body (`CUDA_TUNED = {...}` lines); with copy_as, the same text as $OUT/copy_as unless path is there."""
+    text = '"""' + "\n".join(doc) + '"""\n\n' + "\n".join(body) + "\n"
+    path.write_text(text)
+    say(f"wrote {path}")
+    if copy_as:
+        copy = out_dir() / copy_as
+        if copy.resolve() != path.resolve():
+            copy.write_text(text)
+            say(f"and its copy {copy}")
+    return path
