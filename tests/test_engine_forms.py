@@ -330,9 +330,11 @@ def test_sglang_paged_draft_rows_strided_table_and_batch_chunks():
     assert_logits(out, p.ref, p.mag, clean=False)
 
 
-def test_vllm_011_decode_1d_lens_clean():
+@pytest.mark.parametrize("clean", [True, False], ids=["v0.11", "late-2025"])
+def test_vllm_011_decode_1d_lens(clean):
     """vLLM v0.11: fp8_paged_mqa_logits(q [B, n, H, D], kv.unsqueeze(-2), w[:B*n], seq_lens [B], bt[:B], sched,
-    max_model_len, clean_logits=True); stale table entries; its top-k marks past-end picks -1 (exact -inf)."""
+    max_model_len, clean_logits=True); stale table entries; its top-k marks past-end picks -1 (exact -inf).
+    vLLM late 2025: the same with clean_logits=False, its top-k reading each row up to its length."""
     B, n = 3, 2
     p = paged_problem(B=B, T=n, ctx=(37, 2, 20), seed=52)
     w_buf = torch.cat([p.w, torch.full((4, p.H), 1e4, device=DEVICE)])
@@ -342,8 +344,10 @@ def test_vllm_011_decode_1d_lens_clean():
     ref, mag = paged_ref(p, max_model_len)
     sched = mqa_cli.get_paged_mqa_logits_metadata(p.ctx, p.bs, mqa_cli.get_num_sms())
     out = mqa_cli.fp8_paged_mqa_logits(p.q, kv.unsqueeze(-2), w_buf[:B * n], p.ctx, bt, sched, max_model_len,
-                                       clean_logits=True)
-    assert_logits(out, ref, mag, clean=True)
+                                       clean_logits=clean)
+    assert_logits(out, ref, mag, clean=clean)
+    if not clean:
+        return
     k = 8
     vals, idx = out.topk(k, dim=1)
     picks = torch.where(torch.isneginf(vals), -1, idx)
