@@ -7,7 +7,7 @@ real signature.
 __version__ = "0.1.0"
 
 _API = ("fp8_mqa_logits", "fp8_fp4_mqa_logits", "mqa_logits", "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits",
-        "get_paged_mqa_logits_metadata", "get_num_sms")
+        "get_paged_mqa_logits_metadata", "get_num_sms", "set_num_sms")
 _TOPK = ("fp8_mqa_topk", "fp8_paged_mqa_topk")
 
 __all__ = [*_API, *_TOPK]

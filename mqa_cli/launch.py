@@ -17,7 +17,10 @@ import torch
 from . import interpreter
 from .errors import UserError
 
-ROW_ALIGN = 128  # output row stride, in elements: whole kv tiles store without column masks; stride % 4 == 0
+# Output row stride: a multiple of 1024 bytes, as DeepGEMM pads (256 fp32 or 512 bf16 elements; one of vLLM's top-k
+# backends needs a 1024-byte row stride, the others stride % 4 == 0); whole kv tiles store without column masks.
+ROW_BYTES = 1024
+ROW_ALIGN = 256  # elements, fp32 (the alignment of a dtype: row_align)
 
 
 @dataclass
@@ -35,13 +38,18 @@ class LaunchArgs:
     rebuild: Callable | None = None
 
 
+def row_align(dtype) -> int:
+    """Elements of `dtype` in ROW_BYTES: the output row stride is a multiple of it."""
+    return ROW_BYTES // dtype.itemsize
+
+
 def padded_stride(cols: int, align: int = ROW_ALIGN) -> int:
     return max(align, -(-cols // align) * align)
 
 
-def alloc_logits(S: int, cols: int, device, dtype=torch.float32, align: int = ROW_ALIGN) -> torch.Tensor:
-    """[S, cols] view of an [S, padded] buffer."""
-    return torch.empty(S, padded_stride(cols, align), dtype=dtype, device=device)[:, :cols]
+def alloc_logits(S: int, cols: int, device, dtype=torch.float32, align: int | None = None) -> torch.Tensor:
+    """[S, cols] view of an [S, padded] buffer (rows padded to ROW_BYTES unless `align` elements are given)."""
+    return torch.empty(S, padded_stride(cols, align or row_align(dtype)), dtype=dtype, device=device)[:, :cols]
 
 
 def out_dtype(cfg) -> torch.dtype:

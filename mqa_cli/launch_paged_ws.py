@@ -159,19 +159,20 @@ def _desc_fields(desc) -> dict:
     return {**vars(desc), "base": None}
 
 
-_PORTABLE: dict = {}  # config name -> the portable paged config of the same shape
+_PORTABLE: dict = {}  # (config name, programs) -> the portable paged config of the same shape and program count
 
 
 def runnable(cfg, t):
     """The config itself, or, when TMA cannot describe the cache, the portable paged kernel's config of the shape."""
     if describable(t):
         return cfg
-    hit = _PORTABLE.get(cfg.name)
+    key = (cfg.name, cfg.schedule["programs"])  # the name does not carry the program count (set_num_sms)
+    hit = _PORTABLE.get(key)
     if hit is None:
         from mqa_kernels.paged.config import paged_config
 
         c = cfg.constexprs
-        hit = _PORTABLE[cfg.name] = paged_config(
+        hit = _PORTABLE[key] = paged_config(
             heads=c["H"], dim=c["D"], next_n=c["NEXT_N"], block_size=c["BS"], batch=cfg.schedule["batch"],
             max_context_len=t.max_context_len, clean=c["CLEAN"], bf16=cfg.schedule["bf16"], backend="cuda",
             units=cfg.schedule["programs"])

@@ -1,8 +1,9 @@
 """The indexer's top-k in bounded memory: logits for a block of query rows into a reused workspace, then a
 per-row selection kernel (mqa_kernels.topk), so no [S, N] matrix is ever held.
 
-Indices follow the engines' convention: absolute kv positions (paged: token positions in the sequence),
--1 where a row has fewer than topk live positions. Entries that are -inf or NaN, or outside the row's
+Indices follow the engines' convention: absolute kv positions (paged: token positions in the sequence), or
+with fp8_mqa_topk(relative=True) positions relative to each row's ks (vLLM's prefill), -1 where a row has fewer
+than topk live positions. Entries that are -inf or NaN, or outside the row's
 window, are never selected. The set comes in ascending position order; ties at the k-th value go to the
 lowest positions (every kernel path; the opt-in 'torch' kind breaks ties as torch.topk does).
 sorted=True orders by descending value, equal values by position.
@@ -16,7 +17,7 @@ import torch
 from mqa_kernels.topk.config import VEC, topk_config
 from mqa_kernels.topk.config import workspace_bytes as tuned_workspace
 
-from . import fastpath, interpreter, launch
+from . import fastpath, interpreter, launch, sms
 from .api import LOGITS_DTYPES, fp8_paged_mqa_logits, mqa_logits, target_for
 from .errors import UserError
 
@@ -194,7 +195,7 @@ def _signature(logits, topk, ks, ke, idx_out, val_out, compressed, paged, cap, s
     over = tuple(sorted({**TUNING, **(tuning or {})}.items())) if (TUNING or tuning) else ()
     # _vec_ok reads the storage's size, which shapes and strides do not give: it picks the kernel (VEC)
     return fastpath.signature((logits, ks, ke, idx_out, val_out, ctx),
-                              (topk, bool(compressed), next_n, max_ctx, cap, _vec_ok(logits), over))
+                              (topk, bool(compressed), next_n, max_ctx, cap, _vec_ok(logits), over, sms.setting()))
 
 
 def _record(sig, compiled, kernel, cfg, a) -> None:
@@ -261,7 +262,7 @@ def _rows_per_block(rows: int, cols: int, dtype: torch.dtype, workspace: int, ch
         if chunk_rows < 1:
             raise UserError(f"chunk_rows must be >= 1, got {chunk_rows}")
         return min(rows, int(chunk_rows))
-    row_bytes = launch.padded_stride(cols) * _ESIZE[dtype]
+    row_bytes = launch.padded_stride(cols, launch.row_align(dtype)) * _ESIZE[dtype]
     return max(1, min(rows, workspace // row_bytes))
 
 
@@ -273,7 +274,7 @@ def topk_memory(S: int, N: int, topk: int, *, logits_dtype=torch.float32, max_se
     cols = max_seqlen_k if max_seqlen_k > 0 else N
     esz = _ESIZE[logits_dtype]
     rows = _rows_per_block(S, cols, logits_dtype, _workspace(cols, backend, workspace_bytes), chunk_rows)
-    block = rows * launch.padded_stride(cols) * esz
+    block = rows * launch.padded_stride(cols, launch.row_align(logits_dtype)) * esz
     cfg = topk_config(rows=rows, cols=cols, topk=topk, backend=backend, units=units, values=sorted or return_logits)
     scratch = cfg.schedule["scratch_bytes"] + 4 * rows * (cfg.schedule["kind"] == "split")
     out = S * topk * 4 + (S * topk * esz if return_logits else 0)
@@ -286,7 +287,8 @@ def topk_memory(S: int, N: int, topk: int, *, logits_dtype=torch.float32, max_se
 def fp8_mqa_topk(q: torch.Tensor, kv: torch.Tensor, kv_scales: torch.Tensor, weights: torch.Tensor,
                  ks: torch.Tensor, ke: torch.Tensor, topk: int, *, return_logits: bool = False,
                  logits_dtype: torch.dtype = torch.float32, chunk_rows: int | None = None, max_seqlen_k: int = 0,
-                 sorted: bool = True, workspace_bytes: int | None = None, cap: int | None = None):
+                 sorted: bool = True, workspace_bytes: int | None = None, cap: int | None = None,
+                 relative: bool = False):
     """The top-k kv positions of each query row of fp8_mqa_logits, without the [S, N] logits.
 
     Same inputs as `mqa_logits(q, kv, kv_scales, weights, ks, ke)` plus topk. Returns int32 indices
@@ -295,7 +297,8 @@ def fp8_mqa_topk(q: torch.Tensor, kv: torch.Tensor, kv_scales: torch.Tensor, wei
     sorted: by descending logit; sorted=False returns the set in ascending position order and skips the
     sort (engines take the set; no values are written unless return_logits). max_seqlen_k > 0 (an upper
     bound of ke - ks, known to the caller) computes compressed logits: blocks of [rows, max_seqlen_k]
-    instead of [rows, N].
+    instead of [rows, N]. relative=True returns each index minus its row's ks (the position inside the window,
+    what vLLM's prefill top-k hands on); -1 padding stays -1.
 
     Memory beyond the inputs, independent of S x N: the outputs (S * topk * 4 bytes, + S * topk * 2 or 4
     with return_logits), one logits block of chunk_rows rows (default: as many rows as fit in
@@ -325,8 +328,15 @@ def fp8_mqa_topk(q: torch.Tensor, kv: torch.Tensor, kv_scales: torch.Tensor, wei
                             max_seqlen_k=int(max_seqlen_k), logits_dtype=logits_dtype)
         _select_block_rows(logits, topk, ks[r0:r1], ke[r0:r1], idx[r0:r1], None if val is None else val[r0:r1],
                            sorted, dict(compressed=max_seqlen_k > 0, cap=cap))
+        if relative:
+            _relative_(idx[r0:r1], ks[r0:r1])
         del logits  # the next block reuses its memory
     return (idx, val) if return_logits else idx
+
+
+def _relative_(idx: torch.Tensor, ks: torch.Tensor) -> None:
+    """idx (absolute positions, -1 padded) minus each row's ks, in place; -1 stays -1 (on the device, no sync)."""
+    idx.copy_(torch.where(idx >= 0, idx - ks[:, None], idx))
 
 
 def _select_block_rows(logits, topk: int, ks, ke, idx, val, sorted: bool, kw: dict) -> None:
@@ -384,7 +394,7 @@ def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.T
                         f"{list(context_lens.shape)}")
     if chunk_batch is None:
         cols = max(1, max_context_len)
-        per_seq = T * launch.padded_stride(cols) * _ESIZE[logits_dtype]
+        per_seq = T * launch.padded_stride(cols, launch.row_align(logits_dtype)) * _ESIZE[logits_dtype]
         chunk_batch = max(1, _workspace(cols, target_for(q.device).backend, workspace_bytes) // per_seq)
     nb = max(1, min(B, int(chunk_batch)))
     idx = torch.empty(S, topk, dtype=torch.int32, device=q.device)

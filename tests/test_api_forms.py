@@ -112,7 +112,7 @@ def garbage_like(x: torch.Tensor, fill) -> torch.Tensor:
 
 PREFILL_SIG = [("q", EMPTY), ("kv", EMPTY), ("weights", EMPTY), ("cu_seq_len_k_start", EMPTY),
                ("cu_seq_len_k_end", EMPTY), ("clean_logits", True), ("max_seqlen_k", 0),
-               ("logits_dtype", torch.float32)]
+               ("logits_dtype", torch.float32), ("schedule_meta", None)]  # 0.2.3.post2's prefill schedule, last
 PAGED_SIG = [("q", EMPTY), ("kv_cache", EMPTY), ("weights", EMPTY), ("context_lens", EMPTY), ("block_table", EMPTY),
              ("schedule_meta", EMPTY), ("max_context_len", EMPTY), ("clean_logits", False),
              ("logits_dtype", torch.float32), ("indices", None)]
@@ -124,6 +124,7 @@ SIGNATURES = {
     "get_paged_mqa_logits_metadata": [("context_lens", EMPTY), ("block_kv", EMPTY), ("num_sms", EMPTY),
                                       ("indices", None)],
     "get_num_sms": [],
+    "set_num_sms": [("num_sms", EMPTY)],
 }
 LOGIT_FUNCTIONS = ["fp8_mqa_logits", "fp8_fp4_mqa_logits", "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits"]
 
@@ -375,6 +376,8 @@ def test_prefill_output_row_stride_multiple_of_4(kw, N):
         kw = dict(kw, max_seqlen_k=int((p.ke - p.ks).max()) + 1)
     out = prefill(p, **kw)
     assert out.stride(1) == 1 and out.stride(0) % 4 == 0 and out.stride(0) >= out.shape[1], out.stride()
+    # padded as DeepGEMM pads: 1024-byte rows (256 fp32 elements, 512 bf16), which one vLLM top-k backend needs
+    assert out.stride(0) % 256 == 0 and (out.stride(0) * out.element_size()) % 1024 == 0, out.stride()
 
 
 def test_prefill_repeatable_bitwise():
@@ -627,6 +630,7 @@ def test_paged_output_row_stride_multiple_of_4(kw):
     out = paged(p, **kw)
     assert out.shape == (6, 45)
     assert out.stride(1) == 1 and out.stride(0) % 4 == 0, out.stride()
+    assert out.stride(0) % 256 == 0 and (out.stride(0) * out.element_size()) % 1024 == 0, out.stride()
     assert_logits(out, p.ref, p.mag, clean=kw.get("clean_logits", False), dtype=kw.get("logits_dtype", torch.float32))
 
 
