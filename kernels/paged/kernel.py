@@ -13,8 +13,15 @@ Cache layout (DeepGEMM's): block i starts at byte i * stride_kv_block and holds 
 (token-major) followed by BS fp32 scales; the scale pointer is the byte pointer bitcast to fp32.
 Row (b, t) ends at ctx[b] - NEXT_N + t + 1 (1-D context lens: ctx_causal = 1, stride_ctx_t = 0)
 or at ctx[b, t] (2-D: ctx_causal = 0). Tokens at or past the sequence's largest row end (clamped to
-max_context_len) are never read. With CLEAN, row entries in [end, largest end) are written -inf by
-the tile, and [largest end, max_context_len) by a fill spread over all programs in FILL pieces.
+table_tokens = min(max_context_len, the tokens a block-table row covers)) are never read. With CLEAN, row
+entries in [end, largest end) are written -inf by the tile, and [largest end, max_context_len) by a fill
+spread over all programs in FILL pieces.
+
+No metadata makes it fault or loop without end: a given schedule's entries are clamped before use (entry 0
+read as (0, 0), entry P as (batch, 0), sequences into [0, batch], blocks into [0, cdiv(max_context_len, BS)]),
+so any schedule's ranges still cover every token (each logit is computed whole by one program: a foreign or
+stale schedule costs balance, never a wrong or missing logit); block ids are clamped into [0, num_blocks), so a
+bad id reads some block of the cache, never memory outside it.
 """
 import triton
 import triton.language as tl
@@ -33,11 +40,11 @@ def _row_ends(ctx_ptr, b, stride_ctx_b, stride_ctx_t, ctx_causal, t, NEXT_N: tl.
 
 
 @triton.jit
-def _seq_hi(ctx_ptr, b, stride_ctx_b, stride_ctx_t, ctx_causal, max_context_len,
+def _seq_hi(ctx_ptr, b, stride_ctx_b, stride_ctx_t, ctx_causal, table_tokens,
             NEXT_N: tl.constexpr, NP: tl.constexpr):
-    """Tokens of sequence b that any of its rows sees, clamped to max_context_len."""
+    """Tokens of sequence b that any of its rows sees, clamped to table_tokens."""
     ends = _row_ends(ctx_ptr, b, stride_ctx_b, stride_ctx_t, ctx_causal, tl.arange(0, NP), NEXT_N)
-    return tl.minimum(tl.max(ends, axis=0), max_context_len)
+    return tl.minimum(tl.max(ends, axis=0), table_tokens)
 
 
 @triton.jit
@@ -57,10 +64,12 @@ def _chunk_inputs(q_ptr, w_ptr, b, stride_q_b, stride_q_t, stride_q_h, stride_w,
 
 
 @triton.jit
-def _tile_blocks(table_row, start, seg_hi, BS: tl.constexpr, BLOCK_KV: tl.constexpr):
-    """Cache block ids (int64) of the tile's tokens [start, start + BLOCK_KV); 0 past seg_hi."""
+def _tile_blocks(table_row, start, seg_hi, num_blocks, BS: tl.constexpr, BLOCK_KV: tl.constexpr):
+    """Cache block ids (int64) of the tile's tokens [start, start + BLOCK_KV), clamped into [0, num_blocks); 0
+    past seg_hi."""
     k = start + tl.arange(0, BLOCK_KV)
-    return tl.load(table_row + k // BS, mask=k < seg_hi, other=0).to(tl.int64)
+    blk = tl.load(table_row + k // BS, mask=k < seg_hi, other=0)
+    return tl.minimum(tl.maximum(blk, 0), num_blocks - 1).to(tl.int64)
 
 
 @triton.jit
@@ -152,6 +161,8 @@ def paged_mqa_logits(
     ctx_causal,  # 1: 1-D context lens (row t ends at ctx - NEXT_N + t + 1); 0: 2-D
     stride_table,
     stride_out,
+    num_blocks,  # blocks of the cache: ids are clamped into [0, num_blocks)
+    table_tokens,  # min(max_context_len, block-table columns x BS): no sequence reads past it
     NEXT_N: tl.constexpr,
     H: tl.constexpr,
     D: tl.constexpr,
@@ -175,10 +186,15 @@ def paged_mqa_logits(
         b_lo, u_lo = _split_point(ctx_ptr, batch, stride_ctx_b, stride_ctx_t, p, n_ranges, NEXT_N, NP, BS, 256)
         b_end, u_end = _split_point(ctx_ptr, batch, stride_ctx_b, stride_ctx_t, p + 1, n_ranges, NEXT_N, NP, BS, 256)
     else:
-        b_lo = tl.load(meta_ptr + 2 * p)
-        u_lo = tl.load(meta_ptr + 2 * p + 1)
-        b_end = tl.load(meta_ptr + 2 * p + 2)
-        u_end = tl.load(meta_ptr + 2 * p + 3)
+        # Any schedule, safely: entry 0 is (0, 0) and entry P is (batch, 0) whatever they hold; the others are
+        # clamped (sequences into [0, batch], blocks into [0, the blocks of max_context_len]), so the ranges of
+        # all programs cover every token, and a range whose start is not before its end does nothing.
+        top = tl.cdiv(max_context_len, BS)
+        b_lo = tl.where(p == 0, 0, tl.minimum(tl.maximum(tl.load(meta_ptr + 2 * p), 0), batch))
+        u_lo = tl.where(p == 0, 0, tl.minimum(tl.maximum(tl.load(meta_ptr + 2 * p + 1), 0), top))
+        last = p + 1 == n_ranges
+        b_end = tl.where(last, batch, tl.minimum(tl.maximum(tl.load(meta_ptr + 2 * p + 2), 0), batch))
+        u_end = tl.where(last, 0, tl.minimum(tl.maximum(tl.load(meta_ptr + 2 * p + 3), 0), top))
 
     offs = tl.arange(0, BLOCK_KV)
     for b in range(b_lo, tl.minimum(b_end + 1, batch)):
@@ -187,7 +203,7 @@ def paged_mqa_logits(
         if CHUNKS == 2:
             ends1 = _row_ends(ctx_ptr, b, stride_ctx_b, stride_ctx_t, ctx_causal, ROWS + tl.arange(0, ROWS), NEXT_N)
             hi = tl.maximum(hi, tl.max(ends1, axis=0))
-        hi = tl.minimum(hi, max_context_len)
+        hi = tl.minimum(hi, table_tokens)
         # This range's part of sequence b, in tokens: [seg_lo, seg_hi).
         seg_lo = tl.where(b == b_lo, u_lo * BS, 0)
         seg_hi = tl.where(b == b_end, tl.minimum(u_end * BS, hi), hi)
@@ -203,7 +219,7 @@ def paged_mqa_logits(
             # Triton's software pipeliner (num_stages) turns the gathers into cp.async stages; with the
             # block-table indirection it keeps more than one tile in flight only from num_stages 5 up.
             for start in range(s0, seg_hi, step):
-                blk = _tile_blocks(table_row, start, seg_hi, BS, BLOCK_KV)
+                blk = _tile_blocks(table_row, start, seg_hi, num_blocks, BS, BLOCK_KV)
                 kv, scale = _tile_kv(kv_ptr, blk, start, seg_hi, stride_kv_block, BS, D, BLOCK_KV)
                 k = start + offs
                 k_ok = k < seg_hi
@@ -221,7 +237,7 @@ def paged_mqa_logits(
         for item in range(pid, batch * NEXT_N * n_chunks, nprog):
             r = item // n_chunks
             c0 = (item - r * n_chunks) * FILL
-            hi = _seq_hi(ctx_ptr, r // NEXT_N, stride_ctx_b, stride_ctx_t, ctx_causal, max_context_len, NEXT_N, NP)
+            hi = _seq_hi(ctx_ptr, r // NEXT_N, stride_ctx_b, stride_ctx_t, ctx_causal, table_tokens, NEXT_N, NP)
             if hi < c0 + FILL:
                 col = c0 + cols
                 tl.store(out_ptr + tl.cast(r, tl.int64) * stride_out + col, neg.to(out_ptr.dtype.element_ty),

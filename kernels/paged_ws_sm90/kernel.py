@@ -33,9 +33,14 @@ followed by BS fp32 scales. The launcher describes it twice: fp8 rows [blocks * 
 D rows per block; block i's tokens are rows i*RPB .. i*RPB + BS - 1) and fp32 scales [blocks, BS] at byte offset
 BS*D with row stride stride_kv_block / 4.
 Row (b, t) ends at ctx[b] - NEXT_N + t + 1 (1-D context lens, ctx_causal 1, stride_ctx_t 0) or ctx[b, t] (2-D).
-Tokens at or past the sequence's largest row end (clamped to max_context_len) are never read. With CLEAN, row
-entries in [end, largest end) are written -inf by the tile, and [largest end, max_context_len) by a fill spread
-over all programs after their blocks.
+Tokens at or past the sequence's largest row end (clamped to table_tokens = min(max_context_len, the tokens a
+block-table row covers)) are never read. With CLEAN, row entries in [end, largest end) are written -inf by the
+tile, and [largest end, max_context_len) by a fill spread over all programs after their blocks.
+
+No metadata makes it fault or hang: a given schedule's entries are clamped as the portable kernel clamps them
+(entry 0 read as (0, 0), entry P as (batch, 0), sequences into [0, batch], blocks into [0, cdiv(max_context_len,
+BS)]: every partition then walks the same well-formed range, and any schedule's ranges cover every token), and the
+producer clamps each block id into [0, num_blocks) (a bad id loads some block of the cache).
 
 mbarrier phases as in mqa_kernels.gluon_ws_sm90 (Ring): the n-th fill of a slot is waited with parity n & 1 by
 its math warpgroup, and its (n-1)-th release with parity (n & 1) ^ 1 by the producer before refilling it. Each
@@ -84,11 +89,15 @@ class Decode:
     stride_table: Scalar
     stride_out: Scalar
     meta: gl.tensor  # int32 [P + 1, 2]: the schedule (read unless SELF_SCHEDULE); STAMPS: [programs, 16] clocks
+    num_blocks: Scalar  # blocks of the cache: block ids are clamped into [0, num_blocks)
+    table_tokens: Scalar  # min(max_context_len, block-table columns x BS): no sequence reads past it
 
     @gluon.constexpr_function
     def __init__(self, w_ptr, ctx_ptr, table_ptr, out_ptr, batch, max_context_len, rows_per_block, stride_w,
-                 stride_ctx_b, stride_ctx_t, ctx_causal, stride_table, stride_out, meta):
+                 stride_ctx_b, stride_ctx_t, ctx_causal, stride_table, stride_out, meta, num_blocks, table_tokens):
         self.meta = meta
+        self.num_blocks = _scalar(num_blocks)
+        self.table_tokens = _scalar(table_tokens)
         self.w_ptr = w_ptr
         self.ctx_ptr = ctx_ptr
         self.table_ptr = table_ptr
@@ -206,7 +215,7 @@ def _row_ends(p, b, t, NEXT_N: gl.constexpr):
 def _segment(p, s, w, b, layout: gl.constexpr):
     """Blocks [u0, u1) of sequence b that this program takes (step SUBS from u0), and the range's token end."""
     ends = _row_ends(p, b, gl.arange(0, s.NP, layout=layout), s.NEXT_N)
-    hi = gl.minimum(gl.max(ends, axis=0), p.max_context_len)
+    hi = gl.minimum(gl.max(ends, axis=0), p.table_tokens)
     seg_lo = gl.where(b == w.b_lo, w.u_lo * s.BS, 0)
     seg_hi = gl.where(b == w.b_end, gl.minimum(w.u_end * s.BS, hi), hi)
     u0 = seg_lo // s.BS + w.j
@@ -289,7 +298,7 @@ def _prefetch_table(p, BS: gl.constexpr):
     lay: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
     piece = gl.arange(0, 32 * gl.num_warps(), layout=lay)
     b = gl.program_id(0)
-    ok = (piece < gl.cdiv(gl.cdiv(p.max_context_len, BS), IDS)) & (b < p.batch)
+    ok = (piece < gl.cdiv(gl.cdiv(p.table_tokens, BS), IDS)) & (b < p.batch)
     ptr = p.table_ptr + b.to(gl.int64) * p.stride_table + gl.where(ok, piece * IDS, 0)
     gl.inline_asm_elementwise("@$2 prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l,b", [ptr, ok], dtype=gl.int32,
                               is_pure=False, pack=1)
@@ -354,10 +363,15 @@ def _work(p, s):
     if s.SELF_SCHEDULE:
         b_lo, u_lo, b_end, u_end = _split_points(p, r, n_ranges, s.NEXT_N, s.BS)
     else:
-        b_lo = gl.load(p.meta + 2 * r)
-        u_lo = gl.load(p.meta + 2 * r + 1)
-        b_end = gl.load(p.meta + 2 * r + 2)
-        u_end = gl.load(p.meta + 2 * r + 3)
+        # Any schedule, safely: entry 0 is (0, 0) and entry P is (batch, 0) whatever they hold; the others are
+        # clamped (sequences into [0, batch], blocks into [0, the blocks of max_context_len]), so the ranges of all
+        # programs cover every token, and a range whose start is not before its end does nothing.
+        top = gl.cdiv(p.max_context_len, s.BS)
+        last = r + 1 == n_ranges
+        b_lo = gl.where(r == 0, 0, gl.minimum(gl.maximum(gl.load(p.meta + 2 * r), 0), p.batch))
+        u_lo = gl.where(r == 0, 0, gl.minimum(gl.maximum(gl.load(p.meta + 2 * r + 1), 0), top))
+        b_end = gl.where(last, p.batch, gl.minimum(gl.maximum(gl.load(p.meta + 2 * r + 2), 0), p.batch))
+        u_end = gl.where(last, 0, gl.minimum(gl.maximum(gl.load(p.meta + 2 * r + 3), 0), top))
     return Work(b_lo, u_lo, b_end, u_end, j)
 
 
@@ -392,6 +406,13 @@ def _through_shared(a, b, c, d):
     lay: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
     z = gl.zeros([32 * gl.num_warps()], gl.int32, layout=lay)
     return gl.reduce((z + a, z + b, z + c, z + d), 0, _max4)
+
+
+@gluon.jit
+def _block_ids(p, ptrs, ok):
+    """Block-table ids at ptrs (0 where not ok), clamped into [0, num_blocks): one bad id loads some block of the
+    cache, never memory outside it (and its TMA coordinate cannot wrap)."""
+    return gl.minimum(gl.maximum(gl.load(ptrs, mask=ok, other=0), 0), p.num_blocks - 1)
 
 
 @gluon.jit
@@ -434,12 +455,12 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
                 k0 = (L - c % STEP + STEP) % STEP
             m = gl.maximum(n - k0 + STEP - 1, 0) // STEP
             row = p.table_ptr + b.to(gl.int64) * p.stride_table + u0 + k0 * s.SUBS
-            ids = gl.load(row + offs * (STEP * s.SUBS), mask=offs < m, other=0)
+            ids = _block_ids(p, row + offs * (STEP * s.SUBS), offs < m)
             if s.STAMPS:
                 if c == 0:
                     _stamp(p, 4, gl.max(ids, axis=0))
             for j0 in range(0, m, IDS):
-                nxt = gl.load(row + (j0 + IDS + offs) * (STEP * s.SUBS), mask=j0 + IDS + offs < m, other=0)
+                nxt = _block_ids(p, row + (j0 + IDS + offs) * (STEP * s.SUBS), j0 + IDS + offs < m)
                 for j in range(0, gl.minimum(IDS, m - j0)):
                     blk = gl.sum(gl.where(offs == j, ids, 0), axis=0)
                     st, ph = _slot(c + k0 + (j0 + j) * STEP, s)
@@ -691,7 +712,7 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
             r = item // n_chunks
             c0 = (item - r * n_chunks) * FILL
             ends = _row_ends(p, r // s.NEXT_N, t_all, s.NEXT_N)
-            hi = gl.minimum(gl.max(ends, axis=0), p.max_context_len)
+            hi = gl.minimum(gl.max(ends, axis=0), p.table_tokens)
             if hi < c0 + FILL:
                 col = c0 + cols_f
                 gl.store(p.out_ptr + r.to(gl.int64) * p.stride_out + col, neg,
@@ -720,6 +741,8 @@ def paged_mqa_logits_ws_sm90(
     ctx_causal,  # 1: 1-D context lens (row t ends at ctx - NEXT_N + t + 1); 0: 2-D
     stride_table,
     stride_out,
+    num_blocks,  # blocks of the cache: the producer clamps block ids into [0, num_blocks)
+    table_tokens,  # min(max_context_len, block-table columns x BS): no sequence reads past it
     NEXT_N: gl.constexpr,
     H: gl.constexpr,
     D: gl.constexpr,
@@ -749,7 +772,7 @@ def paged_mqa_logits_ws_sm90(
     gl.static_assert(BS == 64, "a cache block = one warpgroup's 64 MMA rows")
     gl.static_assert((not Q_IN_LANES) | (NP <= 4), "Q_IN_LANES: at most 4 draft rows (one per lane of a quad)")
     p = Decode(w_ptr, ctx_ptr, table_ptr, out_ptr, batch, max_context_len, rows_per_block, stride_w, stride_ctx_b,
-               stride_ctx_t, ctx_causal, stride_table, stride_out, meta_ptr)
+               stride_ctx_t, ctx_causal, stride_table, stride_out, meta_ptr, num_blocks, table_tokens)
     gl.static_assert((MATH_WG == 1) | (not PIPE), "two accumulators (PIPE) with one math warpgroup per program")
     gl.static_assert((MMA_N == 0) | ((MMA_N % H == 0) & (MMA_N <= 128) & (not PIPE) & (not Q_IN_LANES)),
                      "MMA_N: a multiple of H up to 128 (two accumulators in flight), without PIPE or Q_IN_LANES")
