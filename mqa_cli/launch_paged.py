@@ -22,12 +22,6 @@ def no_meta(device) -> torch.Tensor:
     return meta
 
 
-def table_tokens(t) -> int:
-    """The tokens a sequence may read: max_context_len, or fewer where the block table's rows cover fewer (both
-    decode kernels clamp each sequence's range to it, so no context length reads past a table row)."""
-    return min(int(t.max_context_len), t.block_table.shape[1] * t.block_size)
-
-
 def paged_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None) -> LaunchArgs:
     """Arguments of paged_mqa_logits for paged tensors `t` and an [B*next_n, max_context_len] view `out`.
     The grid is (ranges in schedule_meta) x SUBS; schedule_meta's blocks are t.block_size tokens. Without
@@ -54,7 +48,7 @@ def paged_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None) ->
             ctx.stride(0), ctx.stride(1) if two_d else 0, 0 if two_d else 1,
             t.block_table.stride(0),
             out.stride(0),
-            t.kv_cache.shape[0], table_tokens(t)]
+            t.kv_cache.shape[0], t.block_table.shape[1]]
     tail = tuple(args[7:])  # sizes and strides: fixed by the signature
     if self_schedule:
         placeholder = schedule_meta

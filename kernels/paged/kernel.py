@@ -13,15 +13,15 @@ Cache layout (DeepGEMM's): block i starts at byte i * stride_kv_block and holds 
 (token-major) followed by BS fp32 scales; the scale pointer is the byte pointer bitcast to fp32.
 Row (b, t) ends at ctx[b] - NEXT_N + t + 1 (1-D context lens: ctx_causal = 1, stride_ctx_t = 0)
 or at ctx[b, t] (2-D: ctx_causal = 0). Tokens at or past the sequence's largest row end (clamped to
-table_tokens = min(max_context_len, the tokens a block-table row covers)) are never read. With CLEAN, row
-entries in [end, largest end) are written -inf by the tile, and [largest end, max_context_len) by a fill
-spread over all programs in FILL pieces.
+max_context_len) are never read. With CLEAN, row entries in [end, largest end) are written -inf by
+the tile, and [largest end, max_context_len) by a fill spread over all programs in FILL pieces.
 
 No metadata makes it fault or loop without end: a given schedule's entries are clamped before use (entry 0
 read as (0, 0), entry P as (batch, 0), sequences into [0, batch], blocks into [0, cdiv(max_context_len, BS)]),
 so any schedule's ranges still cover every token (each logit is computed whole by one program: a foreign or
 stale schedule costs balance, never a wrong or missing logit); block ids are clamped into [0, num_blocks), so a
-bad id reads some block of the cache, never memory outside it.
+bad id reads some block of the cache, never memory outside it, and a context past what its block-table row
+covers reads id 0 there, not past the row.
 """
 import triton
 import triton.language as tl
@@ -40,11 +40,11 @@ def _row_ends(ctx_ptr, b, stride_ctx_b, stride_ctx_t, ctx_causal, t, NEXT_N: tl.
 
 
 @triton.jit
-def _seq_hi(ctx_ptr, b, stride_ctx_b, stride_ctx_t, ctx_causal, table_tokens,
+def _seq_hi(ctx_ptr, b, stride_ctx_b, stride_ctx_t, ctx_causal, max_context_len,
             NEXT_N: tl.constexpr, NP: tl.constexpr):
-    """Tokens of sequence b that any of its rows sees, clamped to table_tokens."""
+    """Tokens of sequence b that any of its rows sees, clamped to max_context_len."""
     ends = _row_ends(ctx_ptr, b, stride_ctx_b, stride_ctx_t, ctx_causal, tl.arange(0, NP), NEXT_N)
-    return tl.minimum(tl.max(ends, axis=0), table_tokens)
+    return tl.minimum(tl.max(ends, axis=0), max_context_len)
 
 
 @triton.jit
@@ -64,11 +64,12 @@ def _chunk_inputs(q_ptr, w_ptr, b, stride_q_b, stride_q_t, stride_q_h, stride_w,
 
 
 @triton.jit
-def _tile_blocks(table_row, start, seg_hi, num_blocks, BS: tl.constexpr, BLOCK_KV: tl.constexpr):
+def _tile_blocks(table_row, start, seg_hi, num_blocks, table_cols, BS: tl.constexpr, BLOCK_KV: tl.constexpr):
     """Cache block ids (int64) of the tile's tokens [start, start + BLOCK_KV), clamped into [0, num_blocks); 0
-    past seg_hi."""
+    past seg_hi and past the row's table_cols entries."""
     k = start + tl.arange(0, BLOCK_KV)
-    blk = tl.load(table_row + k // BS, mask=k < seg_hi, other=0)
+    col = k // BS
+    blk = tl.load(table_row + col, mask=(k < seg_hi) & (col < table_cols), other=0)
     return tl.minimum(tl.maximum(blk, 0), num_blocks - 1).to(tl.int64)
 
 
@@ -162,7 +163,7 @@ def paged_mqa_logits(
     stride_table,
     stride_out,
     num_blocks,  # blocks of the cache: ids are clamped into [0, num_blocks)
-    table_tokens,  # min(max_context_len, block-table columns x BS): no sequence reads past it
+    table_cols,  # entries of a block-table row: none past them is read
     NEXT_N: tl.constexpr,
     H: tl.constexpr,
     D: tl.constexpr,
@@ -203,7 +204,7 @@ def paged_mqa_logits(
         if CHUNKS == 2:
             ends1 = _row_ends(ctx_ptr, b, stride_ctx_b, stride_ctx_t, ctx_causal, ROWS + tl.arange(0, ROWS), NEXT_N)
             hi = tl.maximum(hi, tl.max(ends1, axis=0))
-        hi = tl.minimum(hi, table_tokens)
+        hi = tl.minimum(hi, max_context_len)
         # This range's part of sequence b, in tokens: [seg_lo, seg_hi).
         seg_lo = tl.where(b == b_lo, u_lo * BS, 0)
         seg_hi = tl.where(b == b_end, tl.minimum(u_end * BS, hi), hi)
@@ -219,7 +220,7 @@ def paged_mqa_logits(
             # Triton's software pipeliner (num_stages) turns the gathers into cp.async stages; with the
             # block-table indirection it keeps more than one tile in flight only from num_stages 5 up.
             for start in range(s0, seg_hi, step):
-                blk = _tile_blocks(table_row, start, seg_hi, num_blocks, BS, BLOCK_KV)
+                blk = _tile_blocks(table_row, start, seg_hi, num_blocks, table_cols, BS, BLOCK_KV)
                 kv, scale = _tile_kv(kv_ptr, blk, start, seg_hi, stride_kv_block, BS, D, BLOCK_KV)
                 k = start + offs
                 k_ok = k < seg_hi
@@ -237,7 +238,7 @@ def paged_mqa_logits(
         for item in range(pid, batch * NEXT_N * n_chunks, nprog):
             r = item // n_chunks
             c0 = (item - r * n_chunks) * FILL
-            hi = _seq_hi(ctx_ptr, r // NEXT_N, stride_ctx_b, stride_ctx_t, ctx_causal, table_tokens, NEXT_N, NP)
+            hi = _seq_hi(ctx_ptr, r // NEXT_N, stride_ctx_b, stride_ctx_t, ctx_causal, max_context_len, NEXT_N, NP)
             if hi < c0 + FILL:
                 col = c0 + cols
                 tl.store(out_ptr + tl.cast(r, tl.int64) * stride_out + col, neg.to(out_ptr.dtype.element_ty),

@@ -33,14 +33,19 @@ followed by BS fp32 scales. The launcher describes it twice: fp8 rows [blocks * 
 D rows per block; block i's tokens are rows i*RPB .. i*RPB + BS - 1) and fp32 scales [blocks, BS] at byte offset
 BS*D with row stride stride_kv_block / 4.
 Row (b, t) ends at ctx[b] - NEXT_N + t + 1 (1-D context lens, ctx_causal 1, stride_ctx_t 0) or ctx[b, t] (2-D).
-Tokens at or past the sequence's largest row end (clamped to table_tokens = min(max_context_len, the tokens a
-block-table row covers)) are never read. With CLEAN, row entries in [end, largest end) are written -inf by the
-tile, and [largest end, max_context_len) by a fill spread over all programs after their blocks.
+Tokens at or past the sequence's largest row end (clamped to max_context_len) are never read. With CLEAN, row
+entries in [end, largest end) are written -inf by the tile, and [largest end, max_context_len) by a fill spread
+over all programs after their blocks.
 
 No metadata makes it fault or hang: a given schedule's entries are clamped as the portable kernel clamps them
 (entry 0 read as (0, 0), entry P as (batch, 0), sequences into [0, batch], blocks into [0, cdiv(max_context_len,
 BS)]: every partition then walks the same well-formed range, and any schedule's ranges cover every token), and the
-producer clamps each block id into [0, num_blocks) (a bad id loads some block of the cache).
+producer reads no block-table entry past a row's table_cols (a context longer than its row covers loads block 0
+there). A block id is not clamped: the TMA unit checks every box against the descriptors' bounds (the cache's
+blocks: fp8 rows [(num_blocks - 1) * RPB + BS, D], scales [num_blocks, BS]) and fills what lies outside with
+zeros, so a bad id (or one whose row coordinate id * RPB wraps in 32 bits) loads zeros or some block of the cache,
+never memory outside it. (A clamp in the producer, two integer ops per 32 ids, costs the math warpgroups a register:
+spills and one to three instructions more in their block loops at three and four warpgroups, sm90 SASS.)
 
 mbarrier phases as in mqa_kernels.gluon_ws_sm90 (Ring): the n-th fill of a slot is waited with parity n & 1 by
 its math warpgroup, and its (n-1)-th release with parity (n & 1) ^ 1 by the producer before refilling it. Each
@@ -89,15 +94,13 @@ class Decode:
     stride_table: Scalar
     stride_out: Scalar
     meta: gl.tensor  # int32 [P + 1, 2]: the schedule (read unless SELF_SCHEDULE); STAMPS: [programs, 16] clocks
-    num_blocks: Scalar  # blocks of the cache: block ids are clamped into [0, num_blocks)
-    table_tokens: Scalar  # min(max_context_len, block-table columns x BS): no sequence reads past it
+    table_cols: Scalar  # entries of a block-table row: the producer reads none past them
 
     @gluon.constexpr_function
     def __init__(self, w_ptr, ctx_ptr, table_ptr, out_ptr, batch, max_context_len, rows_per_block, stride_w,
-                 stride_ctx_b, stride_ctx_t, ctx_causal, stride_table, stride_out, meta, num_blocks, table_tokens):
+                 stride_ctx_b, stride_ctx_t, ctx_causal, stride_table, stride_out, meta, table_cols):
         self.meta = meta
-        self.num_blocks = _scalar(num_blocks)
-        self.table_tokens = _scalar(table_tokens)
+        self.table_cols = _scalar(table_cols)
         self.w_ptr = w_ptr
         self.ctx_ptr = ctx_ptr
         self.table_ptr = table_ptr
@@ -215,7 +218,7 @@ def _row_ends(p, b, t, NEXT_N: gl.constexpr):
 def _segment(p, s, w, b, layout: gl.constexpr):
     """Blocks [u0, u1) of sequence b that this program takes (step SUBS from u0), and the range's token end."""
     ends = _row_ends(p, b, gl.arange(0, s.NP, layout=layout), s.NEXT_N)
-    hi = gl.minimum(gl.max(ends, axis=0), p.table_tokens)
+    hi = gl.minimum(gl.max(ends, axis=0), p.max_context_len)
     seg_lo = gl.where(b == w.b_lo, w.u_lo * s.BS, 0)
     seg_hi = gl.where(b == w.b_end, gl.minimum(w.u_end * s.BS, hi), hi)
     u0 = seg_lo // s.BS + w.j
@@ -298,7 +301,7 @@ def _prefetch_table(p, BS: gl.constexpr):
     lay: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
     piece = gl.arange(0, 32 * gl.num_warps(), layout=lay)
     b = gl.program_id(0)
-    ok = (piece < gl.cdiv(gl.cdiv(p.table_tokens, BS), IDS)) & (b < p.batch)
+    ok = (piece < gl.cdiv(gl.minimum(gl.cdiv(p.max_context_len, BS), p.table_cols), IDS)) & (b < p.batch)
     ptr = p.table_ptr + b.to(gl.int64) * p.stride_table + gl.where(ok, piece * IDS, 0)
     gl.inline_asm_elementwise("@$2 prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l,b", [ptr, ok], dtype=gl.int32,
                               is_pure=False, pack=1)
@@ -409,10 +412,10 @@ def _through_shared(a, b, c, d):
 
 
 @gluon.jit
-def _block_ids(p, ptrs, ok):
-    """Block-table ids at ptrs (0 where not ok), clamped into [0, num_blocks): one bad id loads some block of the
-    cache, never memory outside it (and its TMA coordinate cannot wrap)."""
-    return gl.minimum(gl.maximum(gl.load(ptrs, mask=ok, other=0), 0), p.num_blocks - 1)
+def _block_ids(p, row, col0, rel, ok):
+    """Block-table ids of row's columns col0 + rel; 0 where not ok or past the row's table_cols entries (ids out of
+    range are left to the TMA unit's bounds: see the module docstring)."""
+    return gl.load(row + rel, mask=ok & (col0 + rel < p.table_cols), other=0)
 
 
 @gluon.jit
@@ -455,12 +458,13 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
                 k0 = (L - c % STEP + STEP) % STEP
             m = gl.maximum(n - k0 + STEP - 1, 0) // STEP
             row = p.table_ptr + b.to(gl.int64) * p.stride_table + u0 + k0 * s.SUBS
-            ids = _block_ids(p, row + offs * (STEP * s.SUBS), offs < m)
+            col0 = u0 + k0 * s.SUBS  # the table column of ids[0]; ids[i] is at col0 + i * STEP * SUBS
+            ids = _block_ids(p, row, col0, offs * (STEP * s.SUBS), offs < m)
             if s.STAMPS:
                 if c == 0:
                     _stamp(p, 4, gl.max(ids, axis=0))
             for j0 in range(0, m, IDS):
-                nxt = _block_ids(p, row + (j0 + IDS + offs) * (STEP * s.SUBS), j0 + IDS + offs < m)
+                nxt = _block_ids(p, row, col0, (j0 + IDS + offs) * (STEP * s.SUBS), j0 + IDS + offs < m)
                 for j in range(0, gl.minimum(IDS, m - j0)):
                     blk = gl.sum(gl.where(offs == j, ids, 0), axis=0)
                     st, ph = _slot(c + k0 + (j0 + j) * STEP, s)
@@ -712,7 +716,7 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
             r = item // n_chunks
             c0 = (item - r * n_chunks) * FILL
             ends = _row_ends(p, r // s.NEXT_N, t_all, s.NEXT_N)
-            hi = gl.minimum(gl.max(ends, axis=0), p.table_tokens)
+            hi = gl.minimum(gl.max(ends, axis=0), p.max_context_len)
             if hi < c0 + FILL:
                 col = c0 + cols_f
                 gl.store(p.out_ptr + r.to(gl.int64) * p.stride_out + col, neg,
@@ -741,8 +745,7 @@ def paged_mqa_logits_ws_sm90(
     ctx_causal,  # 1: 1-D context lens (row t ends at ctx - NEXT_N + t + 1); 0: 2-D
     stride_table,
     stride_out,
-    num_blocks,  # blocks of the cache: the producer clamps block ids into [0, num_blocks)
-    table_tokens,  # min(max_context_len, block-table columns x BS): no sequence reads past it
+    table_cols,  # entries of a block-table row: the producer reads none past them
     NEXT_N: gl.constexpr,
     H: gl.constexpr,
     D: gl.constexpr,
@@ -772,7 +775,7 @@ def paged_mqa_logits_ws_sm90(
     gl.static_assert(BS == 64, "a cache block = one warpgroup's 64 MMA rows")
     gl.static_assert((not Q_IN_LANES) | (NP <= 4), "Q_IN_LANES: at most 4 draft rows (one per lane of a quad)")
     p = Decode(w_ptr, ctx_ptr, table_ptr, out_ptr, batch, max_context_len, rows_per_block, stride_w, stride_ctx_b,
-               stride_ctx_t, ctx_causal, stride_table, stride_out, meta_ptr, num_blocks, table_tokens)
+               stride_ctx_t, ctx_causal, stride_table, stride_out, meta_ptr, table_cols)
     gl.static_assert((MATH_WG == 1) | (not PIPE), "two accumulators (PIPE) with one math warpgroup per program")
     gl.static_assert((MMA_N == 0) | ((MMA_N % H == 0) & (MMA_N <= 128) & (not PIPE) & (not Q_IN_LANES)),
                      "MMA_N: a multiple of H up to 128 (two accumulators in flight), without PIPE or Q_IN_LANES")
