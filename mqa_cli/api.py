@@ -158,12 +158,12 @@ def _prefill(q, kv, kv_scales, weights, ks, ke, clean: bool, max_seqlen_k: int, 
     entry = fastpath.get(sig)
     if entry is not None:  # this signature passed the checks below before: only the value checks remain
         if _checking(check_values):
-            validate_values(Prefill(q, kv, scales_1d(kv_scales), weights, ks, ke))
+            validate_values(Prefill(q, kv, scales_1d(kv_scales), weights, ks, ke), max_seqlen_k)
         return entry.launch(ins)
     t = Prefill(q, kv, scales_1d(kv_scales), weights, ks, ke)
     check_prefill(t)
     if _checking(check_values):
-        validate_values(t)
+        validate_values(t, max_seqlen_k)
     S, H, D = q.shape
     N = kv.shape[0]
     compressed = max_seqlen_k > 0
@@ -225,7 +225,8 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     entry = fastpath.get(sig)
     if entry is not None:  # this signature passed the checks below before: only the value checks remain
         if _checking(check_values):
-            validate_paged_values(Paged(q, kv_cache, weights, context_lens, block_table, max_context_len))
+            validate_paged_values(Paged(q, kv_cache, weights, context_lens, block_table, max_context_len),
+                                  schedule_meta)
         return entry.launch(ins)
     t = Paged(q, kv_cache, weights, context_lens, block_table, max_context_len)
     check_paged(t)
@@ -238,7 +239,7 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
         if kv_cache.shape[1] != 64:
             schedule_meta = None  # engines compute it in 64-token blocks; other block sizes get their own
     if _checking(check_values):
-        validate_paged_values(t)
+        validate_paged_values(t, schedule_meta)
     B, T, H, D = q.shape
     bs = kv_cache.shape[1]
     key = ("paged", B, T, H, D, bs, max_context_len, clean, q.dtype, bf16, q.device, sms.setting())

@@ -1,7 +1,8 @@
 """Problem and result files: safetensors or .pt (loaded with weights_only=True), validated on load.
 
 Every failure is one UserError naming the file and what is wrong; nothing is overwritten
-unless asked (force=True).
+unless asked (force=True). A file's tensors are sized before anything reads them: a small file can hold a huge
+stride-0 view, which every check or copy would lay out in full.
 """
 from __future__ import annotations
 
@@ -26,6 +27,25 @@ def check_writable(path: str | os.PathLike, force: bool) -> Path:
     return p
 
 
+def check_tensor_file(path: str | os.PathLike, force: bool) -> Path:
+    """check_writable, and a suffix save_tensors can write: before any work, so a bad name costs no run."""
+    p = check_writable(path, force)
+    _suffix(p)
+    return p
+
+
+def check_dump_dir(path: str | os.PathLike) -> Path:
+    """A folder that is or can become a directory: refused when it, or the nearest part of it that exists, is not
+    a directory (a file where the dump would go)."""
+    p = Path(path)
+    q = p
+    while not q.exists() and q != q.parent:
+        q = q.parent
+    if q.exists() and not q.is_dir():
+        raise UserError(f"--dump-dir {p}: {q} is a file, not a folder")
+    return p
+
+
 def _suffix(path: Path) -> str:
     s = path.suffix.lower()
     if s not in (".safetensors", ".pt", ".pth"):
@@ -33,8 +53,9 @@ def _suffix(path: Path) -> str:
     return s
 
 
-def load_tensors(path: str | os.PathLike, keys) -> dict:
-    """The named tensors from a file; a missing file, corrupt file or missing key is one clear error."""
+def load_tensors(path: str | os.PathLike, keys, max_bytes: int | None = None) -> dict:
+    """The named tensors from a file; a missing file, corrupt file or missing key is one clear error, and so are
+    tensors that would take more than max_bytes (default: the host's memory) once laid out."""
     import torch
 
     p = Path(path)
@@ -59,6 +80,18 @@ def load_tensors(path: str | os.PathLike, keys) -> dict:
     for k in keys:
         if not isinstance(data[k], torch.Tensor):
             raise UserError(f"{p}: {k} is not a tensor")
+    sizes = {k: data[k].numel() * data[k].element_size() for k in keys}
+    total = sum(sizes.values())
+    if max_bytes is None:
+        from .tensors import memory_of
+
+        limit, where = memory_of("cpu"), "host memory"
+    else:
+        limit, where = max_bytes, "--max-bytes"
+    if limit is not None and total > limit:
+        big = ", ".join(f"{k} {v:,}" for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])[:3])
+        raise UserError(f"{p}: its tensors need {total:,} bytes laid out ({big}), more than the {limit:,} bytes of "
+                        f"{where}")
     return {k: data[k] for k in keys}
 
 
@@ -96,9 +129,12 @@ def save_tensors(path: str | os.PathLike, tensors: dict, force: bool = False) ->
     return p
 
 
-def load_prefill(path):
+def load_prefill(path, max_bytes: int | None = None):
     from .tensors import KEYS, Prefill, validate
 
-    t = Prefill(**load_tensors(path, KEYS))
-    validate(t)
+    t = Prefill(**load_tensors(path, KEYS, max_bytes))
+    try:
+        validate(t)
+    except UserError as e:
+        raise UserError(f"{path}: {e}") from None
     return t

@@ -47,7 +47,8 @@ def paged_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None) ->
             t.weights.stride(0),
             ctx.stride(0), ctx.stride(1) if two_d else 0, 0 if two_d else 1,
             t.block_table.stride(0),
-            out.stride(0)]
+            out.stride(0),
+            t.kv_cache.shape[0], t.block_table.shape[1]]
     tail = tuple(args[7:])  # sizes and strides: fixed by the signature
     if self_schedule:
         placeholder = schedule_meta

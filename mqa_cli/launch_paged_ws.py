@@ -118,7 +118,8 @@ def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None)
             t.weights.stride(0),
             ctx.stride(0), ctx.stride(1) if two_d else 0, 0 if two_d else 1,
             t.block_table.stride(0),
-            out.stride(0)]
+            out.stride(0),
+            t.block_table.shape[1]]
     tail = tuple(args[8:])  # sizes and strides: fixed by the call's signature (mqa_cli.fastpath)
     placeholder = None if given_meta is not None else schedule_meta  # decided here, as the full path decided
     # Fixed by the signature of a later call (q's shape, strides and address mod 16; the cache's shape and strides):

@@ -22,10 +22,18 @@ import math
 from dataclasses import dataclass, replace
 
 from .errors import UserError
-from .problem import Counts
+from .problem import Counts, padded_cols
 
 BLOCK_SIZES = (16, 32, 64)
 KEYS = ("q", "kv_cache", "weights", "context_lens", "block_table", "max_context_len")
+# The decode kernels count tokens in 32-bit integers, with room for a tile's overshoot past the end.
+MAX_CONTEXT = 2 ** 31 - 2 ** 16
+MAX_BATCH = 2 ** 24  # sequences of one decode problem (its logits alone would need 2 GiB per token of context)
+
+
+def logits_bytes(rows: int, max_context_len: int, size: int = 4) -> int:
+    """Bytes of the row-padded logits buffer [rows, max_context_len] in elements of `size` bytes."""
+    return rows * padded_cols(max_context_len) * size
 
 
 # ----------------------------------------------------------------------------------------------- spec
@@ -52,6 +60,13 @@ class PagedSpec:
             raise UserError(f"--context-jitter must be in [0, 1), got {self.context_jitter}")
         if self.block_size not in BLOCK_SIZES:
             raise UserError(f"--block-size must be one of {', '.join(map(str, BLOCK_SIZES))}, got {self.block_size}")
+        if self.batch > MAX_BATCH:
+            raise UserError(f"--batch {self.batch:,} passes the {MAX_BATCH:,} sequences a decode problem may hold "
+                            f"(its logits alone would need {logits_bytes(self.batch * self.next_n, self.next_n):,} "
+                            f"bytes or more)")
+        if self.contexts is None and self.context_lens_from is None and self.context_len > MAX_CONTEXT:
+            raise UserError(f"--context-len {self.context_len:,} is past the decode kernels' 32-bit token offsets "
+                            f"(at most {MAX_CONTEXT:,})")
         if self.contexts is not None:
             if len(self.contexts) != self.batch:
                 raise UserError(f"{len(self.contexts)} context lengths for --batch {self.batch}")
@@ -62,17 +77,24 @@ class PagedSpec:
 
     def context_lengths(self) -> list[int]:
         """Per-sequence context lengths: explicit, from the file, or drawn from the seed in [(1-j)C, (1+j)C)."""
-        if self.contexts is not None:
-            return [int(c) for c in self.contexts]
-        if self.context_lens_from is not None:
-            return read_context_lens(self.context_lens_from, self.next_n)
+        return [int(x) for x in self.context_array()]
+
+    def context_array(self):
+        """context_lengths() as an int64 numpy array (the counts use it: no per-sequence Python objects)."""
         import numpy as np
 
+        if self.contexts is not None:
+            return np.asarray([int(c) for c in self.contexts], dtype=np.int64)
+        if self.context_lens_from is not None:
+            return np.asarray(read_context_lens(self.context_lens_from, self.next_n), dtype=np.int64)
+        lo, hi = self._drawn_range()
+        rng = np.random.default_rng(self.seed)
+        return rng.integers(lo, hi, size=self.batch).astype(np.int64)
+
+    def _drawn_range(self) -> tuple[int, int]:
         C, j = self.context_len, self.context_jitter
         lo = max(self.next_n, int(math.floor((1 - j) * C)))
-        hi = max(lo + 1, int(math.ceil((1 + j) * C)))
-        rng = np.random.default_rng(self.seed)
-        return [int(x) for x in rng.integers(lo, hi, size=self.batch)]
+        return lo, max(lo + 1, int(math.ceil((1 + j) * C)))
 
     def label(self) -> str:
         """paged-b4-t2-c512-j0.3-bs64-h64-d128-clean1."""
@@ -145,6 +167,29 @@ def counts_from_ends(ends, next_n: int, heads: int, dim: int, max_context_len: i
 
 
 def spec_counts(spec: PagedSpec) -> PagedCounts:
-    ctx = spec.context_lengths()
-    return counts_from_ends(row_ends_list(ctx, spec.next_n), spec.next_n, spec.heads, spec.dim, max(ctx),
-                            spec.clean_logits)
+    """Counts from the context lengths as one numpy array: row t of a sequence of c tokens sees max(0, c - T + t +
+    1) of them, so a sequence's rows see T*c - T(T-1)/2 tokens (c >= T) or c(c+1)/2 (c < T)."""
+    import numpy as np
+
+    c, T = spec.context_array(), spec.next_n
+    c = np.maximum(c, 0)
+    live = int(np.where(c >= T, T * c - T * (T - 1) // 2, c * (c + 1) // 2).sum())
+    return PagedCounts(spec.batch * T, int(c.max()), spec.heads, spec.dim, live, spec.clean_logits,
+                       kv_tokens=int(c.sum()))
+
+
+def memory(spec: PagedSpec, *, logits_size: int = 4, reference_size: int = 0) -> dict:
+    """Bytes running the problem takes (no tensor made): its inputs while generated (q from fp32 randn; the cache
+    from 16 MB pieces, then joined: twice its bytes), the row-padded logits buffer and, with reference_size (4 or
+    8: a check), the reference."""
+    import numpy as np
+
+    B, T, H, D, bs = spec.batch, spec.next_n, spec.heads, spec.dim, spec.block_size
+    c = spec.context_array()
+    blocks = -(-np.maximum(c, 0) // bs)
+    n_blocks, per, longest = int(blocks.sum()) + 3, int(blocks.max()), int(c.max())
+    cache = n_blocks * bs * (D + 4)
+    inputs = B * T * H * D * 5 + 2 * cache + 4 * B * T * H + 4 * B + 4 * B * per
+    logits = logits_bytes(B * T, longest, logits_size)
+    reference = B * T * longest * reference_size
+    return {"inputs": inputs, "logits": logits, "reference": reference, "total": inputs + logits + reference}

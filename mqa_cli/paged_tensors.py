@@ -1,8 +1,8 @@
 """Paged decode tensors: the Paged bundle, DeepGEMM's cache byte layout, random generation, checks, loading.
 
-Checks come in two kinds: `check_paged` (dtypes, shapes, devices, strides: no data read, safe on the hot
-path and inside CUDA-graph capture) and `validate_paged_values` (contexts, table bounds, finite scales:
-reads data, so it syncs; the CLI and file loading run it, the library only when asked).
+Checks come in two kinds: `check_paged` (dtypes, shapes, devices, strides, sizes: no data read, safe on the
+hot path and inside CUDA-graph capture) and `validate_paged_values` (contexts, table bounds, finite scales, the
+schedule: reads data, so it syncs; the CLI and file loading run it, the library only when asked).
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import torch
 
 from .errors import UserError
 from .io import load_tensors
-from .paged_problem import KEYS, PagedSpec
-from .tensors import FP8_DTYPES, FP8_NAMES, quantize_per_token
+from .paged_problem import KEYS, MAX_CONTEXT, PagedSpec, logits_bytes
+from .tensors import FP8_DTYPES, FP8_NAMES, check_not_meta, memory_of, quantize_per_token
 
 
 
@@ -167,17 +167,27 @@ def check_paged(t: Paged) -> None:
                         f"{list(t.block_table.shape)}")
     if t.block_table.stride(1) != 1 and t.block_table.shape[1] > 1:
         raise UserError(f"block_table must be contiguous along blocks, got strides {list(t.block_table.stride())}")
-    if int(t.max_context_len) < 1:
+    m = int(t.max_context_len)
+    if m < 1:
         raise UserError(f"max_context_len must be >= 1, got {t.max_context_len}")
+    if m > MAX_CONTEXT:
+        raise UserError(f"max_context_len {m:,} is past the decode kernels' 32-bit token offsets (at most "
+                        f"{MAX_CONTEXT:,})")
     dev = t.q.device
     for k in KEYS[1:-1]:
         if getattr(t, k).device != dev:
             raise UserError(f"all tensors must be on one device: q is on {dev}, {k} on {getattr(t, k).device}")
+    check_not_meta(dev)
+    need, have = logits_bytes(B * T, m, 2), memory_of(dev)  # bf16, the smaller output: what any call needs
+    if have is not None and need > have:
+        raise UserError(f"max_context_len {m:,}: the logits [{B * T}, {m:,}] need {need:,} bytes, more than the "
+                        f"{have:,} bytes of {dev}")
 
 
-def validate_paged_values(t: Paged) -> None:
+def validate_paged_values(t: Paged, schedule_meta=None) -> None:
     """The checks that read data (they sync): contexts against max_context_len and the table, table entries,
-    finite weights and scales of referenced blocks. A context shorter than next_n leaves empty rows (allowed)."""
+    finite weights and scales of referenced blocks, and schedule_meta where the call reads it (block size 64). A
+    context shorter than next_n leaves empty rows (allowed)."""
     nb, bs = t.kv_cache.shape[:2]
     ctx = t.context_lens.long()
     if (ctx < 0).any():
@@ -204,6 +214,54 @@ def validate_paged_values(t: Paged) -> None:
     _, sf = unpack_blocks(t.kv_cache, blocks, t.q.dtype)
     if not torch.isfinite(sf).all():
         raise UserError("kv_cache holds a NaN or inf scale in a block the table references")
+    if schedule_meta is not None and bs == SCHEDULE_BLOCK:
+        validate_schedule(t, schedule_meta, seq_end)
+
+
+SCHEDULE_BLOCK = 64  # the schedule's block unit as the engines compute it (other block sizes compute their own)
+
+
+def schedule_atoms(next_n: int) -> int:
+    """Entries per sequence in DeepGEMM's sm90 schedule format: a q atom is 2 draft rows when next_n >= 2."""
+    return 1 if next_n < 2 else -(-next_n // 2)
+
+
+def validate_schedule(t: Paged, schedule_meta, seq_end=None) -> None:
+    """schedule_meta fits this call: int32 [P + 1, 2] with P >= 1; entry 0 is (0, 0) and entry P is (batch, 0)
+    (this library's and DeepGEMM's format at next_n 1 and 2) or (batch x atoms, 0) (DeepGEMM's q atoms of 2 draft
+    rows); entries in (sequence or atom, block) order, each block within what its sequence has in 64-token
+    blocks. The kernels read any schedule safely; this refuses one that was computed for another call."""
+    s = schedule_meta
+    if (not isinstance(s, torch.Tensor) or s.dtype != torch.int32 or s.dim() != 2 or s.shape[1] != 2
+            or s.shape[0] < 2):
+        raise UserError("schedule_meta must be int32 [P + 1, 2] with P >= 1 (get_paged_mqa_logits_metadata's)")
+    e = s.detach().to("cpu", torch.int64)
+    B, T = t.batch, t.next_n
+    ends = {B: 1, B * schedule_atoms(T): schedule_atoms(T)}
+    first, last = tuple(e[0].tolist()), tuple(e[-1].tolist())
+    if first != (0, 0):
+        raise UserError(f"schedule_meta[0] is {first}, not (0, 0)")
+    if last[1] != 0 or last[0] not in ends:
+        want = " or ".join(f"({n}, 0)" for n in sorted(ends))
+        raise UserError(f"schedule_meta ends at {last}, not {want}: it was computed for another batch "
+                        f"(get_paged_mqa_logits_metadata(context_lens, 64, num_sms) of this call's context_lens)")
+    per = ends[last[0]]
+    seq, blk = e[:, 0], e[:, 1]
+    bad = (seq < 0) | (seq > last[0]) | (blk < 0)
+    if not bad.any():
+        if seq_end is None:
+            seq_end = t.row_ends().max(dim=1).values
+        blocks = torch.cat([(seq_end.to("cpu") + SCHEDULE_BLOCK - 1) // SCHEDULE_BLOCK, torch.zeros(1, dtype=torch.int64)])
+        bad = blk > blocks[torch.clamp(seq // per, max=B)]
+    if bad.any():
+        i = int(bad.nonzero()[0, 0])
+        raise UserError(f"schedule_meta[{i}] = {tuple(e[i].tolist())} is out of range for this call's batch "
+                        f"{B} and context lengths")
+    step = (seq[1:] - seq[:-1]) * (1 << 32) + (blk[1:] - blk[:-1])  # blocks fit 32 bits: the order of the pairs
+    if (step < 0).any():
+        i = int((step < 0).nonzero()[0, 0]) + 1
+        raise UserError(f"schedule_meta[{i}] = {tuple(e[i].tolist())} comes before entry {i - 1} = "
+                        f"{tuple(e[i - 1].tolist())}: entries must be in (sequence, block) order")
 
 
 def validate_paged(t: Paged) -> None:
@@ -212,8 +270,8 @@ def validate_paged(t: Paged) -> None:
     validate_paged_values(t)
 
 
-def load_paged(path) -> Paged:
-    d = load_tensors(path, KEYS)
+def load_paged(path, max_bytes: int | None = None) -> Paged:
+    d = load_tensors(path, KEYS, max_bytes)
     m = d["max_context_len"]
     if m.numel() != 1 or m.dtype.is_floating_point or m.dtype == torch.bool:
         raise UserError(f"{path}: max_context_len must be a 0-d integer tensor, got {m.dtype} {list(m.shape)}")

@@ -1,6 +1,8 @@
 """ProblemSpec: sizes, layout and windows of a prefill problem, with no tensors (cheap: numpy only).
 
-S = batch*seq query rows and N = batch*seq_kv kv rows, sequences packed one after another.
+S = batch*seq query rows and N = batch*seq_kv kv rows, sequences packed one after another. Counts come in closed
+form (no per-row lists), so a problem of any size is explained at once; `memory` says what running it takes,
+which the commands compare with the device's memory (or --max-bytes) before allocating anything.
 """
 from __future__ import annotations
 
@@ -137,10 +139,81 @@ def counts_from_windows(S, N, heads, dim, ks, ke, clean_logits=True) -> Counts:
     return Counts(S, N, heads, dim, live, clean_logits)
 
 
+def _sum_clamped(a: int, n: int, lo: int, hi: int) -> int:
+    """sum over p in [0, n) of clamp(a + p, lo, hi), lo <= hi."""
+    if n <= 0:
+        return 0
+    x0, x1 = a, a + n - 1
+    below = max(0, min(x1, lo - 1) - x0 + 1)  # terms under lo
+    above = max(0, x1 - max(x0, hi + 1) + 1)  # terms over hi
+    m0, m1 = max(x0, lo), min(x1, hi)
+    middle = (m0 + m1) * (m1 - m0 + 1) // 2 if m1 >= m0 else 0
+    return lo * below + middle + hi * above
+
+
+def _floor_sum(n: int, r: int) -> int:
+    """sum over x in [0, n] of x // r (0 for n < 0)."""
+    if n < 0:
+        return 0
+    q, m = divmod(n, r)
+    return r * q * (q - 1) // 2 + q * (m + 1)
+
+
+def _sum_clamped_floor(n: int, r: int, lo: int, hi: int) -> int:
+    """sum over x in [1, n] of clamp(x // r, lo, hi), 1 <= lo <= hi."""
+    a, b = lo * r, (hi + 1) * r - 1  # x // r lies in [lo, hi] exactly for x in [a, b]
+    below = max(0, min(n, a - 1))
+    top = min(n, b)
+    middle = _floor_sum(top, r) - _floor_sum(a - 1, r) if top >= a else 0
+    above = max(0, n - max(b, 0))
+    return lo * below + middle + hi * above
+
+
+def live_per_sequence(spec: ProblemSpec) -> int:
+    """sum over the queries of one sequence of their window lengths, in closed form (sequence_windows' rule)."""
+    L, LK, R = spec.seq, spec.kv_len, spec.ratio
+    if spec.layout == "full":
+        return L * LK
+    if spec.layout == "cp":
+        chunk, cp = L // 2, LK // L
+        cp_id = cp // 3
+        return _sum_clamped(cp_id * chunk + 1, chunk, 0, 2 * LK) + \
+            _sum_clamped((2 * cp - 1 - cp_id) * chunk + 1, chunk, 0, 2 * LK)
+    hi = min(LK, spec.window) if spec.layout == "window" else LK  # a window keeps min(e, W) of e's tokens
+    if R == 1:
+        return _sum_clamped(1 + LK - L, L, 1, hi)
+    return _sum_clamped_floor(L, R, 1, hi)
+
+
 def counts(spec: ProblemSpec) -> Counts:
-    s, e = sequence_windows(spec)
-    live = spec.batch * sum(max(b - a, 0) for a, b in zip(s, e))
-    return Counts(spec.S, spec.N, spec.heads, spec.dim, live, spec.clean_logits)
+    return Counts(spec.S, spec.N, spec.heads, spec.dim, spec.batch * live_per_sequence(spec), spec.clean_logits)
+
+
+ROW_ALIGN = 128  # the logits buffer's row stride in elements (mqa_cli.launch.ROW_ALIGN, which allocates it)
+
+
+def padded_cols(cols: int) -> int:
+    return max(ROW_ALIGN, -(-cols // ROW_ALIGN) * ROW_ALIGN)
+
+
+def memory(spec: ProblemSpec, *, cols: int | None = None, logits_size: int = 4, reference_size: int = 0) -> dict:
+    """Bytes running the problem takes (no tensor made): its inputs while generated (fp8 q and kv from fp32
+    randn), the row-padded logits buffer ([S, cols], cols = N or max_seqlen_k) and, with reference_size (4 or 8:
+    a check), the [S, N] reference."""
+    S, N, H, D = spec.S, spec.N, spec.heads, spec.dim
+    held = S * H * D + N * D + 4 * N + 4 * S * H + 8 * S
+    inputs = held + 4 * max(S * H * D, N * D)  # the larger fp32 staging tensor, while it is cast to fp8
+    logits = S * padded_cols(N if cols is None else cols) * logits_size
+    reference = S * N * reference_size
+    return {"inputs": inputs, "logits": logits, "reference": reference, "total": inputs + logits + reference}
+
+
+def check_memory(need: dict, limit: int | None, where: str) -> None:
+    """Refuse (exit 2) a problem whose memory passes `limit`, naming the bytes each part needs."""
+    if limit is None or need["total"] <= limit:
+        return
+    parts = ", ".join(f"{k} {v:,}" for k, v in need.items() if k != "total" and v)
+    raise UserError(f"the problem needs {need['total']:,} bytes ({parts}), more than the {limit:,} bytes of {where}")
 
 
 def summary_rows(c: Counts) -> list[tuple[str, str]]:

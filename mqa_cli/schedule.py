@@ -8,6 +8,26 @@ starts at the floor(p * total / num_sms)-th block, so ranges differ by at most o
 One Triton launch computes it (mqa_kernels.paged_schedule): a decode step's kernel runs for 4-30 µs, and
 the same split in torch ops cost ~32 µs of GPU time. `_metadata_torch` is the reference it must match bit
 for bit. Tensors on the CPU without the interpreter (or on a GPU with it) take the torch path.
+
+Schedules the decode call accepts (fp8_paged_mqa_logits' schedule_meta, block size 64; other block sizes
+ignore it and split themselves), each giving the logits of schedule_meta=None bit for bit, since both decode
+kernels read entry p as the start of program p's range in (sequence, block) order, entry 0 as (0, 0) and entry
+P as (batch, 0) whatever they hold, every other entry clamped into range, and compute each logit whole in one
+program (any sequence of entries then covers every token; a range that ends before it starts does nothing):
+- this function's, for any program count P (the launch runs schedule_meta.shape[0] - 1 ranges: a row slice of a
+  bigger buffer, as vLLM passes, is fine): balanced to within one block per program; what the kernels are tuned
+  for. With no schedule the kernels compute the same split themselves, in the same launch.
+- DeepGEMM's sm90 format (entry p = (q atom, 256-token split), atoms of 2 draft rows at next_n >= 2, the last
+  entry (batch x atoms, 0)), from DeepGEMM's metadata function or SGLang's own kernel: read as this library
+  reads it, a (sequence, 64-token block) pair, so it is balanced as that reading makes it: right, but the split
+  is uneven (at next_n 4 the entries past the batch are empty ranges and the last program takes the rest).
+- one computed from other context lengths (ctx.clamp(min=1), a stale step, another SM count, another batch):
+  right, balanced for the lengths it was computed from; a schedule of a smaller batch leaves the last program
+  the sequences past it.
+- garbage: right, at worst slow (one program may take the whole batch).
+check_values=True (or MQA_LOGITS_CHECK=1) refuses in one line a schedule that does not fit the call: first
+entry not (0, 0), last not (batch, 0) (or DeepGEMM's (batch x atoms, 0)), entries out of (sequence, block)
+order or past a sequence's blocks (mqa_cli.paged_tensors.validate_schedule).
 """
 from __future__ import annotations
 

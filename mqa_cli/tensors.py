@@ -74,6 +74,36 @@ def scales_1d(kv_scales: torch.Tensor) -> torch.Tensor:
     return kv_scales
 
 
+_MEMORY: dict = {}  # device -> bytes (a property of the device: looked up once)
+
+
+def memory_of(device) -> int | None:
+    """Bytes of memory a tensor on `device` can use at most: the GPU's, or the host's physical memory for the CPU;
+    None where unknown (the meta device). A host-side fact (no sync), cached per device."""
+    device = torch.device(device)
+    if device in _MEMORY:
+        return _MEMORY[device]
+    have = None
+    if device.type == "cuda":
+        have = torch.cuda.get_device_properties(device.index if device.index is not None else
+                                                torch.cuda.current_device()).total_memory
+    elif device.type == "cpu":
+        import os
+
+        try:
+            have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            have = None
+    _MEMORY[device] = have
+    return have
+
+
+def check_not_meta(device) -> None:
+    """Tensors on the meta device have shapes but no data: no kernel can run on them."""
+    if torch.device(device).type == "meta":
+        raise UserError("the tensors are on the meta device, which holds no data: pass them on a GPU or the CPU")
+
+
 def check_prefill(t: Prefill) -> None:
     """Dtypes, shapes, devices and strides; reads no tensor data (the library's hot path, capturable)."""
     if t.q.dtype not in FP8_NAMES:
@@ -98,6 +128,7 @@ def check_prefill(t: Prefill) -> None:
     for k in KEYS[1:]:
         if getattr(t, k).device != dev:
             raise UserError(f"all tensors must be on one device: q is on {dev}, {k} on {getattr(t, k).device}")
+    check_not_meta(dev)
     if S == 0 or N == 0:
         raise UserError(f"empty problem: S = {S}, N = {N}")
     if t.q.stride(2) != 1:
@@ -106,8 +137,9 @@ def check_prefill(t: Prefill) -> None:
         raise UserError(f"kv must be contiguous along D (stride(1) == 1), got strides {list(t.kv.stride())}")
 
 
-def validate_values(t: Prefill) -> None:
-    """The checks that read data (they sync with the device): finite scales and weights, 0 <= ks <= ke <= N."""
+def validate_values(t: Prefill, max_seqlen_k: int = 0) -> None:
+    """The checks that read data (they sync with the device): finite scales and weights, 0 <= ks <= ke <= N, and
+    with max_seqlen_k > 0 (compressed rows of that many columns) every window at most that long."""
     N = t.N
     if not torch.isfinite(t.kv_scales).all():
         raise UserError("kv_scales holds NaN or inf")
@@ -124,6 +156,12 @@ def validate_values(t: Prefill) -> None:
     if (t.ke > N).any():
         i = int((t.ke > N).nonzero()[0, 0])
         raise UserError(f"ke > N = {N} at row {i}: ke = {int(t.ke[i])}")
+    if max_seqlen_k > 0 and t.S:
+        width = t.ke.long() - t.ks.long()
+        i = int(width.argmax())
+        if int(width[i]) > max_seqlen_k:
+            raise UserError(f"max_seqlen_k {max_seqlen_k} is below row {i}'s window of {int(width[i])} positions "
+                            f"(ks {int(t.ks[i])}, ke {int(t.ke[i])}): a compressed row holds max_seqlen_k of them")
 
 
 def validate(t: Prefill) -> None:

@@ -18,7 +18,7 @@ from mqa_kernels.topk.config import VEC, topk_config
 from mqa_kernels.topk.config import workspace_bytes as tuned_workspace
 
 from . import fastpath, interpreter, launch, sms
-from .api import LOGITS_DTYPES, fp8_paged_mqa_logits, mqa_logits, target_for
+from .api import LOGITS_DTYPES, _checking, fp8_paged_mqa_logits, mqa_logits, target_for
 from .errors import UserError
 
 DEFAULT_WORKSPACE = 256 << 20  # bytes of logits held at once (one block of query rows) when tuned.py says nothing
@@ -288,7 +288,7 @@ def fp8_mqa_topk(q: torch.Tensor, kv: torch.Tensor, kv_scales: torch.Tensor, wei
                  ks: torch.Tensor, ke: torch.Tensor, topk: int, *, return_logits: bool = False,
                  logits_dtype: torch.dtype = torch.float32, chunk_rows: int | None = None, max_seqlen_k: int = 0,
                  sorted: bool = True, workspace_bytes: int | None = None, cap: int | None = None,
-                 relative: bool = False):
+                 relative: bool = False, check_values: bool = False):
     """The top-k kv positions of each query row of fp8_mqa_logits, without the [S, N] logits.
 
     Same inputs as `mqa_logits(q, kv, kv_scales, weights, ks, ke)` plus topk. Returns int32 indices
@@ -305,6 +305,8 @@ def fp8_mqa_topk(q: torch.Tensor, kv: torch.Tensor, kv_scales: torch.Tensor, wei
     workspace_bytes, default the tuned table's figure for this row length or 256 MiB, at least one row),
     the selection scratch (at most programs x 2 x cap x 4 bytes, cap = max(1024, pow2(2 topk))) and, when
     sorted, the per-block sort buffers (rows_per_block * topk * ~16 bytes). `topk_memory` computes it.
+    check_values=True (or MQA_LOGITS_CHECK=1) runs the logits ops' value checks first (they read data and sync),
+    and refuses a max_seqlen_k below a row's window (its top-k would come from the window's first columns).
     """
     topk = _check_topk(topk)
     if logits_dtype not in LOGITS_DTYPES:
@@ -316,6 +318,12 @@ def fp8_mqa_topk(q: torch.Tensor, kv: torch.Tensor, kv_scales: torch.Tensor, wei
         raise UserError(f"weights must be [{S}, H], got shape {list(weights.shape)}")
     for name, x in (("ks", ks), ("ke", ke)):
         _check_window(x, name, S, q.device)
+    if _checking(check_values):
+        from .tensors import Prefill, check_prefill, scales_1d, validate_values
+
+        t = Prefill(q, kv, scales_1d(kv_scales), weights, ks, ke)
+        check_prefill(t)
+        validate_values(t, int(max_seqlen_k))
     N = kv.shape[0]
     cols = int(max_seqlen_k) if max_seqlen_k > 0 else N
     ws = _workspace(cols, target_for(q.device).backend, workspace_bytes)
@@ -369,7 +377,7 @@ def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.T
                        block_table: torch.Tensor, max_context_len: int, topk: int, *, schedule_meta=None,
                        return_logits: bool = False, logits_dtype: torch.dtype = torch.float32, sorted: bool = True,
                        workspace_bytes: int | None = None, chunk_batch: int | None = None,
-                       cap: int | None = None):
+                       cap: int | None = None, check_values: bool = False):
     """The top-k token positions of each decode row of fp8_paged_mqa_logits, in bounded memory.
 
     Same inputs as fp8_paged_mqa_logits (schedule_meta by keyword; it is passed on only when the whole
@@ -377,6 +385,7 @@ def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.T
     tokens) and, with return_logits, the selected logits. Rows are computed in blocks of sequences
     (chunk_batch, default: as many as fit in workspace_bytes, default 256 MiB or the tuned figure). The
     selection reads each row's end from context_lens itself (no extra launches). Memory as fp8_mqa_topk's.
+    check_values=True (or MQA_LOGITS_CHECK=1) runs fp8_paged_mqa_logits' value checks once, schedule_meta's too.
     """
     topk = _check_topk(topk)
     if logits_dtype not in LOGITS_DTYPES:
@@ -392,6 +401,12 @@ def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.T
     if context_lens.dtype != torch.int32 or tuple(context_lens.shape) not in ((B,), (B, T)):
         raise UserError(f"context_lens must be int32 [{B}] or [{B}, {T}], got {context_lens.dtype} "
                         f"{list(context_lens.shape)}")
+    if _checking(check_values):
+        from .paged_tensors import Paged, check_paged, validate_paged_values
+
+        t = Paged(q, kv_cache, weights, context_lens, block_table, max_context_len)
+        check_paged(t)
+        validate_paged_values(t, schedule_meta)
     if chunk_batch is None:
         cols = max(1, max_context_len)
         per_seq = T * launch.padded_stride(cols, launch.row_align(logits_dtype)) * _ESIZE[logits_dtype]

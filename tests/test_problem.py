@@ -61,3 +61,71 @@ def test_counts_agree_with_windows():
 def test_bad_spec(kwargs):
     with pytest.raises(UserError):
         ProblemSpec(**kwargs)
+
+
+def test_closed_form_counts_match_the_windows_of_random_specs():
+    """counts() sums each layout's windows in closed form (explain of any size is instant): the same live count as
+    the per-row windows, over random layouts, ratios, windows and lengths."""
+    import random
+
+    from mqa_cli.problem import live_per_sequence, sequence_windows
+
+    rng = random.Random(7)
+    checked = 0
+    while checked < 400:
+        layout = rng.choice(["causal", "full", "window", "cp"])
+        kw = dict(layout=layout, heads=8, seq=rng.randint(1, 70))
+        if layout == "cp":
+            kw["seq"] = 2 * rng.randint(1, 25)
+            kw["seq_kv"] = kw["seq"] * rng.randint(1, 6)
+        else:
+            kw["ratio"] = rng.choice([1, 1, 2, 3, 4, 7])
+            if rng.random() < 0.5:
+                kw["seq_kv"] = rng.randint(1, 90)
+        if layout == "window":
+            kw["window"] = rng.randint(1, 60)
+        try:
+            spec = ProblemSpec(**kw)
+        except UserError:
+            continue
+        s, e = sequence_windows(spec)
+        assert live_per_sequence(spec) == sum(max(b - a, 0) for a, b in zip(s, e)), kw
+        checked += 1
+
+
+def test_counts_of_a_huge_problem_are_instant():
+    import time
+
+    t0 = time.perf_counter()
+    c = counts(ProblemSpec(seq=100_000_000, heads=8))
+    c2 = counts(ProblemSpec(seq=2 ** 62, ratio=4, layout="window", window=1000, heads=8))
+    assert time.perf_counter() - t0 < 0.1
+    assert c.live == 100_000_000 * 100_000_001 // 2 and c2.live > 0
+
+
+def test_memory_is_what_the_tools_allocate():
+    """The sizes a command is refused by: the logits buffer as mqa_cli.launch allocates it, the inputs as held."""
+    import torch
+
+    from mqa_cli import launch
+    from mqa_cli.paged_problem import PagedSpec
+    from mqa_cli.paged_problem import memory as paged_memory
+    from mqa_cli.paged_tensors import random_paged
+    from mqa_cli.problem import ROW_ALIGN, check_memory, memory
+    from mqa_cli.tensors import random_prefill
+
+    assert ROW_ALIGN == launch.ROW_ALIGN
+    spec = ProblemSpec(batch=2, seq=100, heads=8, dim=64)
+    m = memory(spec, logits_size=2, reference_size=8)
+    buf = launch.alloc_logits(spec.S, spec.N, "cpu", torch.bfloat16)
+    assert m["logits"] == buf.untyped_storage().nbytes() and m["reference"] == spec.S * spec.N * 8
+    held = sum(x.numel() * x.element_size() for x in random_prefill(spec).as_dict().values())
+    assert held < m["inputs"] <= held + 4 * spec.S * 8 * 64
+    ps = PagedSpec(batch=3, next_n=2, context_len=300, heads=8, dim=64, block_size=16)
+    pm = paged_memory(ps)
+    t = random_paged(ps)
+    held = sum(x.numel() * x.element_size() for x in t.as_dict().values())
+    assert held <= pm["inputs"] and pm["logits"] == 6 * launch.padded_stride(t.max_context_len) * 4
+    with pytest.raises(UserError, match=r"needs [\d,]+ bytes \(inputs .*, logits .*\), more than the 1,000 bytes"):
+        check_memory(m, 1000, "--max-bytes")
+    check_memory(m, m["total"], "--max-bytes")

@@ -25,6 +25,13 @@ Steps:
   large     every dispatch row once past 2^31 output elements (S x padded N): rows from `explain --json`;
             the dispatched row through the API, the others through `run --kernel ROW --output`; sampled
             rows (first, around the 2^31 element, last, random) against a float32 reference.
+  badmeta   both decode kernels (the Gluon row, and the portable one through a cache TMA cannot describe) on
+            foreign, stale and garbage schedule_meta and block ids out of range (issue 30): every call returns
+            (a fault or a hang past BADMETA_HANG_S seconds, default 120, fails the step); a schedule in any
+            format gives the logits of schedule_meta=None bit for bit; bad block ids give, in the portable
+            kernel, the reference of the ids clamped into [0, num_blocks), in the Gluon one (TMA bounds: zeros
+            or a wrapped block) finite logits, the other sequences' right; check_values refuses each bad one.
+            Run it under compute-sanitizer (memcheck) to see that nothing reads or writes outside the tensors.
 --smoke: CPU tensors through the Triton interpreter, toy sizes; what needs CUDA prints SKIP; a feature the
 API lacks prints SKIP (on the GPU it is MISSING, a failure).
 Details go to $OUT/checks.jsonl (one JSON object per check). Exit 0 when nothing failed.
@@ -1165,10 +1172,151 @@ def step_large():
     say(table(table_rows, ["row", "case", "past 2^31", "result", "detail"]))
 
 
+# --------------------------------------------------------------------------------------- bad metadata (30)
+
+def _deepgemm_schedule(ctx, next_n, P):
+    """DeepGEMM's sm90 schedule format, from its description (shared/context/engine-call-sites.md): entry p =
+    (q atom, 256-token split) where program p starts; atoms of 2 draft rows at next_n >= 2; every atom of sequence
+    b has ceil(ctx[b, next_n - 1] / 256) splits; the total shared evenly, the last programs one more; entry P =
+    (batch x atoms, 0)."""
+    c = ctx.long().cpu()
+    last = c[:, -1] if c.dim() == 2 else c
+    atoms = 1 if next_n == 1 else -(-next_n // 2)
+    splits = ((last.clamp_min(0) + 255) // 256).repeat_interleave(atoms).tolist()
+    base, extra = divmod(sum(splits), P)
+    rows, s = [], 0
+    for p in range(P):
+        acc, hit = 0, (len(splits), 0)
+        for a, n in enumerate(splits):
+            if s < acc + n:
+                hit = (a, s - acc)
+                break
+            acc += n
+        rows.append(hit)
+        s += base + (1 if p >= P - extra else 0)
+    rows.append((len(splits), 0))
+    return torch.tensor(rows, dtype=torch.int32, device=ctx.device)
+
+
+def _bad_schedules(ctx, next_n, sms):
+    m, g = api(), torch.Generator().manual_seed(30)
+    B = ctx.shape[0]
+    meta = lambda c, n: m.get_paged_mqa_logits_metadata(c, 64, n)  # noqa: E731
+    buf = torch.full((sms + 1, 2), -7, dtype=torch.int32, device=DEV)
+    buf[: sms // 2 + 1] = _deepgemm_schedule(ctx, next_n, sms // 2)
+    rnd = lambda lo, hi: torch.randint(lo, hi, (sms + 1, 2), generator=g, dtype=torch.int64).to(  # noqa: E731
+        torch.int32).to(DEV)
+    valid = {"own": meta(ctx, sms), "deepgemm": _deepgemm_schedule(ctx, next_n, sms),
+             "deepgemm num_sms//2 slice": buf[: sms // 2 + 1], "from ctx.clamp(min=1)": meta(ctx.clamp(min=1), sms)}
+    bad = {"smaller batch": meta(ctx[: B - 1], sms), "larger batch": meta(torch.cat([ctx, ctx]), sms),
+           "large negative": rnd(-2 ** 31, -2 ** 20), "small random [-3, 4)": rnd(-3, 4),
+           "large positive": rnd(2 ** 20, 2 ** 31 - 1), "reversed": meta(ctx, sms).flip(0).contiguous()}
+    return valid, bad
+
+
+def step_badmeta():
+    step = "badmeta"
+    say("\n== badmeta: foreign, stale and garbage schedules, block ids out of range: never a fault or a hang ==")
+    import threading
+
+    hang_s = float(os.environ.get("BADMETA_HANG_S", "120"))
+    m = api()
+    sms = m.get_num_sms() if GPU else 4
+    B, H, D, blk = (8, 64, 128, 64) if GPU else (3, 8, 64, 64)
+    errors = user_error_types()
+
+    def guarded(name, fn):
+        """fn() under a watchdog: a hang ends the process after recording it (the kernel cannot be stopped)."""
+        timer = threading.Timer(hang_s, lambda: (record(step, name, "FAIL", f"hang: no return in {hang_s:.0f} s"),
+                                                 say("RESULT: FAIL"), os._exit(3)))
+        timer.start()
+        try:
+            out = fn()
+            sync()
+            return out
+        finally:
+            timer.cancel()
+
+    for next_n in (1, 2, 4) if GPU else (2,):  # --smoke: one next_n, the interpreter is slow
+        lens = [3000, 0, 700, 64, 1, 2049, 5000, 128] if GPU else [300, 0, 700]
+        ctx = [[max(0, c - 3 + t) for t in range(next_n)] for c in lens[:B]]
+        p = make_paged(B, next_n, H, D, blk, ctx if next_n > 1 else [c[-1] for c in ctx], 5000 if GPU else 800,
+                       two_d=next_n > 1, seed=next_n)
+        # the cache as it is (the Gluon row on sm90) and inside a buffer with a block stride TMA cannot describe
+        # (4 bytes more per block: the portable row)
+        nb, row = p["flat"].shape
+        wide = torch.zeros(nb, row + 4, dtype=torch.uint8, device=DEV)
+        wide[:, :row] = p["flat"]
+        portable = torch.as_strided(wide, (nb, blk, 1, D + 4), (row + 4, D + 4, D + 4, 1))
+        for kname, cache in (("dispatched", p["kv_cache"]), ("portable", portable))[: 2 if GPU else 1]:
+            tag = f"next_n {next_n} {kname}"
+            base = dict(p, kv_cache=cache)
+            try:
+                none = guarded(f"{tag}: schedule_meta None", lambda: call_paged(base, True, meta=None))
+                ref, live = paged_ref_rows(base, list(range(B * next_n)))
+                ok, msg = against_ref(none, ref, live, True, 1e-3)
+                record(step, f"{tag}: schedule_meta None vs reference", "PASS" if ok else "FAIL", msg)
+            except Exception as e:  # noqa: BLE001
+                record(step, f"{tag}: schedule_meta None", "FAIL", first_line(e))
+                continue
+            valid, bad = _bad_schedules(p["ctx"], next_n, sms)
+            for sname, sched in {**valid, **bad}.items():
+                name = f"{tag}: schedule {sname}"
+                try:
+                    out = guarded(name, lambda: call_paged(base, True, meta=sched))
+                    same = torch.equal(out, none)
+                    record(step, name, "PASS" if same else "FAIL",
+                           "bit for bit as schedule_meta=None" if same else f"{int((out != none).sum())} logits differ")
+                except Exception as e:  # noqa: BLE001
+                    record(step, name, "FAIL", first_line(e))
+                try:
+                    guarded(name + " (checked)", lambda: m.fp8_paged_mqa_logits(
+                        base["q"], cache, base["w"], base["ctx"], base["bt"], sched, base["max_len"], True,
+                        check_values=True))
+                    record(step, name + " (checked)", "PASS" if sname in valid else "FAIL",
+                           "accepted" if sname in valid else "not refused")
+                except errors as e:
+                    record(step, name + " (checked)", "FAIL" if sname in valid else "REFUSED", first_line(e))
+                except Exception as e:  # noqa: BLE001
+                    record(step, name + " (checked)", "FAIL", first_line(e))
+            for vname, v in (("num_blocks", nb), ("num_blocks + 7", nb + 7), ("-1", -1), ("2^30", 2 ** 30),
+                             ("-2^31", -2 ** 31), ("2^31 - 1", 2 ** 31 - 1)):
+                bt = p["bt"].clone()
+                bt[0, 0] = v
+                bt[-1, :] = v
+                name = f"{tag}: block ids {vname}"
+                try:
+                    out = guarded(name, lambda: call_paged(base, True, meta=None, bt=bt))
+                    rows = list(range(B * next_n))
+                    if kname == "portable" or not GPU:  # ids clamped into [0, num_blocks)
+                        ref, live = paged_ref_rows(dict(base, bt=bt.clamp(0, nb - 1)), rows)
+                        ok, msg = against_ref(out, ref, live, True, 1e-3)
+                        msg = "as the ids clamped into [0, num_blocks): " + msg
+                    else:  # the Gluon row: TMA's bounds (zeros, or a block the wrapped coordinate names)
+                        mid = rows[next_n:-next_n]
+                        ref, live = paged_ref_rows(base, mid)
+                        ok, msg = against_ref(out[mid], ref, live, True, 1e-3)
+                        _, live_all = paged_ref_rows(base, rows)
+                        finite = bool(torch.isfinite(out[live_all]).all())
+                        ok = ok and finite
+                        msg = f"untouched sequences: {msg}; the others' live logits finite: {finite}"
+                    record(step, name, "PASS" if ok else "FAIL", msg)
+                except Exception as e:  # noqa: BLE001
+                    record(step, name, "FAIL", first_line(e))
+                try:
+                    guarded(name + " (checked)", lambda: m.fp8_paged_mqa_logits(
+                        base["q"], cache, base["w"], base["ctx"], bt, None, base["max_len"], True, check_values=True))
+                    record(step, name + " (checked)", "FAIL", "not refused")
+                except errors as e:
+                    record(step, name + " (checked)", "REFUSED", first_line(e))
+                except Exception as e:  # noqa: BLE001
+                    record(step, name + " (checked)", "FAIL", first_line(e))
+
+
 # ------------------------------------------------------------------------------------------------- main
 
 STEPS = {"capture": step_capture, "hostcost": step_hostcost, "views": step_views, "engines": step_engines,
-         "large": step_large}
+         "large": step_large, "badmeta": step_badmeta}
 
 
 def main() -> int:

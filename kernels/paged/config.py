@@ -52,6 +52,28 @@ def cuda_choice(rows: int, chunks: int, heads: int) -> dict:
 OVERRIDE_KEYS = ("ROWS", "BLOCK_KV", "SUBS", "num_warps", "num_stages", "maxnreg")  # what `override` may set
 
 
+def _pow2(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 1 and x & (x - 1) == 0
+
+
+def check_override(override: dict) -> None:
+    """ValueError unless every key is known and its value makes a kernel this code can compile and run (as the
+    tiled row's check_override: a SUBS of 0 would launch no program, a BLOCK_KV of 7 no dot)."""
+    unknown = sorted(set(override) - set(OVERRIDE_KEYS))
+    if unknown:
+        raise ValueError(f"unknown paged config key(s) {', '.join(unknown)}; choose from {', '.join(OVERRIDE_KEYS)}")
+    rules = {"ROWS": (_pow2, "a power of two >= 1"),
+             "BLOCK_KV": (lambda v: _pow2(v) and 16 <= v <= 256, "a power of two from 16 to 256 (the dot's M)"),
+             "SUBS": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 16, "in 1..16"),
+             "num_warps": (lambda v: v in (1, 2, 4, 8), "1, 2, 4 or 8"),
+             "num_stages": (lambda v: isinstance(v, int) and 1 <= v <= 8, "in 1..8"),
+             "maxnreg": (lambda v: isinstance(v, int) and 24 <= v <= 256 and v % 8 == 0,
+                         "a multiple of 8 from 24 to 256")}
+    for key, (ok, what) in rules.items():
+        if key in override and not ok(override[key]):
+            raise ValueError(f"{key} must be {what}, got {override[key]!r}")
+
+
 def paged_config(*, heads: int, dim: int, next_n: int, block_size: int, batch: int, max_context_len: int,
                  clean: bool, bf16: bool = False, backend: str, units: int | None,
                  override: dict | None = None) -> KernelConfig:
@@ -66,6 +88,7 @@ def paged_config(*, heads: int, dim: int, next_n: int, block_size: int, batch: i
         block_kv = 32  # small tiles, so sequence and range boundaries fall inside tiles on the CPU too
     options = backend_options(backend, cuda={"num_warps": warps, "num_stages": stages},
                               hip={"num_warps": warps, "num_stages": stages, "matrix_instr_nonkdim": 16})
+    check_override(override or {})
     override = {**tuned, **(override or {})}
     if override:
         if "ROWS" in override:  # fewer rows per dot: more, narrower dots (fewer accumulator registers)
@@ -74,6 +97,9 @@ def paged_config(*, heads: int, dim: int, next_n: int, block_size: int, batch: i
             chunks = padded // rows
             if chunks > 2:
                 raise ValueError(f"ROWS {override['ROWS']} needs {chunks} dots per tile; the kernel does 1 or 2")
+            if chunks < 1 or rows * heads > MAX_DOT_N:
+                raise ValueError(f"ROWS {override['ROWS']}: at most the {padded} draft rows a tile holds, and ROWS x "
+                                 f"heads {heads} at most {MAX_DOT_N}")
         block_kv = override.get("BLOCK_KV", block_kv)
         subs = override.get("SUBS", subs)
         for k in ("num_warps", "num_stages", "maxnreg"):

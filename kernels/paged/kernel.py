@@ -15,6 +15,13 @@ Row (b, t) ends at ctx[b] - NEXT_N + t + 1 (1-D context lens: ctx_causal = 1, st
 or at ctx[b, t] (2-D: ctx_causal = 0). Tokens at or past the sequence's largest row end (clamped to
 max_context_len) are never read. With CLEAN, row entries in [end, largest end) are written -inf by
 the tile, and [largest end, max_context_len) by a fill spread over all programs in FILL pieces.
+
+No metadata makes it fault or loop without end: a given schedule's entries are clamped before use (entry 0
+read as (0, 0), entry P as (batch, 0), sequences into [0, batch], blocks into [0, cdiv(max_context_len, BS)]),
+so any schedule's ranges still cover every token (each logit is computed whole by one program: a foreign or
+stale schedule costs balance, never a wrong or missing logit); block ids are clamped into [0, num_blocks), so a
+bad id reads some block of the cache, never memory outside it, and a context past what its block-table row
+covers reads id 0 there, not past the row.
 """
 import triton
 import triton.language as tl
@@ -57,10 +64,13 @@ def _chunk_inputs(q_ptr, w_ptr, b, stride_q_b, stride_q_t, stride_q_h, stride_w,
 
 
 @triton.jit
-def _tile_blocks(table_row, start, seg_hi, BS: tl.constexpr, BLOCK_KV: tl.constexpr):
-    """Cache block ids (int64) of the tile's tokens [start, start + BLOCK_KV); 0 past seg_hi."""
+def _tile_blocks(table_row, start, seg_hi, num_blocks, table_cols, BS: tl.constexpr, BLOCK_KV: tl.constexpr):
+    """Cache block ids (int64) of the tile's tokens [start, start + BLOCK_KV), clamped into [0, num_blocks); 0
+    past seg_hi and past the row's table_cols entries."""
     k = start + tl.arange(0, BLOCK_KV)
-    return tl.load(table_row + k // BS, mask=k < seg_hi, other=0).to(tl.int64)
+    col = k // BS
+    blk = tl.load(table_row + col, mask=(k < seg_hi) & (col < table_cols), other=0)
+    return tl.minimum(tl.maximum(blk, 0), num_blocks - 1).to(tl.int64)
 
 
 @triton.jit
@@ -152,6 +162,8 @@ def paged_mqa_logits(
     ctx_causal,  # 1: 1-D context lens (row t ends at ctx - NEXT_N + t + 1); 0: 2-D
     stride_table,
     stride_out,
+    num_blocks,  # blocks of the cache: ids are clamped into [0, num_blocks)
+    table_cols,  # entries of a block-table row: none past them is read
     NEXT_N: tl.constexpr,
     H: tl.constexpr,
     D: tl.constexpr,
@@ -175,10 +187,15 @@ def paged_mqa_logits(
         b_lo, u_lo = _split_point(ctx_ptr, batch, stride_ctx_b, stride_ctx_t, p, n_ranges, NEXT_N, NP, BS, 256)
         b_end, u_end = _split_point(ctx_ptr, batch, stride_ctx_b, stride_ctx_t, p + 1, n_ranges, NEXT_N, NP, BS, 256)
     else:
-        b_lo = tl.load(meta_ptr + 2 * p)
-        u_lo = tl.load(meta_ptr + 2 * p + 1)
-        b_end = tl.load(meta_ptr + 2 * p + 2)
-        u_end = tl.load(meta_ptr + 2 * p + 3)
+        # Any schedule, safely: entry 0 is (0, 0) and entry P is (batch, 0) whatever they hold; the others are
+        # clamped (sequences into [0, batch], blocks into [0, the blocks of max_context_len]), so the ranges of
+        # all programs cover every token, and a range whose start is not before its end does nothing.
+        top = tl.cdiv(max_context_len, BS)
+        b_lo = tl.where(p == 0, 0, tl.minimum(tl.maximum(tl.load(meta_ptr + 2 * p), 0), batch))
+        u_lo = tl.where(p == 0, 0, tl.minimum(tl.maximum(tl.load(meta_ptr + 2 * p + 1), 0), top))
+        last = p + 1 == n_ranges
+        b_end = tl.where(last, batch, tl.minimum(tl.maximum(tl.load(meta_ptr + 2 * p + 2), 0), batch))
+        u_end = tl.where(last, 0, tl.minimum(tl.maximum(tl.load(meta_ptr + 2 * p + 3), 0), top))
 
     offs = tl.arange(0, BLOCK_KV)
     for b in range(b_lo, tl.minimum(b_end + 1, batch)):
@@ -203,7 +220,7 @@ def paged_mqa_logits(
             # Triton's software pipeliner (num_stages) turns the gathers into cp.async stages; with the
             # block-table indirection it keeps more than one tile in flight only from num_stages 5 up.
             for start in range(s0, seg_hi, step):
-                blk = _tile_blocks(table_row, start, seg_hi, BS, BLOCK_KV)
+                blk = _tile_blocks(table_row, start, seg_hi, num_blocks, table_cols, BS, BLOCK_KV)
                 kv, scale = _tile_kv(kv_ptr, blk, start, seg_hi, stride_kv_block, BS, D, BLOCK_KV)
                 k = start + offs
                 k_ok = k < seg_hi

@@ -37,6 +37,16 @@ Tokens at or past the sequence's largest row end (clamped to max_context_len) ar
 entries in [end, largest end) are written -inf by the tile, and [largest end, max_context_len) by a fill spread
 over all programs after their blocks.
 
+No metadata makes it fault or hang: a given schedule's entries are clamped as the portable kernel clamps them
+(entry 0 read as (0, 0), entry P as (batch, 0), sequences into [0, batch], blocks into [0, cdiv(max_context_len,
+BS)]: every partition then walks the same well-formed range, and any schedule's ranges cover every token), and the
+producer reads no block-table entry past a row's table_cols (a context longer than its row covers loads block 0
+there). A block id is not clamped: the TMA unit checks every box against the descriptors' bounds (the cache's
+blocks: fp8 rows [(num_blocks - 1) * RPB + BS, D], scales [num_blocks, BS]) and fills what lies outside with
+zeros, so a bad id (or one whose row coordinate id * RPB wraps in 32 bits) loads zeros or some block of the cache,
+never memory outside it. (A clamp in the producer, two integer ops per 32 ids, costs the math warpgroups a register:
+spills and one to three instructions more in their block loops at three and four warpgroups, sm90 SASS.)
+
 mbarrier phases as in mqa_kernels.gluon_ws_sm90 (Ring): the n-th fill of a slot is waited with parity n & 1 by
 its math warpgroup, and its (n-1)-th release with parity (n & 1) ^ 1 by the producer before refilling it. Each
 slot belongs to one warpgroup, which takes its fills in order: a parity wait cannot match a fill two behind (one
@@ -84,11 +94,13 @@ class Decode:
     stride_table: Scalar
     stride_out: Scalar
     meta: gl.tensor  # int32 [P + 1, 2]: the schedule (read unless SELF_SCHEDULE); STAMPS: [programs, 16] clocks
+    table_cols: Scalar  # entries of a block-table row: the producer reads none past them
 
     @gluon.constexpr_function
     def __init__(self, w_ptr, ctx_ptr, table_ptr, out_ptr, batch, max_context_len, rows_per_block, stride_w,
-                 stride_ctx_b, stride_ctx_t, ctx_causal, stride_table, stride_out, meta):
+                 stride_ctx_b, stride_ctx_t, ctx_causal, stride_table, stride_out, meta, table_cols):
         self.meta = meta
+        self.table_cols = _scalar(table_cols)
         self.w_ptr = w_ptr
         self.ctx_ptr = ctx_ptr
         self.table_ptr = table_ptr
@@ -289,7 +301,7 @@ def _prefetch_table(p, BS: gl.constexpr):
     lay: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
     piece = gl.arange(0, 32 * gl.num_warps(), layout=lay)
     b = gl.program_id(0)
-    ok = (piece < gl.cdiv(gl.cdiv(p.max_context_len, BS), IDS)) & (b < p.batch)
+    ok = (piece < gl.cdiv(gl.minimum(gl.cdiv(p.max_context_len, BS), p.table_cols), IDS)) & (b < p.batch)
     ptr = p.table_ptr + b.to(gl.int64) * p.stride_table + gl.where(ok, piece * IDS, 0)
     gl.inline_asm_elementwise("@$2 prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l,b", [ptr, ok], dtype=gl.int32,
                               is_pure=False, pack=1)
@@ -354,10 +366,15 @@ def _work(p, s):
     if s.SELF_SCHEDULE:
         b_lo, u_lo, b_end, u_end = _split_points(p, r, n_ranges, s.NEXT_N, s.BS)
     else:
-        b_lo = gl.load(p.meta + 2 * r)
-        u_lo = gl.load(p.meta + 2 * r + 1)
-        b_end = gl.load(p.meta + 2 * r + 2)
-        u_end = gl.load(p.meta + 2 * r + 3)
+        # Any schedule, safely: entry 0 is (0, 0) and entry P is (batch, 0) whatever they hold; the others are
+        # clamped (sequences into [0, batch], blocks into [0, the blocks of max_context_len]), so the ranges of all
+        # programs cover every token, and a range whose start is not before its end does nothing.
+        top = gl.cdiv(p.max_context_len, s.BS)
+        last = r + 1 == n_ranges
+        b_lo = gl.where(r == 0, 0, gl.minimum(gl.maximum(gl.load(p.meta + 2 * r), 0), p.batch))
+        u_lo = gl.where(r == 0, 0, gl.minimum(gl.maximum(gl.load(p.meta + 2 * r + 1), 0), top))
+        b_end = gl.where(last, p.batch, gl.minimum(gl.maximum(gl.load(p.meta + 2 * r + 2), 0), p.batch))
+        u_end = gl.where(last, 0, gl.minimum(gl.maximum(gl.load(p.meta + 2 * r + 3), 0), top))
     return Work(b_lo, u_lo, b_end, u_end, j)
 
 
@@ -392,6 +409,13 @@ def _through_shared(a, b, c, d):
     lay: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
     z = gl.zeros([32 * gl.num_warps()], gl.int32, layout=lay)
     return gl.reduce((z + a, z + b, z + c, z + d), 0, _max4)
+
+
+@gluon.jit
+def _block_ids(p, row, col0, rel, ok):
+    """Block-table ids of row's columns col0 + rel; 0 where not ok or past the row's table_cols entries (ids out of
+    range are left to the TMA unit's bounds: see the module docstring)."""
+    return gl.load(row + rel, mask=ok & (col0 + rel < p.table_cols), other=0)
 
 
 @gluon.jit
@@ -434,12 +458,13 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
                 k0 = (L - c % STEP + STEP) % STEP
             m = gl.maximum(n - k0 + STEP - 1, 0) // STEP
             row = p.table_ptr + b.to(gl.int64) * p.stride_table + u0 + k0 * s.SUBS
-            ids = gl.load(row + offs * (STEP * s.SUBS), mask=offs < m, other=0)
+            col0 = u0 + k0 * s.SUBS  # the table column of ids[0]; ids[i] is at col0 + i * STEP * SUBS
+            ids = _block_ids(p, row, col0, offs * (STEP * s.SUBS), offs < m)
             if s.STAMPS:
                 if c == 0:
                     _stamp(p, 4, gl.max(ids, axis=0))
             for j0 in range(0, m, IDS):
-                nxt = gl.load(row + (j0 + IDS + offs) * (STEP * s.SUBS), mask=j0 + IDS + offs < m, other=0)
+                nxt = _block_ids(p, row, col0, (j0 + IDS + offs) * (STEP * s.SUBS), j0 + IDS + offs < m)
                 for j in range(0, gl.minimum(IDS, m - j0)):
                     blk = gl.sum(gl.where(offs == j, ids, 0), axis=0)
                     st, ph = _slot(c + k0 + (j0 + j) * STEP, s)
@@ -720,6 +745,7 @@ def paged_mqa_logits_ws_sm90(
     ctx_causal,  # 1: 1-D context lens (row t ends at ctx - NEXT_N + t + 1); 0: 2-D
     stride_table,
     stride_out,
+    table_cols,  # entries of a block-table row: the producer reads none past them
     NEXT_N: gl.constexpr,
     H: gl.constexpr,
     D: gl.constexpr,
@@ -749,7 +775,7 @@ def paged_mqa_logits_ws_sm90(
     gl.static_assert(BS == 64, "a cache block = one warpgroup's 64 MMA rows")
     gl.static_assert((not Q_IN_LANES) | (NP <= 4), "Q_IN_LANES: at most 4 draft rows (one per lane of a quad)")
     p = Decode(w_ptr, ctx_ptr, table_ptr, out_ptr, batch, max_context_len, rows_per_block, stride_w, stride_ctx_b,
-               stride_ctx_t, ctx_causal, stride_table, stride_out, meta_ptr)
+               stride_ctx_t, ctx_causal, stride_table, stride_out, meta_ptr, table_cols)
     gl.static_assert((MATH_WG == 1) | (not PIPE), "two accumulators (PIPE) with one math warpgroup per program")
     gl.static_assert((MMA_N == 0) | ((MMA_N % H == 0) & (MMA_N <= 128) & (not PIPE) & (not Q_IN_LANES)),
                      "MMA_N: a multiple of H up to 128 (two accumulators in flight), without PIPE or Q_IN_LANES")

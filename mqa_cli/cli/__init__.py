@@ -32,8 +32,11 @@ def main() -> None:
         sys.exit(130)
     except Exception as e:  # noqa: BLE001  a bug or an environment failure: one line, the traceback on request
         if hasattr(e, "show") and isinstance(getattr(e, "exit_code", None), int):
-            # click's own errors (typer vendors click): a bad flag or command is bad input, shown as click says it
-            e.show()
+            # click's own errors (typer vendors click): a bad flag or command is bad input, in one line as the
+            # other bad input (click's usage and hint lines left out: --help shows the usage)
+            message = e.format_message() if hasattr(e, "format_message") else str(e)
+            line = " ".join(message.split())
+            print(f"error: {line} (--help shows the usage)", file=sys.stderr)
             sys.exit(EXIT_BAD_INPUT if e.exit_code == 2 else e.exit_code)
         if os.environ.get("MQA_LOGITS_DEBUG"):
             raise

@@ -69,6 +69,10 @@ def dump(target: Target = None, kernel: KernelSpec = None, dump_dir: DumpDir = "
         raise UserError("--diff names both kernels itself; drop --kernel / --stage")
     prob = source.from_options(problem, tgt.fp8)
     cache_dir = comp.cache_dir()
+    if stage is None and diff is None:
+        from .. import io
+
+        io.check_dump_dir(dump_dir)
 
     if diff is not None:
         arts = [_artifact(spec, tgt, prob, force) for spec in diff]

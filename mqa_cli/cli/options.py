@@ -21,7 +21,7 @@ DEFAULT_PROBLEM = ProblemSpec(batch=1, seq=512, heads=64, dim=128, layout="causa
 DEFAULT_PAGED = PagedSpec()
 PAGED_ONLY = ("next_n", "context_len", "context_lens_from", "block_size", "context_jitter")
 PREFILL_ONLY = ("seq", "seq_kv", "ratio", "layout", "window")
-OUTPUT_ONLY = ("max_seqlen_k", "logits_dtype")
+OUTPUT_ONLY = ("max_seqlen_k", "logits_dtype", "max_bytes")
 PAGED_SPEC_FIELDS = ("batch", "next_n", "context_len", "context_jitter", "block_size", "heads", "dim", "seed",
                      "clean_logits")
 
@@ -53,6 +53,7 @@ class ProblemOptions:
     # What to write (not part of the problem): compressed columns and the logits dtype.
     max_seqlen_k: Optional[int] = None
     logits_dtype: Optional[str] = None
+    max_bytes: Optional[int] = None  # the memory a command may use (default: the device's)
 
     def given(self) -> bool:
         """Did the user name a problem (any flag or a file)? --paged alone picks the form, not a problem."""
@@ -136,6 +137,9 @@ PROBLEM_PARAMS += [
         "rows]", rich_help_panel=OUTPUT_PANEL)]),
     ("logits_dtype", Annotated[Optional[str], typer.Option("--logits-dtype", help="fp32 | bf16 [fp32]",
                                                            rich_help_panel=OUTPUT_PANEL)]),
+    ("max_bytes", Annotated[Optional[int], typer.Option(
+        "--max-bytes", help="refuse (exit 2) a problem whose inputs, logits and reference would need more bytes "
+        "[the device's memory]", rich_help_panel=OUTPUT_PANEL)]),
 ]
 PROBLEM_NAMES = [name for name, _ in PROBLEM_PARAMS]
 

@@ -60,7 +60,9 @@ def run(target: Target = None, kernel: KernelSpec = None, output: Output = None,
 
     for path in (output, save_problem):
         if path is not None:
-            io.check_writable(path, force)
+            io.check_tensor_file(path, force)
+    if dump_asm:
+        io.check_dump_dir(dump_dir)
     here = targets.detect()
     run_tgt = here
     dump_target = target or asm_dump.DEFAULT_DUMP_TARGET
@@ -73,6 +75,7 @@ def run(target: Target = None, kernel: KernelSpec = None, output: Output = None,
     plan = dispatch.plan_spec(prob.shape, run_tgt, kernel, force=force)
     if dump_asm:
         asm_dump.check_folder(run_tgt, plan, dump_dir, force)
+    prob.check_fits(device, reference_size=4 if verify and topk is None else 0, topk=topk)
     t = prob.materialise(device)
     if save_problem:
         io.save_tensors(save_problem, t.as_dict(), force)

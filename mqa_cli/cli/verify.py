@@ -70,6 +70,7 @@ def verify(target: Target = None, kernel: KernelSpec = None, dtype: Dtype = "flo
     results, recalls = [], []
     for prob in problems:
         plan = dispatch.plan_spec(prob.shape, tgt, kernel, force=force)
+        prob.check_fits(device, reference_size=8 if dtype == "float64" else 4)
         t = prob.materialise(device)
         results.append(verify_one(t, plan.config, prob.shape.clean_logits, prob.label, getattr(torch, dtype),
                                   rel_tol=rel_tol, max_seqlen_k=prob.max_seqlen_k))
