@@ -83,6 +83,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.language.core import _aggregate as aggregate
 
+from .. import gluon_compat as compat
 from ..config import INT32_MAX as _INT32_MAX
 from ..config import NEG_INF_FILL as _NEG_INF_FILL
 from ..naming import make_kernel_repr
@@ -554,11 +555,11 @@ def _tma_store_tile(logits, buf, out_desc, row0, col0):
     flight, and the warpgroup's barrier tells the rest that this buffer is free; a second barrier puts every
     thread's part of the tile in shared memory before the copy is issued."""
     tma.store_wait(1)
-    gl.thread_barrier()
+    compat.barrier()
     buf.store(gl.permute(logits, (1, 0)))
     fence_async_shared()
-    gl.thread_barrier()
-    tma.async_copy_shared_to_global(out_desc, [row0, col0], buf)
+    compat.barrier()
+    compat.async_store(out_desc, [row0, col0], buf)
 
 
 @gluon.jit
@@ -592,11 +593,11 @@ def _load_item(p, t, kv, q0_ring, q1_ring, q_desc, kv_desc, it, c, i):
     qph = ((i // 2) & 1) ^ 1
     mbarrier.wait(q0_ring.empty.index(qs), qph)
     mbarrier.expect(q0_ring.full.index(qs), q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, _q_coord(q0, t), q0_ring.full.index(qs), q0_ring.smem.index(qs))
+    compat.async_load(q_desc, _q_coord(q0, t), q0_ring.full.index(qs), q0_ring.smem.index(qs))
     if t.Q_GROUPS == 2:
         mbarrier.wait(q1_ring.empty.index(qs), qph)
         mbarrier.expect(q1_ring.full.index(qs), q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, _q_coord(q0 + BLOCK_Q, t), q1_ring.full.index(qs),
+        compat.async_load(q_desc, _q_coord(q0 + BLOCK_Q, t), q1_ring.full.index(qs),
                                         q1_ring.smem.index(qs))
     for tt in range(it.count):
         s = c % STAGES
@@ -604,7 +605,7 @@ def _load_item(p, t, kv, q0_ring, q1_ring, q_desc, kv_desc, it, c, i):
         mbarrier.wait(kv.empty.index(s), ((c // STAGES) & 1) ^ 1)
         mbarrier.expect(kv.full.index(s), t.KV_GROUPS * kv_desc.block_type.nbytes)
         for g in gl.static_range(t.KV_GROUPS):  # a block past N reads as zeros (its logits are not stored)
-            tma.async_copy_global_to_shared(kv_desc, [(it.lo + tt) * t.KV_TILE + g * BLOCK_KV, 0], kv.full.index(s),
+            compat.async_load(kv_desc, [(it.lo + tt) * t.KV_TILE + g * BLOCK_KV, 0], kv.full.index(s),
                                             kv.smem.index(s * t.KV_GROUPS + g))
         c += 1
     i += 1

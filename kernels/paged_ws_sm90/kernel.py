@@ -51,12 +51,12 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
-    tma,
     warpgroup_mma,
     warpgroup_mma_wait,
 )
 from triton.language.core import _aggregate as aggregate
 
+from .. import gluon_compat as compat
 from ..gluon_ws_sm90.kernel import Scalar, _release_slot, _ring, _scalar, _wait_slot
 from ..naming import make_kernel_repr
 from . import KEYS
@@ -418,14 +418,14 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
                 mbarrier.wait(q.empty.index(qs), ((i // 2) & 1) ^ 1)
                 if s.LANES:  # the [H / R, B * next_n, R, D] view: draft rows b * next_n ..
                     mbarrier.expect(q.full.index(qs), q_desc.block_type.nbytes)
-                    tma.async_copy_global_to_shared(q_desc, [0, b * s.NEXT_N, 0, 0], q.full.index(qs),
+                    compat.async_load(q_desc, [0, b * s.NEXT_N, 0, 0], q.full.index(qs),
                                                     q.smem.index(qs))
                 else:  # one box of NP * H rows, or (MMA_N) one of MMA_N rows per part, into buffers qs * PARTS + j
                     PARTS: gl.constexpr = _parts(s)
                     QBOX: gl.constexpr = q_desc.block_type.shape[0]
                     mbarrier.expect(q.full.index(qs), PARTS * q_desc.block_type.nbytes)
                     for part in gl.static_range(PARTS):
-                        tma.async_copy_global_to_shared(q_desc, [b * (s.NEXT_N * s.H) + part * QBOX, 0],
+                        compat.async_load(q_desc, [b * (s.NEXT_N * s.H) + part * QBOX, 0],
                                                         q.full.index(qs), q.smem.index(qs * PARTS + part))
                 i += 1
             n = (u1 - u0 + s.SUBS - 1) // s.SUBS  # this program's blocks of the segment
@@ -445,9 +445,9 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
                     st, ph = _slot(c + k0 + (j0 + j) * STEP, s)
                     mbarrier.wait(kv.empty.index(st), ph ^ 1)
                     mbarrier.expect(kv.full.index(st), kv_desc.block_type.nbytes + sc_desc.block_type.nbytes)
-                    tma.async_copy_global_to_shared(kv_desc, [blk * p.rows_per_block, 0], kv.full.index(st),
+                    compat.async_load(kv_desc, [blk * p.rows_per_block, 0], kv.full.index(st),
                                                     kv.smem.index(st))
-                    tma.async_copy_global_to_shared(sc_desc, [blk, 0], kv.full.index(st), sc_smem.index(st))
+                    compat.async_load(sc_desc, [blk, 0], kv.full.index(st), sc_smem.index(st))
                     if s.STAMPS:
                         if c + k0 + (j0 + j) * STEP == 0:
                             _stamp(p, 5, 0)
