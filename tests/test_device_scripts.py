@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import triton
+
+from mqa_cli import versions
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = (ROOT / "scripts" / "h200_check.sh").read_text()
@@ -31,7 +32,7 @@ def test_every_step_has_a_time_cap_and_a_least_time():
     assert steps <= cap and steps <= least, f"missing: {sorted(steps - (cap & least))}"
 
 
-@pytest.mark.skipif(not triton.__version__.startswith("3.6."), reason="written against triton 3.6's Gluon API")
+@pytest.mark.skipif(not versions.holds("gluon_hopper"), reason=versions.FACTS["gluon_hopper"].required())
 def test_the_overlap_probe_cross_compiles_without_spills_and_takes_turns_without_a_hang():
     """scripts/overlap_probe.py: each variant compiles for sm90 to a wgmma loop without spills; the turn-taking ones
     have their two named barriers in the loop, and no CTA-wide barrier between a warpgroup's first wait for its

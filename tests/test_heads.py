@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-import triton
 
-from mqa_cli import bench, matrix, source, suites, targets, timing
+from mqa_cli import bench, matrix, source, suites, targets, timing, versions
 from mqa_cli.cli.options import ProblemOptions
 from mqa_cli.problem import ProblemSpec, counts
 from mqa_cli.verify import verify
@@ -212,7 +211,7 @@ def test_slot_variants_flip_one_option_of_the_fastest_gluon_layouts(monkeypatch)
     assert not sw.slot_variants(best, 16, 64, shape, 132, tried={c.label for c in out})  # none twice
 
 
-@pytest.mark.skipif(not triton.__version__.startswith("3.6."), reason="written against triton 3.6's Gluon API")
+@pytest.mark.skipif(not versions.holds("gluon_hopper"), reason=versions.FACTS["gluon_hopper"].required())
 def test_the_fp8_ceiling_kernel_cross_compiles_to_a_wgmma_loop():
     """scripts/mma_ceiling.py measures the ceiling the floors use (targets.py): its kernel must stay a loop of fp8
     wgmma from shared memory for each shape it times (checked without a GPU)."""
