@@ -26,17 +26,19 @@ class Case:
     row: str  # dispatch row (or "topk")
     shape: dict  # dispatch.Shape fields; topk: rows, cols, paged
     pinned: bool = False  # tests/test_codegen.py compiles it again and compares with the table
+    override: tuple = ()  # (KEY, value) pairs applied to the row's config (mqa_cli.compile.apply_overrides)
 
 
 def _prefill(row, h, d, s=8192, pinned=False):
     return Case(f"{row} H{h} D{d}", row, dict(kind="prefill", S=s, N=s, heads=h, dim=d), pinned)
 
 
-def _decode(row, next_n, size, h=64, d=128, pinned=False):
+def _decode(row, next_n, size, h=64, d=128, pinned=False, given=False):
+    """A decode case; `given`: with the schedule metadata given (SELF_SCHEDULE=0), as vLLM and SGLang call it."""
     batch, ctx = {"small": (1, 8192), "large": (64, 65536)}[size]
-    return Case(f"{row} H{h} D{d} next_n {next_n} {size}", row,
+    return Case(f"{row} H{h} D{d} next_n {next_n} {size}" + (", schedule given" if given else ""), row,
                 dict(kind="paged", S=batch * next_n, N=ctx, heads=h, dim=d, batch=batch, next_n=next_n, block_size=64),
-                pinned)
+                pinned, (("SELF_SCHEDULE", "0"),) if given else ())
 
 
 def cases() -> list[Case]:
@@ -50,7 +52,8 @@ def cases() -> list[Case]:
     out += [_prefill("gluon_ws_sm90", h, d, pinned=(h, d) in ((64, 128), (32, 128))) for h, d in tuned_shapes()]
     for width in sorted(PAGED_WS):
         for size in ("small", "large"):
-            out.append(_decode("paged_ws_sm90", width // 64, size, pinned=size == "small" and width in (64, 128)))
+            out.append(_decode("paged_ws_sm90", width // 64, size))
+            out.append(_decode("paged_ws_sm90", width // 64, size, pinned=width in (64, 128), given=True))
     out += [_decode("paged", n, "large", pinned=n == 2) for n in (1, 2, 4)]
     out += [Case("topk rows 8192", "topk", dict(rows=8192, cols=8192, paged=False), True),
             Case("topk split 131072", "topk", dict(rows=64, cols=131072, paged=True))]
@@ -65,7 +68,8 @@ def _compile(case: Case):
         return _compile_topk(tgt, **case.shape)
     shape = dispatch.Shape(**case.shape)
     plan = dispatch.plan(shape, tgt, kernel=case.row, force=True)
-    return comp.compile_config(tgt, plan.config, shape, case.row, case.label)
+    cfg = comp.apply_overrides(plan.config, dict(case.override))
+    return comp.compile_config(tgt, cfg, shape, case.row, case.label)
 
 
 def _compile_topk(tgt, rows: int, cols: int, paged: bool):
