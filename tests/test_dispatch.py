@@ -7,12 +7,12 @@ import sys
 import pytest
 from importlib.metadata import version
 
-# The Gluon rows hold on the releases of version fact gluon_hopper; on another triton they are ruled out.
-GLUON = versions.holds("gluon_hopper")
-
 from mqa_cli import dispatch, targets, versions
 from mqa_cli.dispatch import Shape
 from mqa_cli.errors import UserError
+
+# The Gluon rows hold on the releases of version fact gluon_hopper; on another triton they are ruled out.
+GLUON = versions.holds("gluon_hopper")
 
 from .conftest import assert_one_line_error
 

@@ -26,10 +26,10 @@ from mqa_cli import versions
 from mqa_cli.sass_loops import tile_loops
 
 TRITON = version("triton")
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.versions, pytest.mark.skipif(
     not versions.holds("gluon_hopper"),
     reason=f"the gluon_ws_sm90 kernel compiles on triton {versions.FACTS['gluon_hopper'].required()} (installed: "
-           f"triton {TRITON})")
+           f"triton {TRITON})")]
 
 VARIANTS = list(itertools.product((True, False), repeat=3))  # (clean, compressed, bf16)
 S, N, H, MAX_SEQLEN_K = 4096, 4096, 64, 1000

@@ -448,6 +448,7 @@ COMPILE = textwrap.dedent(r'''
 ''')
 
 
+@pytest.mark.versions
 @pytest.mark.skipif(not versions.holds("triton_kernels"), reason=versions.FACTS["triton_kernels"].required())
 def test_kernels_compile_for_sm90():
     """Both kernels (persistent rows; split with its atomic count-in and L2-only merge reads; aligned reads)
