@@ -388,9 +388,12 @@ def _through_shared(a, b, c, d):
     shared-memory address, which the compiler knows to be the same for the whole warp, so the blocks, slots and
     descriptors derived from them stay in uniform registers. Straight from the warp shuffles they do not, and the
     decode loop grew by R2UR moves and warp syncs (sm90 PIPE loop 637 -> 689 instructions, next_n 2 up to 12 %
-    slower on the H200). One barrier pair instead of the 13 barriers the split took when spread over the warps."""
+    slower on the H200). One barrier pair instead of the 13 barriers the split took when spread over the warps.
+    One element a warp (its lanes hold copies): with 32 a warp, triton 3.8 and 3.9 finish the reduction with warp
+    shuffles and the values leave uniform registers again (the PIPE loop 630 -> 677 instructions on 3.8, its wgmmas
+    serialised: ptxas C7518); so, every release reads them back from shared memory (docs/CODEGEN.md)."""
     lay: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
-    z = gl.zeros([32 * gl.num_warps()], gl.int32, layout=lay)
+    z = gl.zeros([gl.num_warps()], gl.int32, layout=lay)
     return gl.reduce((z + a, z + b, z + c, z + d), 0, _max4)
 
 
