@@ -60,28 +60,38 @@ def cases() -> list[Case]:
     return out
 
 
-def _compile(case: Case):
+def _config(case: Case):
+    """(target, config, shape or None) of a case, without compiling."""
     from . import compile as comp, dispatch, targets
 
     tgt = targets.get_target("sm90")
     if case.row == "topk":
-        return _compile_topk(tgt, **case.shape)
+        from mqa_kernels.topk.config import topk_config
+
+        sh = case.shape
+        return tgt, topk_config(rows=sh["rows"], cols=sh["cols"], topk=2048, backend="cuda", units=tgt.units,
+                                paged=sh["paged"], values=False, vec_ok=True), None
     shape = dispatch.Shape(**case.shape)
     plan = dispatch.plan(shape, tgt, kernel=case.row, force=True)
-    cfg = comp.apply_overrides(plan.config, dict(case.override))
+    return tgt, comp.apply_overrides(plan.config, dict(case.override)), shape
+
+
+def _compile(case: Case):
+    from . import compile as comp
+
+    tgt, cfg, shape = _config(case)
+    if case.row == "topk":
+        return _compile_topk(tgt, cfg, **case.shape)
     return comp.compile_config(tgt, cfg, shape, case.row, case.label)
 
 
-def _compile_topk(tgt, rows: int, cols: int, paged: bool):
+def _compile_topk(tgt, cfg, rows: int, cols: int, paged: bool):
     """The top-k selection kernel as its launcher signs it (mqa_cli.topk.select_args) on meta tensors."""
     import torch
 
     from . import compile as comp
     from .topk import select_args
-    from mqa_kernels.topk.config import topk_config
 
-    cfg = topk_config(rows=rows, cols=cols, topk=2048, backend="cuda", units=tgt.units, paged=paged, values=False,
-                      vec_ok=True)
     m = dict(device="meta")
     i32 = lambda *s: torch.empty(*s, dtype=torch.int32, **m)  # noqa: E731
     logits = torch.empty(rows, cols + 128, **m)[:, :cols]
@@ -115,10 +125,17 @@ def measure_all(selected: list[Case], known: dict | None = None, progress=print)
 
     comp.prepare()
     out = {"triton": triton.__version__, "cases": {}}
+    seen = {}  # config name + options -> label: a case whose config another case compiled takes its result
     for c in selected:
         t0 = time.perf_counter()
         try:
-            out["cases"][c.label] = measure(c)
+            _, cfg, _ = _config(c)
+            key = (cfg.name, cfg.options_key)
+            if key in seen:
+                out["cases"][c.label] = dict(out["cases"][seen[key]], same_as=seen[key])
+            else:
+                out["cases"][c.label] = measure(c)
+                seen[key] = c.label
         except Exception as e:  # a case that does not compile is a result too: the table shows it
             out["cases"][c.label] = {"row": c.row, "error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1:]}"}
         progress(f"{c.label}: {out['cases'][c.label]} ({time.perf_counter() - t0:.0f} s)")
