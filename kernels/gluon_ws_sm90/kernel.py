@@ -390,7 +390,8 @@ def _head_sum(x, w, t):
             xs = gl.reshape(xs, [t.BLOCK_KV, t.BLOCK_Q, t.CHAINS, t.H // t.CHAINS])
             ws = gl.reshape(ws, [t.BLOCK_KV, t.BLOCK_Q, t.CHAINS, t.H // t.CHAINS])
             return gl.sum(fma_chain(0.0, xs, ws, t.H // t.CHAINS, True), axis=2)
-        return fma_chain(0.0, xs, ws, t.H, True)
+        else:  # (an else, not a fall-through: the JIT compiles the code after a taken static if's return too)
+            return fma_chain(0.0, xs, ws, t.H, True)
     else:
         return quad_head_sum(x, w, t.BLOCK_KV, t.BLOCK_Q, t.H)
 
