@@ -54,6 +54,9 @@ FACTS = {f.name: f for f in (
     Fact("interpreter_needs_numpy_below_2_4", ((3, 6),),
          "the interpreter converts 1-element arrays with int(), an error from numpy 2.4 on: run it with numpy < 2.4 "
          "(3.8 and 3.9 squeeze first and take any numpy)"),
+    Fact("gluon_block_q_32_spills", ((3, 8), (3, 9)),
+         "the Gluon prefill kernel's BLOCK_Q 32 layout (H 8 at wgmma N 256: a sweep candidate, in no table) spills "
+         "inside its tile loop (32 rows of per-row state beside a 64 x 256 accumulator; on 3.6 only per item)"),
     Fact("fp_fusion_default_warns", ((3, 9),),
          "every compile that leaves enable_fp_fusion unset warns that its default turns off in 3.10 (every config "
          "here sets it: mqa_kernels.config.FP_FUSION)"),
