@@ -196,7 +196,6 @@ COMPILE = textwrap.dedent(r'''
 ''')
 
 
-@pytest.mark.versions
 @pytest.mark.skipif(not versions.holds("gluon_hopper"), reason=versions.FACTS["gluon_hopper"].required())
 @pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe, wg, lanes, mma, ahead, ptx", [
     (1, 64, 128, 0, 0, 0, 0, 1, 0, 0, 1, 0), (2, 64, 128, 1, 1, 1, 1, 1, 0, 0, 1, 0),
@@ -392,7 +391,6 @@ def test_wg_loaders_gives_each_math_warpgroup_its_own_producer_warp():
     assert paged_ws_sm90_config(**kw).constexprs["LOADERS"] == g  # the table's choice
 
 
-@pytest.mark.versions
 @pytest.mark.skipif(not versions.holds("gluon_hopper"), reason=versions.FACTS["gluon_hopper"].required())
 def test_phase_stamps_are_a_separate_build_and_the_table_build_reads_no_clock():
     """STAMPS (scripts/decode_phases.py) reads the SM's clock at each phase of a program; the build the table picks
@@ -408,7 +406,6 @@ def test_phase_stamps_are_a_separate_build_and_the_table_build_reads_no_clock():
     assert stamped.stdout.count("SR_CLOCKLO") >= 11 and stamped.stdout.count("SR_GLOBALTIMERLO") == 2
 
 
-@pytest.mark.versions
 @pytest.mark.skipif(not versions.holds("gluon_hopper"), reason=versions.FACTS["gluon_hopper"].required())
 def test_split_inside_moves_only_the_computed_split():
     """SPLIT_INSIDE (the small class's default with one math warpgroup) makes each partition compute its range after
