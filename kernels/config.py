@@ -19,6 +19,11 @@ NEG_INF_FILL = 512  # elements per vectorised -inf store of the dead-column fill
 
 _JITTED: dict = {}  # loader -> jitted kernel
 
+# Every compile states its fp fusion: the head sums are explicit FMA chains, but the rest of each epilogue (the scale,
+# the masks' arithmetic) is written for fused multiply-adds, and triton 3.9 warns that its default (fusion on) turns
+# off in 3.10.
+FP_FUSION = True
+
 
 @dataclass(frozen=True)
 class KernelConfig:
@@ -31,6 +36,10 @@ class KernelConfig:
     schedule: dict = field(default_factory=dict, hash=False)  # runtime scalars the kernel takes, and facts for explain
     launcher: str = "pointer"  # launch family: "pointer" (plain Triton prefill), "tma" (Gluon prefill), "paged", "paged_ws" (Gluon decode)
     load: Callable | None = field(default=None, hash=False, compare=False)  # returns the jitted kernel
+
+    def __post_init__(self):
+        if "enable_fp_fusion" not in self.options:
+            object.__setattr__(self, "options", {**self.options, "enable_fp_fusion": FP_FUSION})
 
     @cached_property
     def name(self) -> str:

@@ -24,6 +24,7 @@ from mqa_kernels.tiled.config import tiled_config
 
 from .errors import UserError
 from .targets import Target, triton_version
+from .versions import FACTS
 
 
 @dataclass(frozen=True)
@@ -92,14 +93,6 @@ class Capabilities:
         return self._get("gluon", probe)
 
 
-def _version_tuple(text: str) -> tuple:
-    out = []
-    for part in text.split(".")[:2]:
-        digits = "".join(c for c in part if c.isdigit())
-        out.append(int(digits) if digits else 0)
-    return tuple(out)
-
-
 def _pow2(x: int) -> bool:
     return x > 0 and x & (x - 1) == 0
 
@@ -120,15 +113,21 @@ def check_ge(name, actual, bound) -> Check:
     return Check(name, f">= {bound}", str(actual), actual >= bound)
 
 
-def check_triton(caps: Capabilities, minimum: str) -> Check:
+def check_fact(caps: Capabilities, name: str, also: tuple = ()) -> Check:
+    """The installed triton is a release where version fact `name` holds (mqa_cli/versions.py); `also` names the
+    facts the row's code relies on besides, those that hold for this release (shown, never ruled on)."""
     v = caps.triton_version
-    return Check("triton", f">= {minimum}", v, v != "not installed" and _version_tuple(v) >= _version_tuple(minimum))
+    fact = FACTS[name]
+    known = v != "not installed" and v[:1].isdigit()
+    extra = [f for f in also if known and FACTS[f].holds(v)]
+    return Check("triton", fact.required() + (f"; here: {', '.join(extra)}" if extra else ""), v,
+                 known and fact.holds(v))
 
 
 def check_fp8_runs(shape: Shape, target: Target) -> Check:
-    """The interpreter of triton 3.6 cannot run e4m3fnuz; GPU targets need their own flavour."""
+    """The Triton interpreter cannot run e4m3fnuz; GPU targets need their own flavour."""
     if target.backend == "interpreter":
-        return Check("fp8 flavour", "e4m3fn (the triton 3.6 interpreter does not handle e4m3fnuz)", shape.fp8,
+        return Check("fp8 flavour", "e4m3fn (the Triton interpreter does not handle e4m3fnuz)", shape.fp8,
                      shape.fp8 == "e4m3fn")
     return Check("fp8 flavour", f"{target.fp8} (native on {target.name})", shape.fp8, shape.fp8 == target.fp8)
 
@@ -172,7 +171,7 @@ def _tiled_conditions(shape, target, caps):
         check_pow2_range("heads", shape.heads, 8, 128),
         check_pow2_range("dim", shape.dim, 32, 256),
         check_fp8_runs(shape, target),
-        check_triton(caps, "3.6"),
+        check_fact(caps, "triton_kernels", TRITON_FACTS),
         check_offsets(shape),
     ]
 
@@ -192,7 +191,7 @@ def _h64d128_conditions(target_name: str, min_seq: int, heads=(64,)):
             check_eq("dim", shape.dim, 128),
             check_ge("seq_len (S)", shape.S, min_seq),
             check_fp8_runs(shape, target),
-            check_triton(caps, "3.6"),
+            check_fact(caps, "triton_kernels", TRITON_FACTS),
             check_offsets(shape),
         ]
 
@@ -204,11 +203,16 @@ def _h64d128_config(shape, target):
                           compressed=shape.compressed, bf16=shape.bf16, target=target.name)
 
 
+# The facts the rows' code depends on besides the release check itself (explain names those that hold here).
+TRITON_FACTS = ("tree_reduce", "interpreter_needs_numpy_below_2_4", "fp_fusion_default_warns")
+GLUON_FACTS = ("gluon_names_3_6", "gluon_names_3_8", "tree_reduce", "fp_fusion_default_warns")
+
+
 def check_gluon(caps: Capabilities) -> list:
-    """Gluon's API changes every release: these kernels are written for triton 3.6 exactly."""
-    v = caps.triton_version
+    """Gluon's API changes between releases: these kernels compile on the releases fact gluon_hopper lists
+    (mqa_kernels.gluon_compat bridges the renames)."""
     return [Check("gluon", "available", caps.gluon, caps.gluon == "available"),
-            Check("triton", "3.6.x (gluon API of 3.6)", v, _version_tuple(v) == (3, 6) if v[0].isdigit() else False)]
+            check_fact(caps, "gluon_hopper", GLUON_FACTS)]
 
 
 def _check_swept(shape: Shape) -> Check:
@@ -264,7 +268,7 @@ def _paged_conditions(shape, target, caps):
         check_pow2_range("heads", shape.heads, 8, 64),
         check_in("dim", shape.dim, (64, 128)),
         check_fp8_runs(shape, target),
-        check_triton(caps, "3.6"),
+        check_fact(caps, "triton_kernels", TRITON_FACTS),
         check_offsets(shape),
     ]
 

@@ -7,7 +7,7 @@ run without the value checks, the plan, the grid, every integer argument, Triton
 first call of a signature runs the full path and records what it launched; a later call with the same
 signature allocates its output, rebuilds the argument tuple from its own tensors (the family's `rebuild`,
 checked against the full argument list when recorded) and calls the compiled kernel's launcher directly
-(mqa_cli.direct_launch: past triton's Python wrapper too, where it is the wrapper triton 3.6 builds).
+(mqa_cli.direct_launch: past triton's Python wrapper too, in the forms triton 3.6 and 3.8-3.9 build it).
 
 CUDA tensors only (the interpreter path never comes here); with a Triton launch hook set, every call takes
 the full path so the hook sees it. Value checks (they read data) stay with the caller, on every call asked.

@@ -7,12 +7,12 @@ import sys
 import pytest
 from importlib.metadata import version
 
-# The Gluon rows require triton 3.6.x (the Gluon API they are written in); on another triton they are ruled out.
-GLUON = version("triton").startswith("3.6.")
-
-from mqa_cli import dispatch, targets
+from mqa_cli import dispatch, targets, versions
 from mqa_cli.dispatch import Shape
 from mqa_cli.errors import UserError
+
+# The Gluon rows hold on the releases of version fact gluon_hopper; on another triton they are ruled out.
+GLUON = versions.holds("gluon_hopper")
 
 from .conftest import assert_one_line_error
 
@@ -41,7 +41,7 @@ def test_every_row_has_a_case():
 @pytest.mark.parametrize("row", list(CASES))
 def test_row_selected_and_ruled_out(row):
     if row.startswith("gluon") and not GLUON:
-        pytest.skip(f"{row} needs triton 3.6.x (Gluon API); this is triton {version('triton')}")
+        pytest.skip(f"{row} needs triton {versions.FACTS['gluon_hopper'].required()}; this is triton {version('triton')}")
     (sel_shape, sel_target, *requested), (out_shape, out_target), reason = CASES[row]
     p = dispatch.plan(sel_shape, targets.get_target(sel_target), kernel=(requested or [None])[0])
     assert p.chosen.row.name == row and p.chosen.ok
@@ -139,7 +139,7 @@ def test_plan_spec_rebuilds_a_variant_with_its_schedule(monkeypatch):
     the schedule follows them (a query block's items with kv_splits, BLOCK_Q with N); a key the row cannot take,
     or a row that cannot rebuild its config, is a one-line refusal."""
     if not GLUON:
-        pytest.skip(f"the Gluon rows need triton 3.6.x; this is triton {version('triton')}")
+        pytest.skip(f"the Gluon rows need triton {versions.FACTS['gluon_hopper'].required()}; this is triton {version('triton')}")
     from mqa_kernels.gluon_ws_sm90 import tuned
 
     monkeypatch.setattr(tuned, "CUDA_TUNED", {(8, 128): {"groups": (2, 1), "stages": 4, "q_in_lanes": True, "n": 128}})

@@ -324,8 +324,8 @@ def test_small_head_counts_store_through_a_tile_pointer(env, tmp_path):
 def test_prefill_ring_slots_in_ptx_leave_no_warpgroup_barrier_in_the_tile_loop(env, tmp_path, heads, groups):
     """PTX_SLOTS (an override key of the Gluon prefill kernel): each thread waits for its kv tile and releases it by
     PTX at the ring barriers' offsets, which the compile reads from a first build and checks in the second; the
-    empty barrier counts every thread of the consuming warpgroups. The tile loops lose triton's two 128-thread
-    barriers (BAR.SYNC) a tile and keep their wgmma."""
+    empty barrier counts every thread of the consuming warpgroups. The tile loops lose triton's 128-thread barriers
+    (BAR.SYNC: two a tile on triton 3.6, one on 3.8 and 3.9) and keep their wgmma."""
     q_groups, kv_groups = groups.split("x")
     override = f"gluon_ws_sm90:Q_GROUPS={q_groups},KV_GROUPS={kv_groups}"
 
@@ -342,7 +342,7 @@ def test_prefill_ring_slots_in_ptx_leave_no_warpgroup_barrier_in_the_tile_loop(e
     assert ptx_sum["kernel_name"].endswith("_PTX_SLOTS_1") and own_sum["kernel_name"].endswith("_PTX_SLOTS_0")
     ptx_loops, own_loops = ptx_sum["tensor_loops"], own_sum["tensor_loops"]
     assert len(ptx_loops) == len(own_loops) == warpgroups
-    assert all(lp["mix"].get("BAR", 0) >= 2 for lp in own_loops), [lp["mix"] for lp in own_loops]
+    assert all(lp["mix"].get("BAR", 0) >= 1 for lp in own_loops), [lp["mix"] for lp in own_loops]
     assert all(lp["mix"].get("BAR", 0) == 0 and lp["mix"].get("QGMMA", 0) > 0 for lp in ptx_loops), \
         [lp["mix"] for lp in ptx_loops]
     ptx = _file(folder, "ptx").read_text()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mqa_cli import bench, matrix, source, suites, targets, timing
+from mqa_cli import bench, matrix, source, suites, targets, timing, versions
 from mqa_cli.cli.options import ProblemOptions
 from mqa_cli.problem import ProblemSpec, counts
 from mqa_cli.verify import verify
@@ -26,7 +26,7 @@ def test_table_entry_changes_the_config(monkeypatch):
     monkeypatch.setattr(tiled, "CUDA_TUNED", {(8, 128): entry})
     c = cfg(8, 128)
     assert c.constexprs["BLOCK_Q"] == 16 and c.constexprs["HEAD_MAJOR"] is True and "HEAD_MAJOR_1" in c.name
-    assert c.options == {"num_warps": 4, "num_stages": 4}
+    assert c.options == {"num_warps": 4, "num_stages": 4, "enable_fp_fusion": True}
     assert c.grid == (512, 8) and c.schedule["args"]["tiles_per_split"] == 16 and c.schedule["config"] == "tuned.py"
     assert cfg(16, 128).schedule["config"] == "rule"  # another shape
     assert cfg(8, 128, backend="interpreter").constexprs["HEAD_MAJOR"] is False  # the table is the H200's
@@ -39,7 +39,7 @@ def test_absent_entry_gives_the_rule(monkeypatch):
     c = cfg(8, 128)
     assert c.constexprs == {"H": 8, "D": 128, "BLOCK_Q": 32, "BLOCK_KV": 64, "CLEAN": True, "COMPRESSED": False,
                             "BF16": False, "HEAD_MAJOR": False}
-    assert c.options == {"num_warps": 4, "num_stages": 3} and c.schedule["config"] == "rule"
+    assert c.options == {"num_warps": 4, "num_stages": 3, "enable_fp_fusion": True} and c.schedule["config"] == "rule"
     # 256 query blocks < 2 x 132: the kv axis in 2 spans of 64 tiles; at H 64, 2048 blocks fill the device alone
     assert c.grid == (256, 2) and c.schedule["args"]["tiles_per_split"] == 64
     assert cfg(64, 128).constexprs["BLOCK_Q"] == 4 and cfg(64, 128).grid == (2048, 1)

@@ -8,9 +8,10 @@ import os
 import subprocess
 import sys
 import textwrap
-from importlib.metadata import version
 
 import pytest
+
+from mqa_cli import versions
 import torch
 
 from mqa_cli import dispatch, fastpath, targets
@@ -24,7 +25,6 @@ from mqa_kernels.paged_ws_sm90.tuned import CUDA_TUNED
 
 from mqa_cli.sass_loops import tile_loops
 
-TRITON = version("triton")
 SM90 = targets.TARGETS["sm90"]
 
 
@@ -32,7 +32,7 @@ def shape(B=8, T=2, H=64, D=128, bs=64, L=8192):
     return dispatch.Shape("paged", B * T, L, H, D, False, batch=B, next_n=T, block_size=bs)
 
 
-@pytest.mark.skipif(not TRITON.startswith("3.6."), reason="the Gluon rows need triton 3.6")
+@pytest.mark.skipif(not versions.holds("gluon_hopper"), reason=versions.FACTS["gluon_hopper"].required())
 @pytest.mark.parametrize("kw, row", [
     ({}, "paged_ws_sm90"),
     ({"T": 4}, "paged_ws_sm90"),  # 4 x 64 = N 256
@@ -196,7 +196,7 @@ COMPILE = textwrap.dedent(r'''
 ''')
 
 
-@pytest.mark.skipif(not TRITON.startswith("3.6."), reason="the kernel is written against triton 3.6's Gluon API")
+@pytest.mark.skipif(not versions.holds("gluon_hopper"), reason=versions.FACTS["gluon_hopper"].required())
 @pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe, wg, lanes, mma, ahead, ptx", [
     (1, 64, 128, 0, 0, 0, 0, 1, 0, 0, 1, 0), (2, 64, 128, 1, 1, 1, 1, 1, 0, 0, 1, 0),
     (4, 64, 128, 1, 0, 0, 0, 2, 0, 0, 1, 0), (2, 32, 64, 0, 1, 1, 0, 1, 0, 0, 1, 0),
@@ -391,7 +391,7 @@ def test_wg_loaders_gives_each_math_warpgroup_its_own_producer_warp():
     assert paged_ws_sm90_config(**kw).constexprs["LOADERS"] == g  # the table's choice
 
 
-@pytest.mark.skipif(not TRITON.startswith("3.6."), reason="the kernel is written against triton 3.6's Gluon API")
+@pytest.mark.skipif(not versions.holds("gluon_hopper"), reason=versions.FACTS["gluon_hopper"].required())
 def test_phase_stamps_are_a_separate_build_and_the_table_build_reads_no_clock():
     """STAMPS (a diagnostic build) reads the SM's clock at each phase of a program; the build the table picks
     must not: its SASS holds no clock or timer read."""
@@ -406,7 +406,7 @@ def test_phase_stamps_are_a_separate_build_and_the_table_build_reads_no_clock():
     assert stamped.stdout.count("SR_CLOCKLO") >= 11 and stamped.stdout.count("SR_GLOBALTIMERLO") == 2
 
 
-@pytest.mark.skipif(not TRITON.startswith("3.6."), reason="the kernel is written against triton 3.6's Gluon API")
+@pytest.mark.skipif(not versions.holds("gluon_hopper"), reason=versions.FACTS["gluon_hopper"].required())
 def test_split_inside_moves_only_the_computed_split():
     """SPLIT_INSIDE (the small class's default with one math warpgroup) makes each partition compute its range after
     warp_specialize; a given schedule is read as before: with SELF_SCHEDULE off the two builds are the same code."""

@@ -7,12 +7,12 @@ import os
 import subprocess
 import sys
 import textwrap
-from importlib.metadata import version
 
 import pytest
 import torch
 
 from mqa_cli import topk as T
+from mqa_cli import versions
 from mqa_cli.paged_problem import PagedSpec
 from mqa_cli.paged_reference import reference_paged
 from mqa_cli.paged_tensors import random_paged
@@ -448,7 +448,8 @@ COMPILE = textwrap.dedent(r'''
 ''')
 
 
-@pytest.mark.skipif(not version("triton").startswith("3.6."), reason="signed for triton 3.6")
+@pytest.mark.versions
+@pytest.mark.skipif(not versions.holds("triton_kernels"), reason=versions.FACTS["triton_kernels"].required())
 def test_kernels_compile_for_sm90():
     """Both kernels (persistent rows; split with its atomic count-in and L2-only merge reads; aligned reads)
     compile for sm90 on the CPU, named after their config keys (a subprocess: the suite runs the interpreter)."""

@@ -33,17 +33,20 @@ DIMS = (64, 128, 256)
 
 
 def tuned_entry(heads: int, dim: int) -> dict | None:
-    """The sweep's entry for (heads, dim) (tuned.py), None where no sweep chose this kernel for the shape."""
+    """The sweep's entry for (heads, dim) (tuned.py, or the installed triton's in tuned_by_triton.py), None where no
+    sweep chose this kernel for the shape."""
+    from ..tuned_by_triton import table
     from .tuned import CUDA_TUNED
 
-    return CUDA_TUNED.get((heads, dim))
+    return table("gluon_ws_sm90", CUDA_TUNED).get((heads, dim))
 
 
 def tuned_shapes() -> list[tuple[int, int]]:
     """The (heads, dim) shapes the sweeps measured this kernel ahead on: the shapes dispatch gives it."""
+    from ..tuned_by_triton import table
     from .tuned import CUDA_TUNED
 
-    return sorted(CUDA_TUNED)
+    return sorted(table("gluon_ws_sm90", CUDA_TUNED))
 
 
 def _overridden(entry: dict, override: dict, heads: int) -> dict:

@@ -83,6 +83,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.language.core import _aggregate as aggregate
 
+from .. import gluon_compat as compat
 from ..config import INT32_MAX as _INT32_MAX
 from ..config import NEG_INF_FILL as _NEG_INF_FILL
 from ..naming import make_kernel_repr
@@ -332,26 +333,67 @@ def _my_rounds(n_items):
 
 
 @gluon.jit
-def _head_sum(x, t):
-    """[BLOCK_KV, BLOCK_Q * H] (wgmma accumulator layout) -> [BLOCK_KV, BLOCK_Q]: the sum over heads.
+def fma_chain(acc, x, w, K: gl.constexpr, FIRST: gl.constexpr):
+    """acc + sum_k x[..., k] * w[..., k] over the last axis (K, a power of two >= 2) of x and w, as K dependent FMAs
+    (FIRST: the chain starts with a multiply and acc is not read); the Gluon twin of mqa_kernels.epilogue.fma_chain.
+
+    Written out so that it stays one FMA chain whatever order triton reduces in: since triton 3.8 a reduction adds a
+    thread's values as a tree, whose inner adds cannot take a multiply (a tree of H products costs H/2 FMUL + H/2 FFMA
+    + H/2 FADD where the chain costs 1 FMUL + H - 1 FFMA). The last axis must be one thread's registers (the callers
+    lay it out so): each split is then a renaming, no data moves. Order: even k, then odd, at each level."""
+    if K == 2:
+        x0, x1 = gl.split(x)
+        w0, w1 = gl.split(w)
+        if FIRST:
+            acc = x0 * w0
+        else:
+            acc = gl.fma(x0, w0, acc)
+        return gl.fma(x1, w1, acc)
+    else:
+        x0, x1 = gl.split(gl.reshape(x, x.shape[:-1] + [K // 2, 2]))
+        w0, w1 = gl.split(gl.reshape(w, w.shape[:-1] + [K // 2, 2]))
+        acc = fma_chain(acc, x0, w0, K // 2, FIRST)
+        return fma_chain(acc, x1, w1, K // 2, False)
+
+
+@gluon.jit
+def quad_head_sum(x, w, KV: gl.constexpr, ROWS: gl.constexpr, H: gl.constexpr):
+    """sum_h x * w over query-major columns (n = row * H + head, H >= 8) of a wgmma accumulator [KV, ROWS * H], where
+    lane t of a quad holds columns 8j + 2t + {0, 1}: a row's heads h = 8j + 2t + e, H / 4 of them in each lane. The
+    lane's share is one FMA chain (fma_chain), then the quad's 4 partial sums are added by two shuffle rounds."""
+    # [kv, row, j, t, e] -> [kv, row, t, (j, e)]: each lane's heads of a row on the last axis
+    xs = gl.reshape(gl.permute(gl.reshape(x, [KV, ROWS, H // 8, 4, 2]), (0, 1, 3, 2, 4)), [KV, ROWS, 4, H // 4])
+    ws = gl.reshape(gl.permute(gl.reshape(w, [KV, ROWS, H // 8, 4, 2]), (0, 1, 3, 2, 4)), [KV, ROWS, 4, H // 4])
+    return gl.sum(fma_chain(0.0, xs, ws, H // 4, True), axis=2)
+
+
+@gluon.jit
+def _head_sum(x, w, t):
+    """[BLOCK_KV, BLOCK_Q * H] (wgmma accumulator layout) -> [BLOCK_KV, BLOCK_Q]: sum over heads of x * w (x the
+    relu'd scores, w the weights broadcast to x's shape), as FMA chains (fma_chain).
 
     The accumulator gives lane t of each quad the columns 8j + 2t + {0, 1}. In query-major column order
-    (n = q * H + h) a query row's heads are spread over the 4 lanes: an in-thread sum, then two shuffle rounds
-    for each of the thread's 2 x BLOCK_Q sums, and every logit ends up in 4 lanes. With Q_IN_LANES the q tile is
-    loaded so that column n holds query row (n // 2) % BLOCK_Q and head 2 (n // (2 BLOCK_Q)) + n % 2: lane t then
-    holds every head of query rows t, t + 4, ..., and the head sum is in-thread only (no shuffle), each lane
-    ending with its own rows."""
+    (n = q * H + h) a query row's heads are spread over the 4 lanes: an in-thread chain, then two shuffle rounds
+    for each of the thread's 2 x BLOCK_Q sums, and every logit ends up in 4 lanes (quad_head_sum). With Q_IN_LANES
+    the q tile is loaded so that column n holds query row (n // 2) % BLOCK_Q and head 2 (n // (2 BLOCK_Q)) + n % 2:
+    lane t then holds every head of query rows t, t + 4, ..., and the head sum is in-thread only (no shuffle), each
+    lane ending with its own rows."""
     if t.Q_IN_LANES:
         # column n = (head pair j, query row r, head parity e) in that order; r = 4 rq + lane, so rq and e are
-        # register bits and lane t of a quad holds every head of rows t, t + 4, ... (BLOCK_Q a multiple of 4)
-        y = gl.reshape(x, [t.BLOCK_KV, t.H // 2, t.BLOCK_Q // 4, 4, 2])  # [kv, j, rq, lane in quad, e]
-        # one axis of the H in-thread values, so the sum is one chain of FMAs with the weights (not a tree)
-        y = gl.reshape(gl.permute(y, (0, 2, 3, 1, 4)), [t.BLOCK_KV, t.BLOCK_Q, t.H])
+        # register bits and lane t of a quad holds every head of rows t, t + 4, ... (BLOCK_Q a multiple of 4):
+        # [kv, j, rq, lane in quad, e] -> [kv, rq, lane, j, e], the H in-thread values of a logit on one axis
+        xs = gl.reshape(gl.permute(gl.reshape(x, [t.BLOCK_KV, t.H // 2, t.BLOCK_Q // 4, 4, 2]), (0, 2, 3, 1, 4)),
+                        [t.BLOCK_KV, t.BLOCK_Q, t.H])
+        ws = gl.reshape(gl.permute(gl.reshape(w, [t.BLOCK_KV, t.H // 2, t.BLOCK_Q // 4, 4, 2]), (0, 2, 3, 1, 4)),
+                        [t.BLOCK_KV, t.BLOCK_Q, t.H])
         if t.CHAINS > 1:  # CHAINS independent chains of H / CHAINS FMAs per logit, then their sum: less latency
-            y = gl.sum(gl.reshape(y, [t.BLOCK_KV, t.BLOCK_Q, t.CHAINS, t.H // t.CHAINS]), axis=3)
-        return gl.sum(y, axis=2)
+            xs = gl.reshape(xs, [t.BLOCK_KV, t.BLOCK_Q, t.CHAINS, t.H // t.CHAINS])
+            ws = gl.reshape(ws, [t.BLOCK_KV, t.BLOCK_Q, t.CHAINS, t.H // t.CHAINS])
+            return gl.sum(fma_chain(0.0, xs, ws, t.H // t.CHAINS, True), axis=2)
+        else:  # (an else, not a fall-through: the JIT compiles the code after a taken static if's return too)
+            return fma_chain(0.0, xs, ws, t.H, True)
     else:
-        return gl.sum(gl.reshape(x, [t.BLOCK_KV, t.BLOCK_Q, t.H]), axis=2)
+        return quad_head_sum(x, w, t.BLOCK_KV, t.BLOCK_Q, t.H)
 
 
 TURN_BAR = gl.constexpr(14)  # PINGPONG 2: named barriers 14, 15 (triton's own: 0 and 1, then one per partition)
@@ -382,7 +424,7 @@ def _math_partition(p, t, kv, q, turn, osm, out_desc, WG: gl.constexpr):
     mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, BQH, 32])
     acc = gl.zeros([BLOCK_KV, BQH], gl.float32, layout=mma_layout)
-    red_layout: gl.constexpr = _head_sum(acc, t).type.layout
+    red_layout: gl.constexpr = _head_sum(acc, acc, t).type.layout
     cols = gl.arange(0, BQH, layout=gl.SliceLayout(0, mma_layout))
     offs_q = gl.arange(0, BLOCK_Q, layout=gl.SliceLayout(0, red_layout))
     offs_kv = gl.arange(0, BLOCK_KV, layout=gl.SliceLayout(1, red_layout))
@@ -520,8 +562,8 @@ def _tile_out(p, t, acc, start, scale, tile, offs_kv, rs, osm, out_desc, WG: gl.
     """The fp32 epilogue of one tile: relu, x weight, head sum, x kv scale, the -inf mask on a boundary tile, and the
     store (per thread, or through shared memory and TMA: buffer `tile` % 2 of the warpgroup)."""
     out_ty: gl.constexpr = p.out_ptr.dtype.element_ty
-    x = gl.maximum(acc, 0.0) * rs.w2
-    logits = _head_sum(x, t)  # [BLOCK_KV, BLOCK_Q]
+    x, w = gl.broadcast(gl.maximum(acc, 0.0), rs.w2)
+    logits = _head_sum(x, w, t)  # [BLOCK_KV, BLOCK_Q]
     logits = logits * gl.expand_dims(scale, 1)
     rows2 = gl.expand_dims(start + offs_kv, 1)
     if t.COMPRESSED:
@@ -554,11 +596,11 @@ def _tma_store_tile(logits, buf, out_desc, row0, col0):
     flight, and the warpgroup's barrier tells the rest that this buffer is free; a second barrier puts every
     thread's part of the tile in shared memory before the copy is issued."""
     tma.store_wait(1)
-    gl.thread_barrier()
+    compat.barrier()
     buf.store(gl.permute(logits, (1, 0)))
     fence_async_shared()
-    gl.thread_barrier()
-    tma.async_copy_shared_to_global(out_desc, [row0, col0], buf)
+    compat.barrier()
+    compat.async_store(out_desc, [row0, col0], buf)
 
 
 @gluon.jit
@@ -592,11 +634,11 @@ def _load_item(p, t, kv, q0_ring, q1_ring, q_desc, kv_desc, it, c, i):
     qph = ((i // 2) & 1) ^ 1
     mbarrier.wait(q0_ring.empty.index(qs), qph)
     mbarrier.expect(q0_ring.full.index(qs), q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, _q_coord(q0, t), q0_ring.full.index(qs), q0_ring.smem.index(qs))
+    compat.async_load(q_desc, _q_coord(q0, t), q0_ring.full.index(qs), q0_ring.smem.index(qs))
     if t.Q_GROUPS == 2:
         mbarrier.wait(q1_ring.empty.index(qs), qph)
         mbarrier.expect(q1_ring.full.index(qs), q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, _q_coord(q0 + BLOCK_Q, t), q1_ring.full.index(qs),
+        compat.async_load(q_desc, _q_coord(q0 + BLOCK_Q, t), q1_ring.full.index(qs),
                                         q1_ring.smem.index(qs))
     for tt in range(it.count):
         s = c % STAGES
@@ -604,7 +646,7 @@ def _load_item(p, t, kv, q0_ring, q1_ring, q_desc, kv_desc, it, c, i):
         mbarrier.wait(kv.empty.index(s), ((c // STAGES) & 1) ^ 1)
         mbarrier.expect(kv.full.index(s), t.KV_GROUPS * kv_desc.block_type.nbytes)
         for g in gl.static_range(t.KV_GROUPS):  # a block past N reads as zeros (its logits are not stored)
-            tma.async_copy_global_to_shared(kv_desc, [(it.lo + tt) * t.KV_TILE + g * BLOCK_KV, 0], kv.full.index(s),
+            compat.async_load(kv_desc, [(it.lo + tt) * t.KV_TILE + g * BLOCK_KV, 0], kv.full.index(s),
                                             kv.smem.index(s * t.KV_GROUPS + g))
         c += 1
     i += 1

@@ -14,6 +14,7 @@ parts of MMA_N / H rows, one wgmma each (two accumulators of MMA_N columns in fl
 from __future__ import annotations
 
 from ..config import KernelConfig, cdiv, pow2_ceil
+from ..tuned_by_triton import table
 from . import KEYS
 from .tuned import CUDA_TUNED
 
@@ -94,9 +95,10 @@ def table_key(next_n: int, heads: int) -> int:
 def table_entry(next_n: int, heads: int, size_class: str) -> dict:
     """The sweep's choice for this shape: by the live columns next_n x H (next_n 3 and 4 differ: 3 runs best in
     parts of one row), else by the wgmma's padded N = NP x H (a head count the sweep did not run)."""
+    tuned = table("paged_ws_sm90", CUDA_TUNED)  # (the installed triton's entries over tuned.py's)
     for key in (table_key(next_n, heads), padded_rows(next_n, heads) * heads):
-        if key in CUDA_TUNED:
-            return CUDA_TUNED[key].get(size_class, {})
+        if key in tuned:
+            return tuned[key].get(size_class, {})
     return {}
 
 

@@ -61,13 +61,13 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
-    tma,
     warpgroup_mma,
     warpgroup_mma_wait,
 )
 from triton.language.core import _aggregate as aggregate
 
-from ..gluon_ws_sm90.kernel import Scalar, _release_slot, _ring, _scalar, _wait_slot
+from .. import gluon_compat as compat
+from ..gluon_ws_sm90.kernel import Scalar, _release_slot, _ring, _scalar, _wait_slot, fma_chain, quad_head_sum
 from ..naming import make_kernel_repr
 from . import KEYS
 
@@ -405,9 +405,12 @@ def _through_shared(a, b, c, d):
     shared-memory address, which the compiler knows to be the same for the whole warp, so the blocks, slots and
     descriptors derived from them stay in uniform registers. Straight from the warp shuffles they do not, and the
     decode loop grew by R2UR moves and warp syncs (sm90 PIPE loop 637 -> 689 instructions, next_n 2 up to 12 %
-    slower on the H200). One barrier pair instead of the 13 barriers the split took when spread over the warps."""
+    slower on the H200). One barrier pair instead of the 13 barriers the split took when spread over the warps.
+    One element a warp (its lanes hold copies): with 32 a warp, triton 3.8 and 3.9 finish the reduction with warp
+    shuffles and the values leave uniform registers again (the PIPE loop 630 -> 677 instructions on 3.8, its wgmmas
+    serialised: ptxas C7518); so, every release reads them back from shared memory (docs/CODEGEN.md)."""
     lay: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
-    z = gl.zeros([32 * gl.num_warps()], gl.int32, layout=lay)
+    z = gl.zeros([gl.num_warps()], gl.int32, layout=lay)
     return gl.reduce((z + a, z + b, z + c, z + d), 0, _max4)
 
 
@@ -442,14 +445,14 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
                 mbarrier.wait(q.empty.index(qs), ((i // 2) & 1) ^ 1)
                 if s.LANES:  # the [H / R, B * next_n, R, D] view: draft rows b * next_n ..
                     mbarrier.expect(q.full.index(qs), q_desc.block_type.nbytes)
-                    tma.async_copy_global_to_shared(q_desc, [0, b * s.NEXT_N, 0, 0], q.full.index(qs),
+                    compat.async_load(q_desc, [0, b * s.NEXT_N, 0, 0], q.full.index(qs),
                                                     q.smem.index(qs))
                 else:  # one box of NP * H rows, or (MMA_N) one of MMA_N rows per part, into buffers qs * PARTS + j
                     PARTS: gl.constexpr = _parts(s)
                     QBOX: gl.constexpr = q_desc.block_type.shape[0]
                     mbarrier.expect(q.full.index(qs), PARTS * q_desc.block_type.nbytes)
                     for part in gl.static_range(PARTS):
-                        tma.async_copy_global_to_shared(q_desc, [b * (s.NEXT_N * s.H) + part * QBOX, 0],
+                        compat.async_load(q_desc, [b * (s.NEXT_N * s.H) + part * QBOX, 0],
                                                         q.full.index(qs), q.smem.index(qs * PARTS + part))
                 i += 1
             n = (u1 - u0 + s.SUBS - 1) // s.SUBS  # this program's blocks of the segment
@@ -470,9 +473,9 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
                     st, ph = _slot(c + k0 + (j0 + j) * STEP, s)
                     mbarrier.wait(kv.empty.index(st), ph ^ 1)
                     mbarrier.expect(kv.full.index(st), kv_desc.block_type.nbytes + sc_desc.block_type.nbytes)
-                    tma.async_copy_global_to_shared(kv_desc, [blk * p.rows_per_block, 0], kv.full.index(st),
+                    compat.async_load(kv_desc, [blk * p.rows_per_block, 0], kv.full.index(st),
                                                     kv.smem.index(st))
-                    tma.async_copy_global_to_shared(sc_desc, [blk, 0], kv.full.index(st), sc_smem.index(st))
+                    compat.async_load(sc_desc, [blk, 0], kv.full.index(st), sc_smem.index(st))
                     if s.STAMPS:
                         if c + k0 + (j0 + j) * STEP == 0:
                             _stamp(p, 5, 0)
@@ -499,27 +502,32 @@ def _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout: gl.constexpr):
 
 
 @gluon.jit
-def _head_sum(x, s):
-    """[BS, NP * H] (wgmma accumulator layout, lane t of a quad holding columns 8j + 2t + {0, 1}) -> [BS, NP].
+def _head_sum(x, w, s):
+    """[BS, NP * H] (wgmma accumulator layout, lane t of a quad holding columns 8j + 2t + {0, 1}) -> [BS, NP]: the
+    sum over heads of x * w (x the relu'd scores, w the weights broadcast to x's shape), each lane's share as one FMA
+    chain (fma_chain: it stays one whatever order triton reduces in).
 
     Row-major columns (n = row * H + head) spread each draft row's heads over the 4 lanes: two shuffle rounds per
-    sum. With LANES the q block is loaded (host: the [H / R, B * next_n, R, D] view, R = 8 / NP) so that column n
-    holds draft row (n % 8) // R and head (n // 8) * R + n % R: at NP 4 each lane holds every head of its own row
-    (no shuffle), at NP 2 a row's heads are in 2 lanes (one round)."""
+    sum (quad_head_sum). With LANES the q block is loaded (host: the [H / R, B * next_n, R, D] view, R = 8 / NP) so
+    that column n holds draft row (n % 8) // R and head (n // 8) * R + n % R: at NP 4 each lane holds every head of
+    its own row (no shuffle), at NP 2 a row's heads are in 2 lanes (one round)."""
     if s.LANES:
         R: gl.constexpr = 8 // s.NP
-        y = gl.reshape(x, [s.BS, (s.NP * s.H) // 8, s.NP, R])  # [kv, j, row, c]
-        y = gl.reshape(gl.permute(y, (0, 2, 1, 3)), [s.BS, s.NP, s.H])
-        return gl.sum(y, axis=2)
+        L: gl.constexpr = R // 2  # lanes sharing a row: c = n % R = 2 (lane bit) + e
+        J: gl.constexpr = (s.NP * s.H) // 8
+        # [kv, j, row, lane bit, e] -> [kv, row, lane bit, (j, e)]: each lane's heads of a row on the last axis
+        xs = gl.reshape(gl.permute(gl.reshape(x, [s.BS, J, s.NP, L, 2]), (0, 2, 3, 1, 4)), [s.BS, s.NP, L, 2 * J])
+        ws = gl.reshape(gl.permute(gl.reshape(w, [s.BS, J, s.NP, L, 2]), (0, 2, 3, 1, 4)), [s.BS, s.NP, L, 2 * J])
+        return gl.sum(fma_chain(0.0, xs, ws, 2 * J, True), axis=2)
     else:
-        return gl.sum(gl.reshape(x, [s.BS, s.NP, s.H]), axis=2)
+        return quad_head_sum(x, w, s.BS, s.NP, s.H)
 
 
 @gluon.jit
 def _store_block(p, s, acc, w2, sc, u, offs_k, ends2, out_rows, t_ok, seg_hi):
     """relu, x weight, head sum, x kv scale, -inf past each row's end (CLEAN), store [BS, NP] of block u."""
-    x = gl.maximum(acc, 0.0) * w2
-    lg = _head_sum(x, s) * gl.expand_dims(sc, 1)
+    x, w = gl.broadcast(gl.maximum(acc, 0.0), w2)
+    lg = _head_sum(x, w, s) * gl.expand_dims(sc, 1)
     k2 = gl.expand_dims(u * s.BS + offs_k, 1)
     if s.CLEAN:
         lg = gl.where(k2 < ends2, lg, float("-inf"))
@@ -564,7 +572,7 @@ def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0,
                s.FULL_AT, s.EMPTY_AT, s.LOADERS)
     mma2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, MN, 32])
     acc2 = gl.zeros([BS, MN], gl.float32, layout=mma2)
-    red2: gl.constexpr = _head_sum(acc2, s2).type.layout
+    red2: gl.constexpr = _head_sum(acc2, acc2, s2).type.layout
     cols2 = gl.arange(0, MN, layout=gl.SliceLayout(0, mma2))
     offs_t2 = gl.arange(0, PR, layout=gl.SliceLayout(0, red2))
     offs_k2 = gl.arange(0, BS, layout=gl.SliceLayout(1, red2))
@@ -616,7 +624,7 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
         mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                              instr_shape=[16, NPH, 32])
         acc = gl.zeros([BS, NPH], gl.float32, layout=mma_layout)
-        red_layout: gl.constexpr = _head_sum(acc, s).type.layout
+        red_layout: gl.constexpr = _head_sum(acc, acc, s).type.layout
         t_layout: gl.constexpr = gl.SliceLayout(0, red_layout)
         k_layout: gl.constexpr = gl.SliceLayout(1, red_layout)
         cols = gl.arange(0, NPH, layout=gl.SliceLayout(0, mma_layout))

@@ -6,6 +6,7 @@ and timed on the H200); any other shape, and every other backend, takes the rule
 from __future__ import annotations
 
 from ..config import KernelConfig, backend_options, cdiv, pow2_ceil
+from ..tuned_by_triton import table
 from . import KEYS
 from .tuned import CUDA_TUNED
 
@@ -49,7 +50,7 @@ def tiled_config(*, heads: int, dim: int, S: int, N: int, clean: bool, compresse
 
     A tuned.py entry (CUDA, unless use_table is False) and then `override` (sweeps) replace any of OVERRIDE_KEYS;
     BLOCK_Q still shrinks to a short problem's rows, and SPLIT_TILES only ever splits further than the rule."""
-    tuned = CUDA_TUNED.get((heads, dim), {}) if (backend == "cuda" and use_table) else {}
+    tuned = table("tiled", CUDA_TUNED).get((heads, dim), {}) if (backend == "cuda" and use_table) else {}
     choice = {**tuned, **(override or {})}
     check_override(heads, choice)
     block_q = max(1, min(choice.get("BLOCK_Q", 256 // heads), pow2_ceil(S)))

@@ -16,7 +16,7 @@ logit lives in one thread. It matters at small H, where a tile holds many rows (
 import triton
 import triton.language as tl
 
-from ..epilogue import fill_neg_inf, store_tile, weighted_head_sum
+from ..epilogue import fill_neg_inf, head_major_sum, store_tile, weighted_head_sum
 from ..naming import make_kernel_repr
 from ..prologue import block_queries, block_windows
 from . import KEYS
@@ -102,8 +102,7 @@ def mqa_logits_tiled(
                      mask=kv_ok[:, None], other=0.0)
         scale = tl.load(kv_scale_ptr + kv_rows * stride_scale, mask=kv_ok, other=0.0)
         if HEAD_MAJOR:
-            x = tl.maximum(tl.dot(kv, q_t), 0.0) * w[None, :]
-            logits = tl.sum(tl.reshape(x, (BLOCK_KV, H, BLOCK_Q)), axis=1) * scale[:, None]
+            logits = head_major_sum(tl.dot(kv, q_t), w, scale, BLOCK_KV, BLOCK_Q, H)
         else:
             logits = weighted_head_sum(tl.dot(kv, q_t), w, scale, BLOCK_KV, BLOCK_Q, H)
         if COMPRESSED:

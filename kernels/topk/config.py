@@ -100,9 +100,10 @@ def tuned(kind: str, cols: int, backend: str) -> dict:
     """The measured config for this regime and row length (tuned.py), over DEFAULTS; CUDA only."""
     out = dict(DEFAULTS[kind])
     if backend == "cuda":
+        from ..tuned_by_triton import table
         from .tuned import CUDA_TUNED
 
-        out.update(_bucket_entry(CUDA_TUNED.get(kind, {}), cols) or {})
+        out.update(_bucket_entry(table("topk", CUDA_TUNED).get(kind, {}), cols) or {})
     return out
 
 
