@@ -47,7 +47,8 @@ class Shape:
     @property
     def out_elements(self) -> int:
         """Elements of the output buffer (rows x padded columns), before compression."""
-        return self.S * (-(-self.N // 128) * 128)
+        align = 512 if self.bf16 else 256  # 1024-byte rows, as the launcher pads them (mqa_cli.launch.ROW_BYTES)
+        return self.S * (-(-self.N // align) * align)
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,8 @@ def memory_dict(c: Counts, shape, max_seqlen_k: int = 0, topk: dict | None = Non
     top-k the bounded plan instead of the logits (mqa_cli.topk.topk_memory)."""
     cols = max_seqlen_k if shape.compressed and max_seqlen_k else c.N
     esz = 2 if shape.bf16 else 4
-    logits = c.S * (-(-cols // 128) * 128) * esz
+    align = 1024 // esz  # rows padded to 1024 bytes, as the launcher pads them (mqa_cli.launch.ROW_BYTES)
+    logits = c.S * (-(-cols // align) * align) * esz
     inputs = c.bytes - 4 * (c.S * c.N if c.clean_logits else c.live)  # Counts' bytes hold one fp32 output
     out = {"inputs_bytes": inputs, "logits_bytes": logits, "total_bytes": inputs + logits}
     if topk is not None:
