@@ -205,7 +205,7 @@ def test_value_checks_run_on_a_hit_when_asked(fake_gpu, monkeypatch):
     _call_paged(t)  # recorded
     seen = []
     real = api.validate_paged_values
-    monkeypatch.setattr(api, "validate_paged_values", lambda x: (seen.append(x), real(x)))
+    monkeypatch.setattr(api, "validate_paged_values", lambda x, *a: (seen.append(x), real(x, *a)))
     _call_paged(t)
     assert seen == [] and len(fake_gpu.launches) == 1  # not asked: no data read
     monkeypatch.setenv("MQA_LOGITS_CHECK", "1")

@@ -415,13 +415,6 @@ def _through_shared(a, b, c, d):
 
 
 @gluon.jit
-def _block_ids(p, row, col0, rel, ok):
-    """Block-table ids of row's columns col0 + rel; 0 where not ok or past the row's table_cols entries (ids out of
-    range are left to the TMA unit's bounds: see the module docstring)."""
-    return gl.load(row + rel, mask=ok & (col0 + rel < p.table_cols), other=0)
-
-
-@gluon.jit
 def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.constexpr = 0):
     """TMA producer warp L of s.LOADERS: q of each sequence with work here (warp 0), then the cache blocks of the
     math warpgroups it feeds through their rings: every block (one producer), or those of warpgroup L alone (one
@@ -461,13 +454,17 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
                 k0 = (L - c % STEP + STEP) % STEP
             m = gl.maximum(n - k0 + STEP - 1, 0) // STEP
             row = p.table_ptr + b.to(gl.int64) * p.stride_table + u0 + k0 * s.SUBS
-            col0 = u0 + k0 * s.SUBS  # the table column of ids[0]; ids[i] is at col0 + i * STEP * SUBS
-            ids = _block_ids(p, row, col0, offs * (STEP * s.SUBS), offs < m)
+            # ids[i] is the table's column u0 + k0 * SUBS + i * STEP * SUBS: those past the row's table_cols are not
+            # read (0: a context longer than its row covers loads block 0 there; ids out of range are left to the
+            # TMA unit's bounds, see the module docstring). One bound per segment: the loads are the plain ones.
+            GAP: gl.constexpr = STEP * s.SUBS
+            m_in = gl.minimum(m, gl.maximum(p.table_cols - (u0 + k0 * s.SUBS) + (GAP - 1), 0) // GAP)
+            ids = gl.load(row + offs * GAP, mask=offs < m_in, other=0)
             if s.STAMPS:
                 if c == 0:
                     _stamp(p, 4, gl.max(ids, axis=0))
             for j0 in range(0, m, IDS):
-                nxt = _block_ids(p, row, col0, (j0 + IDS + offs) * (STEP * s.SUBS), j0 + IDS + offs < m)
+                nxt = gl.load(row + (j0 + IDS + offs) * GAP, mask=j0 + IDS + offs < m_in, other=0)
                 for j in range(0, gl.minimum(IDS, m - j0)):
                     blk = gl.sum(gl.where(offs == j, ids, 0), axis=0)
                     st, ph = _slot(c + k0 + (j0 + j) * STEP, s)
