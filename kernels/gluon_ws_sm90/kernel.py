@@ -333,6 +333,39 @@ def _my_rounds(n_items):
 
 
 @gluon.jit
+def _halves(x, K: gl.constexpr):
+    """[..., K] -> [..., K / 2, 2]: the first and the second half of the last axis side by side, for split."""
+    y = gl.reshape(x, x.shape[:-1] + [2, K // 2])
+    if len(x.shape) == 2:
+        return gl.permute(y, (0, 2, 1))
+    elif len(x.shape) == 3:
+        return gl.permute(y, (0, 1, 3, 2))
+    else:
+        gl.static_assert(len(x.shape) == 4, "fma_chain takes tensors of rank 2 to 4")
+        return gl.permute(y, (0, 1, 2, 4, 3))
+
+
+@gluon.jit
+def fma_chain_in_order(acc, x, w, K: gl.constexpr, FIRST: gl.constexpr):
+    """fma_chain in the last axis's own order (k = 0, 1, ..., K - 1: its first half, then its second), the order
+    triton 3.6 summed in: where registers are tight (the decode kernel's parts, MMA_N) the accumulator's registers
+    then free in the order the allocator expects (fewer spills on 3.6 than the even-then-odd order)."""
+    if K == 2:
+        x0, x1 = gl.split(x)
+        w0, w1 = gl.split(w)
+        if FIRST:
+            acc = x0 * w0
+        else:
+            acc = gl.fma(x0, w0, acc)
+        return gl.fma(x1, w1, acc)
+    else:
+        x0, x1 = gl.split(_halves(x, K))
+        w0, w1 = gl.split(_halves(w, K))
+        acc = fma_chain_in_order(acc, x0, w0, K // 2, FIRST)
+        return fma_chain_in_order(acc, x1, w1, K // 2, False)
+
+
+@gluon.jit
 def fma_chain(acc, x, w, K: gl.constexpr, FIRST: gl.constexpr):
     """acc + sum_k x[..., k] * w[..., k] over the last axis (K, a power of two >= 2) of x and w, as K dependent FMAs
     (FIRST: the chain starts with a multiply and acc is not read); the Gluon twin of mqa_kernels.epilogue.fma_chain.
@@ -357,14 +390,17 @@ def fma_chain(acc, x, w, K: gl.constexpr, FIRST: gl.constexpr):
 
 
 @gluon.jit
-def quad_head_sum(x, w, KV: gl.constexpr, ROWS: gl.constexpr, H: gl.constexpr):
+def quad_head_sum(x, w, KV: gl.constexpr, ROWS: gl.constexpr, H: gl.constexpr, IN_ORDER: gl.constexpr = False):
     """sum_h x * w over query-major columns (n = row * H + head, H >= 8) of a wgmma accumulator [KV, ROWS * H], where
     lane t of a quad holds columns 8j + 2t + {0, 1}: a row's heads h = 8j + 2t + e, H / 4 of them in each lane. The
     lane's share is one FMA chain (fma_chain), then the quad's 4 partial sums are added by two shuffle rounds."""
     # [kv, row, j, t, e] -> [kv, row, t, (j, e)]: each lane's heads of a row on the last axis
     xs = gl.reshape(gl.permute(gl.reshape(x, [KV, ROWS, H // 8, 4, 2]), (0, 1, 3, 2, 4)), [KV, ROWS, 4, H // 4])
     ws = gl.reshape(gl.permute(gl.reshape(w, [KV, ROWS, H // 8, 4, 2]), (0, 1, 3, 2, 4)), [KV, ROWS, 4, H // 4])
-    return gl.sum(fma_chain(0.0, xs, ws, H // 4, True), axis=2)
+    if IN_ORDER:
+        return gl.sum(fma_chain_in_order(0.0, xs, ws, H // 4, True), axis=2)
+    else:
+        return gl.sum(fma_chain(0.0, xs, ws, H // 4, True), axis=2)
 
 
 @gluon.jit

@@ -67,7 +67,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.language.core import _aggregate as aggregate
 
 from .. import gluon_compat as compat
-from ..gluon_ws_sm90.kernel import Scalar, _release_slot, _ring, _scalar, _wait_slot, fma_chain, quad_head_sum
+from ..gluon_ws_sm90.kernel import Scalar, _release_slot, _ring, _scalar, _wait_slot, fma_chain_in_order, quad_head_sum
 from ..naming import make_kernel_repr
 from . import KEYS
 
@@ -515,9 +515,9 @@ def _head_sum(x, w, s):
         # [kv, j, row, lane bit, e] -> [kv, row, lane bit, (j, e)]: each lane's heads of a row on the last axis
         xs = gl.reshape(gl.permute(gl.reshape(x, [s.BS, J, s.NP, L, 2]), (0, 2, 3, 1, 4)), [s.BS, s.NP, L, 2 * J])
         ws = gl.reshape(gl.permute(gl.reshape(w, [s.BS, J, s.NP, L, 2]), (0, 2, 3, 1, 4)), [s.BS, s.NP, L, 2 * J])
-        return gl.sum(fma_chain(0.0, xs, ws, 2 * J, True), axis=2)
+        return gl.sum(fma_chain_in_order(0.0, xs, ws, 2 * J, True), axis=2)
     else:
-        return quad_head_sum(x, w, s.BS, s.NP, s.H)
+        return quad_head_sum(x, w, s.BS, s.NP, s.H, True)
 
 
 @gluon.jit
