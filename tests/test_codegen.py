@@ -24,9 +24,28 @@ ROOT = Path(__file__).resolve().parents[1]
 TABLES = sorted((ROOT / "tests" / "codegen").glob("triton-*.json"))
 RELEASE = codegen.release(version("triton"))
 
-# Where 3.8 / 3.9 still compile worse than 3.6, and why (the lead's list to clear; an entry no longer needed fails
-# the test, so the list stays true).
-KNOWN: dict = {}
+# Where 3.8 / 3.9 still compile worse than 3.6 ("release case" as mqa_cli.codegen.regressions names it), and why:
+# the list to clear next; an entry that no longer regresses fails the test, so the list stays true.
+_SETMAXNREG = "2 registers saved across the partitions' setmaxnreg (3.8's warp_specialize lowering), outside every loop"
+_PAGED = "kernels/paged/kernel.py (another issue's file) sums heads with tl.sum: a tree on 3.8+ (epilogue.weighted_head_sum chains)"
+_N8 = "next_n 8's parts at 3.8: +2.0 % / 2 spill instructions, not yet looked into"
+_T39 = "triton 3.9 changes codegen beyond the reduction order (R2UR moves, more spills): not yet looked into"
+KNOWN: dict = {
+    "3.8 gluon_ws_sm90 H16 D256": _SETMAXNREG,
+    "3.8 paged H64 D128 next_n 1 large": _PAGED,
+    "3.8 paged H64 D128 next_n 4 large": _PAGED,
+    "3.9 paged H64 D128 next_n 4 large": _PAGED,
+    "3.8 paged_ws_sm90 H64 D128 next_n 8 large": _N8,
+    "3.8 paged_ws_sm90 H64 D128 next_n 8 large, schedule given": _N8,
+    "3.8 paged_ws_sm90 H64 D128 next_n 8 small": _N8,
+    **{f"3.9 {case}": _T39 for case in (
+        "gluon_ws_sm90 H128 D256", "gluon_ws_sm90 H8 D128", "gluon_ws_sm90 H8 D256", "gluon_ws_sm90 H8 D64",
+        *(f"paged_ws_sm90 H64 D128 next_n {n} {size}{given}" for n, size in (
+            (1, "large"), (1, "small"), (2, "large"), (5, "small"), (6, "large"), (6, "small"))
+          for given in ("", ", schedule given")),
+        "paged_ws_sm90 H64 D128 next_n 7 large", "paged_ws_sm90 H64 D128 next_n 7 small",
+        "paged_ws_sm90 H64 D128 next_n 8 small", "topk split 131072")},
+}
 
 
 def _tables() -> dict:
@@ -44,9 +63,10 @@ def test_a_table_for_every_release_the_facts_name():
 
 def test_newer_releases_compile_no_worse_than_3_6():
     bad = codegen.regressions(_tables())
-    known = [b for b in bad if any(b.startswith(k) for k in KNOWN)]
-    assert sorted(set(bad) - set(known)) == [], "\n".join(sorted(set(bad) - set(known)))
-    stale = [k for k in KNOWN if not any(b.startswith(k) for b in bad)]
+    cases = {b.split(": ")[0] for b in bad}
+    unknown = [b for b in bad if b.split(": ")[0] not in KNOWN]
+    assert not unknown, "\n".join(unknown)
+    stale = sorted(set(KNOWN) - cases)
     assert not stale, f"KNOWN lists what no longer regresses: {stale}"
 
 
