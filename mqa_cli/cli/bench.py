@@ -57,8 +57,8 @@ def bench(suite: Suite = None, kernels: Kernels = None, kernel_only: KernelOnly 
     device = targets.device_for(tgt)
     if suite is not None and any(v is not None for k, v in vars(problem).items()
                                  if k not in ("clean_logits", "max_seqlen_k", "logits_dtype", "max_bytes")):
-        raise UserError("give either --suite or problem flags, not both (--clean/--no-clean, --max-seqlen-k and "
-                        "--logits-dtype apply to a suite)")
+        raise UserError("give either --suite or problem flags, not both (--clean/--no-clean, --max-seqlen-k, "
+                        "--logits-dtype and --max-bytes apply to a suite)")
     goal_us = B.read_goals(goals) if goals else {}
     if suite == "indexer":  # logits + top-k (k = 2048) three ways; DeepGEMM's column when it imports here
         from .. import indexer_bench
@@ -73,7 +73,8 @@ def bench(suite: Suite = None, kernels: Kernels = None, kernel_only: KernelOnly 
         for name, prob, ref_us in jobs:
             run_names, skipped = B.runnable_rows(names, prob.shape, tgt) if names != [None] else ([None], [])
             notes += skipped
-            prob.max_bytes = problem.max_bytes if problem.max_bytes is not None else prob.max_bytes
+            if problem.max_bytes is not None:  # a suite's problems take the limit too
+                prob.max_bytes = problem.max_bytes
             prob.check_fits(device)
             t = prob.materialise(device)
             for row in run_names:
