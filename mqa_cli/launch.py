@@ -16,12 +16,7 @@ import torch
 
 from . import interpreter
 from .errors import UserError
-
-# Output row stride: a multiple of 1024 bytes, as DeepGEMM pads (256 fp32 or 512 bf16 elements; one of vLLM's top-k
-# backends needs a 1024-byte row stride, the others stride % 4 == 0); whole kv tiles store without column masks.
-ROW_BYTES = 1024
-ROW_ALIGN = 256  # elements, fp32 (the alignment of a dtype: row_align)
-
+from .problem import ROW_ALIGN, ROW_BYTES, padded_stride  # noqa: F401 (re-exported: the buffer's row padding)
 
 @dataclass
 class LaunchArgs:
@@ -41,10 +36,6 @@ class LaunchArgs:
 def row_align(dtype) -> int:
     """Elements of `dtype` in ROW_BYTES: the output row stride is a multiple of it."""
     return ROW_BYTES // dtype.itemsize
-
-
-def padded_stride(cols: int, align: int = ROW_ALIGN) -> int:
-    return max(align, -(-cols // align) * align)
 
 
 def alloc_logits(S: int, cols: int, device, dtype=torch.float32, align: int | None = None) -> torch.Tensor:

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, replace
 
 from .errors import UserError
-from .problem import Counts, padded_cols
+from .problem import Counts, row_bytes
 
 BLOCK_SIZES = (16, 32, 64)
 KEYS = ("q", "kv_cache", "weights", "context_lens", "block_table", "max_context_len")
@@ -33,7 +33,7 @@ MAX_BATCH = 2 ** 24  # sequences of one decode problem (its logits alone would n
 
 def logits_bytes(rows: int, max_context_len: int, size: int = 4) -> int:
     """Bytes of the row-padded logits buffer [rows, max_context_len] in elements of `size` bytes."""
-    return rows * padded_cols(max_context_len) * size
+    return rows * row_bytes(max_context_len, size)
 
 
 # ----------------------------------------------------------------------------------------------- spec

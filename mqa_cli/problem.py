@@ -189,11 +189,21 @@ def counts(spec: ProblemSpec) -> Counts:
     return Counts(spec.S, spec.N, spec.heads, spec.dim, spec.batch * live_per_sequence(spec), spec.clean_logits)
 
 
-ROW_ALIGN = 128  # the logits buffer's row stride in elements (mqa_cli.launch.ROW_ALIGN, which allocates it)
+# The logits buffer's rows are padded to a multiple of ROW_BYTES, as DeepGEMM pads them (256 fp32 or 512 bf16
+# elements): one of vLLM's top-k backends needs a 1024-byte row stride, and whole kv tiles store without column masks.
+# Kept here, below mqa_cli.launch (which allocates the buffer), so the size checks count what it allocates.
+ROW_BYTES = 1024
+ROW_ALIGN = ROW_BYTES // 4  # elements, fp32
 
 
-def padded_cols(cols: int) -> int:
-    return max(ROW_ALIGN, -(-cols // ROW_ALIGN) * ROW_ALIGN)
+def padded_stride(cols: int, align: int = ROW_ALIGN) -> int:
+    """The row stride of a [*, cols] logits buffer whose rows are padded to `align` elements."""
+    return max(align, -(-cols // align) * align)
+
+
+def row_bytes(cols: int, size: int = 4) -> int:
+    """Bytes of one padded row of a [*, cols] logits buffer of `size`-byte elements."""
+    return padded_stride(cols, ROW_BYTES // size) * size
 
 
 def memory(spec: ProblemSpec, *, cols: int | None = None, logits_size: int = 4, reference_size: int = 0) -> dict:
@@ -203,7 +213,7 @@ def memory(spec: ProblemSpec, *, cols: int | None = None, logits_size: int = 4, 
     S, N, H, D = spec.S, spec.N, spec.heads, spec.dim
     held = S * H * D + N * D + 4 * N + 4 * S * H + 8 * S
     inputs = held + 4 * max(S * H * D, N * D)  # the larger fp32 staging tensor, while it is cast to fp8
-    logits = S * padded_cols(N if cols is None else cols) * logits_size
+    logits = S * row_bytes(N if cols is None else cols, logits_size)
     reference = S * N * reference_size
     return {"inputs": inputs, "logits": logits, "reference": reference, "total": inputs + logits + reference}
 

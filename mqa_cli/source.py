@@ -11,7 +11,7 @@ from .dispatch import Shape
 from .errors import UserError
 from .paged_problem import PagedSpec, counts_from_ends, spec_counts
 from .paged_problem import memory as paged_memory
-from .problem import Counts, ProblemSpec, check_memory, counts, counts_from_windows, padded_cols
+from .problem import Counts, ProblemSpec, check_memory, counts, counts_from_windows, row_bytes
 from .problem import memory as prefill_memory
 
 
@@ -34,7 +34,7 @@ class Problem:
         if self.tensors is not None:
             ins = sum(x.numel() * x.element_size() for x in self.tensors.as_dict().values())
             cols = self.max_seqlen_k or self.shape.N
-            need = {"inputs": ins, "logits": self.shape.S * padded_cols(cols) * esize,
+            need = {"inputs": ins, "logits": self.shape.S * row_bytes(cols, esize),
                     "reference": self.shape.S * self.shape.N * reference_size}
             need["total"] = sum(need.values())
         elif isinstance(self.spec, PagedSpec):

@@ -111,14 +111,18 @@ def test_memory_is_what_the_tools_allocate():
     from mqa_cli.paged_problem import PagedSpec
     from mqa_cli.paged_problem import memory as paged_memory
     from mqa_cli.paged_tensors import random_paged
-    from mqa_cli.problem import ROW_ALIGN, check_memory, memory
+    from mqa_cli.problem import check_memory, memory
     from mqa_cli.tensors import random_prefill
 
-    assert ROW_ALIGN == launch.ROW_ALIGN
+    for seq in (100, 300, 1100):  # under one padded row, between, several
+        spec = ProblemSpec(batch=2, seq=seq, heads=8, dim=64)
+        for dtype in (torch.float32, torch.bfloat16):
+            m = memory(spec, logits_size=dtype.itemsize, reference_size=8)
+            buf = launch.alloc_logits(spec.S, spec.N, "cpu", dtype)
+            assert m["logits"] == buf.untyped_storage().nbytes(), (seq, dtype)
+            assert m["reference"] == spec.S * spec.N * 8
     spec = ProblemSpec(batch=2, seq=100, heads=8, dim=64)
     m = memory(spec, logits_size=2, reference_size=8)
-    buf = launch.alloc_logits(spec.S, spec.N, "cpu", torch.bfloat16)
-    assert m["logits"] == buf.untyped_storage().nbytes() and m["reference"] == spec.S * spec.N * 8
     held = sum(x.numel() * x.element_size() for x in random_prefill(spec).as_dict().values())
     assert held < m["inputs"] <= held + 4 * spec.S * 8 * 64
     ps = PagedSpec(batch=3, next_n=2, context_len=300, heads=8, dim=64, block_size=16)
