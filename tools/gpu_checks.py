@@ -1237,7 +1237,9 @@ def step_badmeta():
         finally:
             timer.cancel()
 
-    for next_n in (1, 2, 4) if GPU else (2,):  # --smoke: one next_n, the interpreter is slow
+    # BADMETA_NEXT_N: the next_n values to run (default 1,2,4; under memcheck one is enough); --smoke: one
+    next_ns = [int(x) for x in os.environ.get("BADMETA_NEXT_N", "1,2,4" if GPU else "2").split(",")]
+    for next_n in next_ns:
         lens = [3000, 0, 700, 64, 1, 2049, 5000, 128] if GPU else [300, 0, 700]
         ctx = [[max(0, c - 3 + t) for t in range(next_n)] for c in lens[:B]]
         p = make_paged(B, next_n, H, D, blk, ctx if next_n > 1 else [c[-1] for c in ctx], 5000 if GPU else 800,

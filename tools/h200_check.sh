@@ -24,6 +24,8 @@
 #             python3 tools/gpu_checks.py STEP (one process each: a lost CUDA context stays in its step);
 #             engines: the engines' call forms as they pass their arguments (DeepGEMM's schedule format too
 #             when the anchor already put deep_gemm in place)
+#   badmeta   python3 tools/gpu_checks.py badmeta: bad schedules and block ids on both decode kernels, never a fault
+#             or a hang; badmetamc: the same under compute-sanitizer memcheck (BADMETA_MC_NEXT_N, default 2)
 #   sanitize  bash tools/gpu_sanitize.sh (memcheck, racecheck, synccheck x every row; racecheck's source lines
 #             counted, the known partition-table pattern told apart)
 #   deepgemm  python3 tools/deepgemm_tests.py: DeepGEMM's own test_attention.py cases against the API;
@@ -127,13 +129,13 @@ SUMMARY=$SLOGS/summary.rows
 
 # per-step cap (s) and the least time worth starting it with
 declare -A CAP=([env]=60 [install]=120 [tests]=200 [verify]=180 [capture]=180 [hostcost]=120 [views]=150
-                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=160 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300 [variants]=200 [ncu]=240 [ncusrc]=200 [engines]=200 [forms]=300 [ab]=400)
+                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=160 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300 [variants]=200 [ncu]=240 [ncusrc]=200 [engines]=200 [badmeta]=200 [badmetamc]=420 [forms]=300 [ab]=400)
 declare -A MIN=([env]=5 [install]=20 [tests]=30 [verify]=30 [capture]=20 [hostcost]=20 [views]=20
-                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60 [variants]=30 [ncu]=40 [ncusrc]=40 [engines]=30 [forms]=60 [ab]=40)
+                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60 [variants]=30 [ncu]=40 [ncusrc]=40 [engines]=30 [badmeta]=30 [badmetamc]=60 [forms]=60 [ab]=40)
 # the line of each step's output that says how it went
 declare -A KEY=([tests]='passed|failed|error' [verify]='passed, [0-9]+ failed' [capture]='^gpu_checks [a-z]+: '
                 [hostcost]='worst eager|^gpu_checks [a-z]+: ' [views]='^gpu_checks [a-z]+: ' [large]='^gpu_checks [a-z]+: '
-                [engines]='^gpu_checks [a-z]+: ' [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [variants]='^variants:' [ncu]='^ncu:' [ncusrc]='^ncusrc:' [forms]='differs|off the|refused|not importable|^\| 1x32768|^\| 128 \| 64K \| 2' [ab]='differs|off the|not importable' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
+                [engines]='^gpu_checks [a-z]+: ' [badmeta]='^gpu_checks [a-z]+: ' [badmetamc]='ERROR SUMMARY|^gpu_checks [a-z]+: ' [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [variants]='^variants:' [ncu]='^ncu:' [ncusrc]='^ncusrc:' [forms]='differs|off the|refused|not importable|^\| 1x32768|^\| 128 \| 64K \| 2' [ab]='differs|off the|not importable' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
 
 left() { echo $((T0 + BUDGET - $(date +%s))); }
 stamp() { echo; echo "=== $* (t=$(($(date +%s) - T0)) s, $(date -u +%H:%M:%S) UTC, $(left) s left)"; }
@@ -203,6 +205,14 @@ EOF
 step_checks() {
   [ "$1" = engines ] && dg_env ready  # DeepGEMM's schedule format, when the anchor already put it in place
   "$PY" tools/gpu_checks.py "$1" ${H200_SMOKE:+--smoke} || return 1
+}
+
+step_badmetamc() {  # the badmeta checks under memcheck: nothing read or written outside the tensors
+  local cs
+  cs=${CS:-$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)}
+  [ -n "$cs" ] || { echo "badmetamc: SKIP (compute-sanitizer not found)"; return 99; }
+  BADMETA_NEXT_N=${BADMETA_MC_NEXT_N:-2} BADMETA_HANG_S=${BADMETA_MC_HANG_S:-240} \
+    "$cs" --tool memcheck --print-limit 20 "$PY" tools/gpu_checks.py badmeta ${H200_SMOKE:+--smoke}
 }
 
 step_sanitize() {
@@ -396,8 +406,9 @@ step_fn() {  # name t -> the command line of the step
     install) echo "do_install" ;;
     tests) echo "step_tests" ;;
     verify) echo "step_verify" ;;
-    capture|hostcost|views|engines|large) echo "step_checks $1" ;;
+    capture|hostcost|views|engines|large|badmeta) echo "step_checks $1" ;;
     sanitize) echo "step_sanitize $2" ;;
+    badmetamc) echo "step_badmetamc" ;;
     deepgemm) echo "step_deepgemm $2" ;;
     bench) echo "step_bench" ;;
     pagedws) echo "$PY tools/tune/paged_ws_experiment.py --check-only" ;;
@@ -448,7 +459,7 @@ run_step() {  # name rest [bg]: time-box it, log it, record a summary row; bg: s
   fi
   STEP_T0=$(date +%s)
   export STEP_T0 T0 BUDGET SLOGS REPO OUT
-  export -f step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify step_variants step_ncu step_ncusrc step_forms step_ab dg_env anchor_kit installed left triton_version
+  export -f step_badmetamc step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify step_variants step_ncu step_ncusrc step_forms step_ab dg_env anchor_kit installed left triton_version
   fn=$(step_fn "$s" "$t")
   if [ -n "$bg" ]; then
     ( timeout -k 10 "$t" bash -c "$fn" >"$SLOGS/$s.txt" 2>&1; echo "$? $(( $(date +%s) - STEP_T0 ))" >"$SLOGS/$s.rc" ) &
