@@ -106,6 +106,10 @@ use_triton() {  # VERSION -> exported PYTHONPATH, TRITON_PTXAS_PATH, TRITON_CACH
       TRITON_PTXAS_PATH=${TRITON_PTXAS_PATH:-$(command -v ptxas || ls /usr/local/cuda*/bin/ptxas 2>/dev/null | head -n1)}
       export TRITON_PTXAS_PATH
     fi
+    if [ ! -x "$dir/triton/backends/nvidia/bin/ptxas-blackwell" ]; then  # 3.9 compiles sm90+ with ptxas-blackwell
+      TRITON_PTXAS_BLACKWELL_PATH=${TRITON_PTXAS_BLACKWELL_PATH:-${TRITON_PTXAS_PATH:-$(command -v ptxas || ls /usr/local/cuda*/bin/ptxas 2>/dev/null | head -n1)}}
+      export TRITON_PTXAS_BLACKWELL_PATH
+    fi
     have=$(triton_version)
     if [ "$have" != "$want" ]; then
       echo "H200_TRITON=$want: python3 imports triton ${have:-none} after unpacking $bundle"; exit 2
@@ -212,7 +216,7 @@ step_badmetamc() {  # the badmeta checks under memcheck: nothing read or written
   cs=${CS:-$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)}
   [ -n "$cs" ] || { echo "badmetamc: SKIP (compute-sanitizer not found)"; return 99; }
   BADMETA_NEXT_N=${BADMETA_MC_NEXT_N:-2} BADMETA_HANG_S=${BADMETA_MC_HANG_S:-240} \
-    "$cs" --tool memcheck --print-limit 20 "$PY" tools/gpu_checks.py badmeta ${H200_SMOKE:+--smoke}
+    "$cs" --tool memcheck --report-api-errors no --print-limit 20 "$PY" tools/gpu_checks.py badmeta ${H200_SMOKE:+--smoke}
 }
 
 step_sanitize() {
