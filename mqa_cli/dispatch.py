@@ -246,9 +246,8 @@ PREFILL_ROWS: list[Row] = [
     Row("gluon_ws_sm90", "warp-specialised Gluon on Hopper: TMA producer warp, two math warpgroups with their own "
         "query rows (wgmma 64 x N 128/256, setmaxnreg 240/24) or three sharing a query block (N 128, 160), each kv "
         "tile loaded once for all, query rows spread over the lanes of a quad (head sum without shuffles), -inf "
-        "filler warp, persistent snake-ordered grid, optional kv splits, optional turns at the tensor cores (PINGPONG "
-        "2: named barriers), optional kv ring waited for and released in PTX (PTX_SLOTS: no warpgroup barrier a "
-        "tile); the (heads, dim) shapes where a sweep measured it ahead (its table, tuned.py, says by how much; "
+        "filler warp, persistent snake-ordered grid, optional kv splits, optional kv ring waited for and released "
+        "in PTX (PTX_SLOTS: no warpgroup barrier a tile); the (heads, dim) shapes where a sweep measured it ahead (its table, tuned.py, says by how much; "
         "docs/PERFORMANCE.md)",
         _gluon_ws_sm90_conditions, _gluon_ws_sm90_config, GLUON_KEYS),
     Row("h64d128_gfx950", "aiter's rule: specialised H64D128 kernel on gfx950 for seq_len >= 4096; "

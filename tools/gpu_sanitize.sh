@@ -178,10 +178,6 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
           echo "$tool|$row|$row H16 D128|--seq 1024 --heads 16 --dim 128" >>"$JOBS"
           # the TMA store with two warpgroups and kv splits (a sweep option there)
           echo "$tool|$row:TMA_STORE=1,kv_splits=2|$row tma_store x2 H8 D128|--seq 1024 --heads 8 --dim 128" >>"$JOBS"
-          # the two warpgroups taking turns by named barriers (PINGPONG 2, a sweep candidate at H 32 and 64), clean
-          # and not
-          echo "$tool|$row:PINGPONG=2|$row PINGPONG 2 H32|--seq 1024 --heads 32 --dim 128" >>"$JOBS"
-          echo "$tool|$row:PINGPONG=2|$row PINGPONG 2 H32 no-clean|--seq 1024 --heads 32 --dim 128 --no-clean-logits" >>"$JOBS"
           # the table's H 64 D 64: PTX_SLOTS, two work items per query block
           echo "$tool|$row|$row H64 D64|--seq 1024 --heads 64 --dim 64" >>"$JOBS"
           # kv slots waited for and released in PTX (PTX_SLOTS): two warpgroups at H 8 D 128, three at H 128

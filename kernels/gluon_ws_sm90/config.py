@@ -27,7 +27,7 @@ def _load():
 
 # the keys a caller may override (`run --kernel gluon_ws_sm90:KEY=V`), mapped onto the table entry's fields
 OVERRIDE_KEYS = ("BLOCK_Q", "STAGES", "Q_IN_LANES", "TMA_STORE", "CHAINS", "Q_GROUPS", "KV_GROUPS", "kv_splits",
-                 "PINGPONG", "TILE_PTR", "PTX_SLOTS")
+                 "PTX_SLOTS")
 HEADS = (8, 16, 32, 64, 128)  # H/2 head pairs per TMA box row, N = BLOCK_Q * H of 128 or 256
 DIMS = (64, 128, 256)
 
@@ -55,8 +55,7 @@ def _overridden(entry: dict, override: dict, heads: int) -> dict:
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(unknown)}; choose from {', '.join(OVERRIDE_KEYS)}")
     fields = {"STAGES": "stages", "Q_IN_LANES": "q_in_lanes", "TMA_STORE": "tma_store", "CHAINS": "chains",
-              "kv_splits": "splits", "PINGPONG": "pingpong", "TILE_PTR": "tile_ptr",
-              "PTX_SLOTS": "ptx_slots"}
+              "kv_splits": "splits", "PTX_SLOTS": "ptx_slots"}
     entry.update({fields[k]: v for k, v in override.items() if k in fields})
     if "BLOCK_Q" in override:
         entry["n"] = int(override["BLOCK_Q"]) * heads
@@ -106,11 +105,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     tiles, so a causal triangle's long rows spread over more programs (N 256 at H 8 makes only 128 query blocks of
     1x8192 for 132 SMs).
 
-    PINGPONG (the table's "pingpong", or the override key): the two math warpgroups issue their wgmmas in turn, 1 by
-    turn mbarriers, 2 by named barriers (no spin, no warpgroup barrier). Side by side on the H200 (layout sweep,
-    2026-12-01): 2 at 0.99 of no turns at H 32 D 128 and 1.02 at H 64 (the 5-6 % once measured at H 32 came from a
-    method that favoured the config timed first); 1 was 2-4 % slower (2026-11-30). The table takes neither.
-    TILE_PTR (the table's "tile_ptr", or the override key; default where BLOCK_Q <= 16 and KV_GROUPS == 1): a
+    TILE_PTR (where BLOCK_Q <= 16 and KV_GROUPS == 1): a
     per-thread store's address is the tile's base pointer (a scalar) plus the work item's loop-invariant int32
     offsets, two instructions where (offsets + start) and its 64-bit extension take three (sm90 tile loop, H 8
     D 128 261 -> 251, H 16 D 64 410 -> 403, H 64 D 128 359 -> 356). At BLOCK_Q 32 the held offsets spill, and
@@ -138,16 +133,11 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     splits = splits or entry.get("splits", 1)
     tma_store = bool(entry.get("tma_store", False) if tma_store is None else tma_store) and not compressed
     chains = int(chains or entry.get("chains", 1))
-    pingpong = int(entry.get("pingpong", 0))
-    tile_ptr = entry.get("tile_ptr")
     ptx_slots = bool(int(entry.get("ptx_slots", False)))
     q_groups, kv_groups = groups
     if (q_groups, kv_groups) not in GROUPS:
         raise ValueError(f"groups must be one of {GROUPS}, got {(q_groups, kv_groups)}")
     math_wg = q_groups * kv_groups
-    if pingpong not in (0, 1, 2) or (pingpong and math_wg != 2):
-        raise ValueError(f"PINGPONG is 0, 1 (turn mbarriers) or 2 (named barriers), between two math warpgroups; "
-                         f"got {pingpong} with {math_wg}")
     # N = 256 for H = 64 with two warpgroups; N = 128 below (H = 32 at N = 256 in query-major order spills: 8
     # query rows of per-row state) and with three (their 160 registers hold a 64 x 128 accumulator).
     n = n or (256 if heads >= 64 and math_wg == 2 else 128)
@@ -164,7 +154,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
                          f"need {smem} bytes of shared memory")
     q_in_lanes = block_q % 4 == 0 if q_in_lanes is None else bool(q_in_lanes)
     per_thread = not (tma_store or compressed)  # the only store TILE_PTR changes
-    tile_ptr = per_thread and ((block_q <= 16 and kv_groups == 1) if tile_ptr is None else bool(int(tile_ptr)))
+    tile_ptr = per_thread and block_q <= 16 and kv_groups == 1
     if chains > 1 and not (q_in_lanes and heads % (2 * chains) == 0):
         raise ValueError(f"chains {chains} needs q_in_lanes and an even number of heads per chain (H {heads})")
     if q_in_lanes and block_q % 4:
@@ -175,7 +165,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     items = cdiv(S, q_groups * block_q) * splits
     programs = max(1, min(items, units or DEFAULT_UNITS))
     constexprs = {"H": heads, "D": dim, "BLOCK_Q": block_q, "BLOCK_KV": block_kv, "STAGES": stages,
-                  "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16), "PINGPONG": pingpong,
+                  "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16),
                   "MATH_REGS": REGS[math_wg]["MATH_REGS"], "SMALL_REGS": SMALL_REGS, "Q_GROUPS": q_groups,
                   "KV_GROUPS": kv_groups, "Q_IN_LANES": q_in_lanes, "TMA_STORE": tma_store,
                   "CHAINS": chains, "TILE_PTR": tile_ptr, "PTX_SLOTS": ptx_slots, "FULL_AT": -1, "EMPTY_AT": -1}
