@@ -158,11 +158,10 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
           # slot waits and releases in PTX (PTX_SLOTS): one part at a time in three warpgroups, and one wgmma
           echo "$tool|$row:PTX_SLOTS=1|$row next_n 7 PTX_SLOTS|${small/--next-n 4/--next-n 7}" >>"$JOBS"
           echo "$tool|$row:PTX_SLOTS=1|$row next_n 2 PTX_SLOTS|${small/--next-n 4/--next-n 2}" >>"$JOBS"
-          # one producer warp per math warpgroup (WG_LOADERS): two warpgroups at next_n 4, four at next_n 2
-          echo "$tool|$row:WG_LOADERS=1|$row next_n 4 WG_LOADERS|$small" >>"$JOBS"
-          echo "$tool|$row:WG_LOADERS=1,MATH_WG=4,STAGES=4,SUBS=1|$row next_n 2 WG_LOADERS 4 wg|${small/--next-n 4/--next-n 2}" >>"$JOBS"
+          # four math warpgroups, one producer warp each (the table's next_n 2 at large batches)
+          echo "$tool|$row:MATH_WG=4,STAGES=4,SUBS=1|$row next_n 2 four warpgroups|${small/--next-n 4/--next-n 2}" >>"$JOBS"
         done
-        for tool in memcheck synccheck; do  # 32768 blocks: the 'large' class (next_n 2: four warpgroups, WG_LOADERS)
+        for tool in memcheck synccheck; do  # 32768 blocks: the 'large' class (next_n 2: four warpgroups, a producer each)
           [[ " $TOOLS " == *" $tool "* ]] || continue
           echo "$tool|$row|$row large n1|$large --next-n 1" >>"$JOBS"
           echo "$tool|$row|$row large n2|$large --next-n 2" >>"$JOBS"

@@ -13,7 +13,7 @@ CUDA_TUNED = {
     },
     128: {
         'small': {'PIPE': True, 'STAGES': 5, 'SUBS': 2},  # st5-sub2-pipe: mean 0.779 of the portable kernel's time, 6 shapes
-        'large': {'MATH_WG': 4, 'STAGES': 4, 'SUBS': 1, 'WG_LOADERS': True},  # st4-sub1-wg4-wgl: mean 0.678 of the portable kernel's time, 3 shapes
+        'large': {'MATH_WG': 4, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg4-wgl (four producer warps): mean 0.678 of the portable kernel's time, 3 shapes
     },
     192: {
         'small': {'MATH_WG': 2, 'MMA_N': 64, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2-mma64: mean 0.652 of the portable kernel's time, 1 shapes
