@@ -21,11 +21,11 @@ leaves through a shared buffer and one TMA store (_tma_store_tile) instead of pe
 a lane's head sum into independent FMA chains.
 Each math warpgroup waits for its own wgmma right away, then runs its fp32 epilogue (relu, x weight, head sum, x
 kv_scale, -inf mask on boundary tiles, store in fp32 or bf16) while the other warpgroup's wgmma runs; each
-instruction of that epilogue still costs the tensor cores about a cycle on the H200 (scripts/overlap_probe.py), so a
+instruction of that epilogue still costs the tensor cores about a cycle on the H200 (docs/DESIGN-NOTES.md), so a
 tile's time is its wgmma plus its loop's length.
-Persistent grid: program p takes work items in snake
-order (p, 2P-1-p, 2P+p, ...) counted from the last query block (the heaviest in causal-like layouts)
-backwards, which evens out each program's sum of work. No CTA-wide barrier in the loop.
+Persistent grid: program p takes work items in snake order (p, 2P-1-p, 2P+p, ...) counted from the last query
+block (the heaviest in causal-like layouts) backwards, which evens out each program's sum of work. No CTA-wide
+barrier in the loop.
 
 Output forms: full (column = kv row; CLEAN writes -inf outside [ks, ke)) and COMPRESSED (column c of row
 i = kv row ks[i] + c for c < min(ke[i], N) - ks[i], at most max_seqlen_k; only those are written, and
@@ -36,37 +36,8 @@ that parity has completed, and on a fresh barrier parity 1 counts as completed (
 So a consumer waiting for the n-th fill of a slot waits parity n & 1, and a producer waiting for the
 slot's (n-1)-th release before its n-th fill waits parity (n & 1) ^ 1 (its first wait passes at once).
 
-Racecheck (`compute-sanitizer --tool racecheck` on the H200 reports a potential RAW hazard, write by thread
-31 at SASS 0x5b40, reads by threads 128 and 256 at 0x190): the word is none of this kernel's buffers but the partition table of Triton's
-gl.warp_specialize lowering, 8 bytes at the end of shared memory (global_smem + 164208 = [UR+0x28170]),
-one state byte per worker warp 4..11. The default warpgroup (all 128 threads store it; 31 is the last) writes
-it and joins named barrier 1; each worker warp waits at barrier 1 in its dispatch loop, then loads its byte
-(128 and 256 are the first readers of its two 4-byte words: warps 4-7 = math warpgroup 1, 8-11 = producer,
-filler, 2 idle). Reproduced on the CPU from the kernel before this move (H 64, CLEAN, S and N not multiples
-of 16, e.g. 300 x 300), whose offsets match the report:
-
-    worker warps:      /*0160*/  BAR.SYNC.DEFER_BLOCKING 0x1 ;
-                       /*0190*/  LDS.U8 R6, [R6+UR11+0x2816c] ;     byte (warp id - 4)
-                       /*01b0*/  @P0 BAR.SYNC.DEFER_BLOCKING 0x1 ;  (idle warp: skip a round)
-    default warpgroup: /*5b40*/  STS.64 [UR7+0x28170], R4 ;         R5:R4 = 0x02010303:00000000
-                       /*5b50*/  BAR.SYNC.DEFER_BLOCKING 0x1 ;
-                       ...
-                       /*8a20*/  STS.64 [UR4+0x28170], R2 ;         0x04040404 x 2: exit
-                       /*8a30*/  BAR.SYNC.DEFER_BLOCKING 0x1 ;
-
-Barrier 1 has no thread count (llvm.nvvm.barrier.cta.sync.all(1)): it waits for all 384 threads of the CTA,
-so the STS.64 happens before every LDS.U8 that reads it, and the exit write (0x8a20) comes after the
-partitions' closing barrier 1 that every worker passed after its read. The order is right and cannot be
-changed from Gluon (the table belongs to Triton's lowering); this kernel keeps it at the same place.
-Why the tool misses it (not confirmed with NVIDIA): the report names only the first write, not the exit
-write that the same barrier orders. Before the first round the two sides reach barrier 1 through different
-instructions (0x5b50 vs 0x0160, beside a predicated pair at 0x01b0) after different barrier histories: the
-default warps alone pass partial barriers `BAR.SYNC 0x0, 0x80` (128 threads, the mbarrier set-up), which a
-tool that takes barrier 0 for __syncthreads counts as CTA-wide, so it does not pair the two sides'
-arrivals at barrier 1. A false positive: the sanitizer check can filter it for this kernel by the table's
-address (shared offset 0x28170, 8 bytes). Seen again on this kernel as moved (H200, 2026-11-30 10:09 UTC,
-1x1024 causal, CLEAN): the table now ends the larger shared allocation, hazards at 0x28574 / 0x28576, write by
-thread 31 at +0x53e0, read by thread 320 (a worker warp) at +0x200: the same pair, the same barrier.
+Racecheck reports one potential hazard, on triton's warp_specialize partition table at the end of shared memory:
+a false positive (barrier 1 orders the table's write before every read; docs/DESIGN-NOTES.md).
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -238,9 +209,7 @@ def _release_slot(ring, st, PTX: gl.constexpr, EMPTY_AT: gl.constexpr):
     """A math warpgroup's release of ring slot st, after its wgmma wait and its reads of the slot: one elected
     thread arrives (triton puts a warpgroup barrier before it, so that all four warps are done), or, PTX, every
     thread arrives by PTX at global_smem + EMPTY_AT + 8 st (the empty count is 128 per consuming warpgroup;
-    mbarrier.arrive releases the thread's own reads). One elected lane a warp arriving for its 32 (count 32,
-    after a warp barrier) measured up to 13 % slower than this on the prefill kernel, never faster (H200, two
-    runs, 2026-12-01)."""
+    mbarrier.arrive releases the thread's own reads)."""
     if PTX:
         gl.inline_asm_elementwise(
             "{ .reg .b32 at; mov.b32 at, global_smem; add.s32 at, at, $1; "

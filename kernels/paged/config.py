@@ -32,12 +32,9 @@ def paged_rows(next_n: int, heads: int) -> tuple[int, int]:
     return rows, padded // rows
 
 
-# H200 (sm90) configs by the dot's N (= next_n x H), in tuned.py: written by scripts/paged_experiment.py
-# --write-table from checked, timed sweeps. What the sweeps showed (2026-11-30, two runs): register prefetch lost
-# 2x to the pipeliner everywhere; SUBS must not pass the CTAs one SM holds (registers: 96 -> 5, 114-122 -> 4,
-# 160 -> 3, 226 -> 2) or the last sub-programs start a wave late; num_stages >= 5 because with the block-table
-# indirection Triton's pipeliner keeps a second tile in flight only from there. N 128: one N = 128 dot on
-# 128-token tiles beat two N = 64 dots (ROWS 1) by 2-8 %. N 256: two N = 128 dots capped at 168 registers.
+# H200 (sm90) configs by the dot's N (= next_n x H), in tuned.py: written by tools/tune/paged_experiment.py
+# --write-table from checked, timed sweeps. SUBS stays within the CTAs one SM holds, and num_stages >= 5 keeps a
+# second tile in flight through the block-table indirection (what the sweeps showed: docs/DESIGN-NOTES.md).
 FALLBACK = {"BLOCK_KV": 64, "num_stages": 5, "SUBS": 2}  # when a tuned ROWS does not fit
 
 

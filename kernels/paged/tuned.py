@@ -1,5 +1,5 @@
 """The H200 (sm90) configs of the paged decode kernel, by the dot's width N = next_n x H: from
-`python3 scripts/paged_experiment.py` on the NVIDIA H200, 2026-11-30, triton 3.6.0 (two runs; every config
+`python3 tools/tune/paged_experiment.py` on the NVIDIA H200, 2026-11-30, triton 3.6.0 (two runs; every config
 checked against the reference before it was timed, CUDA-graph replay). `--write-table` rewrites this file
 from a sweep; the entries below are that sweep's winners (its CSV: paged_sweep.csv under $OUT)."""
 

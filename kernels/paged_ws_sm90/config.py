@@ -58,9 +58,8 @@ def q_rows(next_n: int, heads: int, mma_n: int) -> int:
     return parts(next_n, heads, mma_n) * mma_n
 
 
-# cache blocks (batch x max_context_len / 64) from which a shape counts as "large" (~248 per SM): B 128 C 8K (21K
-# blocks) runs the small class's next_n 2 choice 7 % faster than the large one's (side-by-side sweep, 2026-12-01;
-# the threshold was 16384 before)
+# cache blocks (batch x max_context_len / 64) from which a shape counts as "large" (~248 per SM; B 128 C 8K, 21K
+# blocks, runs the small class's choice faster: docs/DESIGN-NOTES.md)
 LARGE_BLOCKS = 32768
 
 

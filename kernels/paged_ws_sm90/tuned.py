@@ -1,6 +1,6 @@
 """The H200 (sm90) choices of the Gluon paged decode kernel, by live columns next_n x H (H 64 in the sweep;
 config.table_entry falls back to the padded N = NP x H for other head counts) and the size class
-(config.regime): written by `python3 scripts/paged_ws_experiment.py` on
+(config.regime): written by `python3 tools/tune/paged_ws_experiment.py` on
 NVIDIA H200, 2026-12-01, triton 3.6.0: every candidate checked against the
 reference, then timed by CUDA-graph replay from a cold L2 (2-D context lengths); kept:
 the least time summed over the swept shapes of the class (each relative to the portable kernel on that

@@ -1,6 +1,6 @@
 """Config of the portable prefill kernel (no triton import: dispatch and `explain` stay cheap).
 
-On CUDA a (heads, dim) listed in tuned.py takes its swept config (scripts/sweep_heads.py --write-table, checked
+On CUDA a (heads, dim) listed in tuned.py takes its swept config (tools/tune/sweep_heads.py --write-table, checked
 and timed on the H200); any other shape, and every other backend, takes the rule below.
 """
 from __future__ import annotations
