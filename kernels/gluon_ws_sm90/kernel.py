@@ -738,10 +738,6 @@ def mqa_logits_gluon_ws_sm90(
         mbarrier.init(kv_empty.index(st), count=MATH_WG * (128 if PTX_SLOTS else 1))
     kv = Ring(gl.allocate_shared_memory(kv_desc.dtype, [STAGES * KV_GROUPS, BLOCK_KV, D], kv_desc.layout), kv_full,
               kv_empty)
-    # PINGPONG's turn barriers, used by no partition: kept in this commit only, so that its SASS is the base's.
-    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    for g in gl.static_range(2):
-        mbarrier.init(turn.index(g), count=1)
     if TMA_STORE:  # two [BLOCK_Q, BLOCK_KV] logits buffers per math warpgroup
         osm = gl.allocate_shared_memory(out_desc.dtype, [2 * MATH_WG] + out_desc.block_type.shape, out_desc.layout)
     else:
