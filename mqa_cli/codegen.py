@@ -70,7 +70,7 @@ def _config(case: Case):
 
         sh = case.shape
         return tgt, topk_config(rows=sh["rows"], cols=sh["cols"], topk=2048, backend="cuda", units=tgt.units,
-                                paged=sh["paged"], values=False, vec_ok=True), None
+                                paged=sh["paged"], values=False), None
     shape = dispatch.Shape(**case.shape)
     plan = dispatch.plan(shape, tgt, kernel=case.row, force=True)
     return tgt, comp.apply_overrides(plan.config, dict(case.override)), shape

@@ -246,9 +246,8 @@ PREFILL_ROWS: list[Row] = [
     Row("gluon_ws_sm90", "warp-specialised Gluon on Hopper: TMA producer warp, two math warpgroups with their own "
         "query rows (wgmma 64 x N 128/256, setmaxnreg 240/24) or three sharing a query block (N 128, 160), each kv "
         "tile loaded once for all, query rows spread over the lanes of a quad (head sum without shuffles), -inf "
-        "filler warp, persistent snake-ordered grid, optional kv splits, optional turns at the tensor cores (PINGPONG "
-        "2: named barriers), optional kv ring waited for and released in PTX (PTX_SLOTS: no warpgroup barrier a "
-        "tile); the (heads, dim) shapes where a sweep measured it ahead (its table, tuned.py, says by how much; "
+        "filler warp, persistent snake-ordered grid, optional kv splits, optional kv ring waited for and released "
+        "in PTX (PTX_SLOTS: no warpgroup barrier a tile); the (heads, dim) shapes where a sweep measured it ahead (its table, tuned.py, says by how much; "
         "docs/PERFORMANCE.md)",
         _gluon_ws_sm90_conditions, _gluon_ws_sm90_config, GLUON_KEYS),
     Row("h64d128_gfx950", "aiter's rule: specialised H64D128 kernel on gfx950 for seq_len >= 4096; "
@@ -308,8 +307,8 @@ PAGED_ROWS: list[Row] = [
         "(fp8 rows + fp32 scales, ids read 32 at a time from the block table) into a ring; one wgmma per block for "
         "all next_n rows x heads, or one per part of the rows (MMA_N: next_n 3 as 2 + 1 rows, 5-8 at H 64); "
         "where the sweep chose it, ring slots waited for and released in PTX, without warpgroup barriers "
-        "(PTX_SLOTS), or one producer warp per math warpgroup, each streaming its own ring (WG_LOADERS: next_n 2 "
-        "at large batches); persistent length-balanced ranges, SUBS programs per SM; the TMA descriptors prefetched "
+        "(PTX_SLOTS); with four math warpgroups (next_n 2 at large batches) one producer warp each, streaming its "
+        "own ring; persistent length-balanced ranges, SUBS programs per SM; the TMA descriptors prefetched "
         "at entry; at small batches with one math warpgroup, a computed split found by each partition after the "
         "warps start (SPLIT_INSIDE). A cache whose block stride TMA cannot describe runs the paged row", _paged_ws_sm90_conditions, _paged_ws_sm90_config,
         PAGED_WS_KEYS),

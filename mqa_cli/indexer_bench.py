@@ -12,7 +12,7 @@ Times: triton.testing.do_bench medians (L2 flushed). Decode rows: DeepGEMM needs
 clean_logits=False there, so (b) and (c) time clean_logits=False logits + torch.topk (time only: the
 tails past each row are not masked). Each shape runs in its own try/except (one line on failure).
 
-Usage: `mqa-logits bench --suite indexer [--csv F]`, or python3 scripts/bench_indexer.py [--smoke] [--k 2048]
+Usage: `mqa-logits bench --suite indexer [--csv F]`, or python3 -m mqa_cli.indexer_bench [--smoke] [--k 2048]
 [--only NAME] [--no-variants] [--no-dg] [--no-memory] [--csv F]. Without a GPU it runs tiny shapes on the
 interpreter (times mean nothing). Writes $OUT/indexer.csv when OUT is set (or --csv).
 """
@@ -110,8 +110,8 @@ def record(name, **kw):
         f"paths {kw.get('paths', '-')}")
 
 
-VARIANTS = [dict(), dict(num_warps=8), dict(tile=1024), dict(programs_per_unit=4), dict(programs_per_unit=16),
-            dict(vec=16)]  # scripts/sweep_topk.py sweeps these properly and writes the table
+VARIANTS = [dict(), dict(num_warps=8), dict(tile=1024), dict(programs_per_unit=4), dict(programs_per_unit=16)]
+# (tools/tune/sweep_topk.py sweeps these properly and writes the table)
 
 
 def select_variants(logits, k, ks, ke, dev):

@@ -139,7 +139,7 @@ def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None)
         return (q_d, kv_d, sc_d, weights, ctx, table, meta if placeholder is None else placeholder, out, *tail)
 
     la = LaunchArgs((ranges * c["SUBS"],), args, dict(c), dict(cfg.options), rebuild)
-    la.constexprs["DESC_PARAMS"] = descriptor_params(cfg.name, (len(q_shape), 2, 2)) if c.get("DESC_PREFETCH") else ""
+    la.constexprs["DESC_PARAMS"] = descriptor_params(cfg.name, (len(q_shape), 2, 2))
     barrier_offsets.resolve_on_device(cfg, la, t.q)
     return la
 

@@ -100,7 +100,7 @@ PAGED_VERIFY_MATRIX: list[PagedSpec] = [
     PG(batch=2, next_n=5, context_len=70, block_size=32, heads=64, dim=64, seed=5),
 ]
 
-# Sizes only a GPU checks in reasonable time (verify --paged --large; scripts/gpu_paged_check.py).
+# Sizes only a GPU checks in reasonable time (verify --paged --large).
 PAGED_GPU_EXTRA: list[PagedSpec] = [
     PG(batch=16, next_n=3, context_len=8192, block_size=64, heads=64, dim=128),
     PG(batch=16, next_n=4, context_len=8192, block_size=32, heads=64, dim=128),

@@ -1,7 +1,7 @@
 """The wgmma loops of a kernel's SASS (cuobjdump -sass): the instructions a tile costs.
 
 On the H200 each instruction a scheduler issues in such a loop adds about a cycle to the tensor cores' time (0.7
-with four warpgroups; scripts/overlap_probe.py, docs/PERFORMANCE.md), so `dump` reports each loop's length and
+with four warpgroups; the overlap probe in docs/EXPERIMENTS.md), so `dump` reports each loop's length and
 mix, and the compile tests check what a change did to them."""
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from mqa_kernels.topk.config import VEC, topk_config
+from mqa_kernels.topk.config import topk_config
 from mqa_kernels.topk.config import workspace_bytes as tuned_workspace
 
 from . import fastpath, interpreter, launch, sms
@@ -30,17 +30,17 @@ TUNING: dict = {}  # config overrides (config.TUNABLE) for every launch: sweeps 
 
 
 def _config(rows: int, cols: int, topk: int, device, *, window: bool, compressed: bool, paged: bool, values: bool,
-            stats: bool, cap, vec_ok: bool, tuning: dict | None):
+            stats: bool, cap, tuning: dict | None):
     tgt = target_for(device)
     tun = {**TUNING, **(tuning or {})}
-    key = (rows, cols, topk, tgt.name, tgt.units, window, compressed, paged, values, stats, cap, vec_ok,
+    key = (rows, cols, topk, tgt.name, tgt.units, window, compressed, paged, values, stats, cap,
            tuple(sorted(tun.items())))
     cfg = _CONFIGS.get(key)
     if cfg is None:
         try:
             cfg = _CONFIGS[key] = topk_config(rows=rows, cols=cols, topk=topk, backend=tgt.backend, units=tgt.units,
                                               window=window, compressed=compressed, paged=paged, values=values,
-                                              stats=stats, cap=cap, vec_ok=vec_ok, **tun)
+                                              stats=stats, cap=cap, **tun)
         except ValueError as e:
             raise UserError(str(e)) from None
     return cfg
@@ -52,14 +52,6 @@ def _dummy(device) -> torch.Tensor:
     if d is None:
         d = _DUMMIES[device] = torch.zeros(1, dtype=torch.int32, device=device)
     return d
-
-
-def _vec_ok(logits: torch.Tensor) -> bool:
-    """Whether every row may be read up to its end rounded up to VEC columns without leaving the buffer (the
-    kernels may then load aligned VEC-wide vectors)."""
-    R, cols = logits.shape
-    end = logits.storage_offset() + (R - 1) * logits.stride(0) + -(-cols // VEC) * VEC
-    return end * logits.element_size() <= logits.untyped_storage().nbytes()
 
 
 def _check_topk(topk) -> int:
@@ -147,7 +139,7 @@ def _select_into(logits, topk: int, ks, ke, idx_out, val_out, *, compressed: boo
     dev = logits.device
     cfg = _config(R, cols, topk, dev, window=ks is not None and paged is None, compressed=compressed,
                   paged=paged is not None, values=val_out is not None, stats=stats is not None, cap=cap,
-                  vec_ok=_vec_ok(logits), tuning=tuning)
+                  tuning=tuning)
     sched = cfg.schedule
     if sched["kind"] == "torch":
         if paged is not None:
@@ -193,9 +185,8 @@ def _signature(logits, topk, ks, ke, idx_out, val_out, compressed, paged, cap, s
         return None
     ctx, next_n, max_ctx = paged if paged is not None else (None, 0, 0)
     over = tuple(sorted({**TUNING, **(tuning or {})}.items())) if (TUNING or tuning) else ()
-    # _vec_ok reads the storage's size, which shapes and strides do not give: it picks the kernel (VEC)
     return fastpath.signature((logits, ks, ke, idx_out, val_out, ctx),
-                              (topk, bool(compressed), next_n, max_ctx, cap, _vec_ok(logits), over, sms.setting()))
+                              (topk, bool(compressed), next_n, max_ctx, cap, over, sms.setting()))
 
 
 def _record(sig, compiled, kernel, cfg, a) -> None:

@@ -159,7 +159,7 @@ def test_override_syntax():
     with pytest.raises(UserError, match="KEY=VALUE"):
         split_kernel_spec("tiled:BLOCK_KV")
     # the A/B scripts' variant names: the same keys, typed without a config to go by
-    assert key_values("STAGES=4, WG_LOADERS=true,PTX_SLOTS=0,x=1.5") == {"STAGES": 4, "WG_LOADERS": True,
+    assert key_values("STAGES=4, Q_IN_LANES=true,PTX_SLOTS=0,x=1.5") == {"STAGES": 4, "Q_IN_LANES": True,
                                                                          "PTX_SLOTS": 0, "x": 1.5}
     assert key_values("") == {}
 

@@ -272,32 +272,23 @@ def test_paged_kernels_dump_for_sm90(env, tmp_path, kernel, entry, marks):
         assert mark in r.stdout, mark
 
 
-@pytest.mark.parametrize("next_n, loaders", [(2, 4), (4, 2), (6, 3)])
-def test_one_producer_warp_per_math_warpgroup_cross_compiles(env, tmp_path, next_n, loaders):
-    """LOADERS = MATH_WG (the decode table's four, two and three warpgroups at B 128 C 64K): one TMA issue loop per
-    producer warp, none of them spilling, and the math warpgroups' block loops as long as with one producer (to 3
-    instructions: ptxas schedules them anew)."""
-    def summary(extra):
-        r = cli("dump", "--paged", "--batch", "128", "--context-len", "65536", "--next-n", str(next_n),
-                "--no-clean-logits", "--target", "sm90", "--json", "--dump-dir", tmp_path / str(extra), "--force",
-                "--kernel", f":LOADERS={extra}", env_extra=env)
-        assert r.returncode == 0, r.stderr[-3000:]
-        out = json.loads(r.stdout)
-        sass = next(Path(out["dump_dir"]).glob("*.sass")).read_text()
-        return out["summary"], sass
-
-    one, _ = summary(1)
-    many, sass = summary(loaders)
+def test_four_math_warpgroups_have_a_producer_warp_each_cross_compiles(env, tmp_path):
+    """The decode table's four math warpgroups (next_n 2 at B 128 C 64K) take LOADERS = 4 producer warps: one TMA
+    issue loop per producer warp, none of them spilling."""
+    r = cli("dump", "--paged", "--batch", "128", "--context-len", "65536", "--next-n", "2", "--no-clean-logits",
+            "--target", "sm90", "--json", "--dump-dir", tmp_path, "--force", env_extra=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert "_MATH_WG_4_" in out["summary"]["kernel_name"] and "_LOADERS_4_" in out["summary"]["kernel_name"]
+    sass = next(Path(out["dump_dir"]).glob("*.sass")).read_text()
     ins = [(int(a, 16), op) for a, op in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
     back = [(int(m.group(1), 16), a) for a, op in ins if (m := re.search(r"\bBRA\b.*?0x([0-9a-f]+)", op))
             and int(m.group(1), 16) <= a]
     inner = [(lo, hi) for lo, hi in back if not any(lo <= l2 and h2 <= hi and (l2, h2) != (lo, hi) for l2, h2 in back)]
     issue = [[op for a, op in ins if lo <= a <= hi] for lo, hi in inner]
     issue = [b for b in issue if any("UTMALDG" in op for op in b)]
-    assert len(issue) == loaders, len(issue)  # each producer warp's own block loop
+    assert len(issue) == 4, len(issue)  # each producer warp's own block loop
     assert not [op for b in issue for op in b if "STL" in op or "LDL" in op]
-    lengths = [(a["instructions"], b["instructions"]) for a, b in zip(many["tensor_loops"], one["tensor_loops"])]
-    assert len(many["tensor_loops"]) == len(one["tensor_loops"]) and all(abs(a - b) <= 3 for a, b in lengths), lengths
 
 
 def test_small_head_counts_store_through_a_tile_pointer(env, tmp_path):

@@ -31,9 +31,9 @@ FAKE = textwrap.dedent(r'''
     verify.compare = lambda out, ref, clean, rel_tol: types.SimpleNamespace(ok=True, rel_error=1e-4)
     gc.gluon_ws_sm90_config = lambda **kw: kw
     launchers.output_for = lambda t, cfg: torch.zeros(2, 2)
-    # a candidate's time: the baseline (2, 1) st4 takes 100, three stages 90, turns (PINGPONG 2) 80
+    # a candidate's time: the baseline (2, 1) st4 takes 100, three stages 90, four FMA chains a logit 80
     def run(t, cfg, out):
-        return 100.0 - 10 * (cfg["stages"] == 3) - 10 * bool(cfg.get("override"))
+        return 100.0 - 10 * (cfg["stages"] == 3) - 10 * (cfg["chains"] == 4)
     launchers.run = run
     count = itertools.count()
     real = timing.side_by_side
@@ -52,8 +52,8 @@ def test_the_prefill_sweep_ranks_by_time_under_a_falling_clock(tmp_path):
     rows = [line.split(",") for line in (tmp_path / "gluon_sweep.csv").read_text().splitlines()[1:]]
     us = {(r[1], r[3]): float(r[4]) for r in rows if r[4]}
     for clean in ("0", "1"):  # equal times measure equal, whatever their place in the candidate list
-        assert us[(clean, "g2x1-st3-lanes")] == us[(clean, "g2x1-st3-lanes-x2")] == us[(clean, "g2x1-st3-lanes-c4")]
-        assert us[(clean, "g2x1-st3-lanes-pp2")] < us[(clean, "g2x1-st3-lanes")] < us[(clean, "g2x1-st4")]
+        assert us[(clean, "g2x1-st3-lanes")] == us[(clean, "g2x1-st3-lanes-x2")] == us[(clean, "g2x1-st3-lanes-tma")]
+        assert us[(clean, "g2x1-st3-lanes-c4")] < us[(clean, "g2x1-st3-lanes")] < us[(clean, "g2x1-st4")]
     ns: dict = {}
     exec((tmp_path / "tuned.py").read_text(), ns)
-    assert ns["CUDA_TUNED"][(32, 128)].get("pingpong") == 2, ns["CUDA_TUNED"][(32, 128)]
+    assert ns["CUDA_TUNED"][(32, 128)].get("chains") == 4, ns["CUDA_TUNED"][(32, 128)]

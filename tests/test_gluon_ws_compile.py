@@ -55,7 +55,6 @@ SCRIPT = textwrap.dedent(r'''
     n = int(sys.argv[11]) if len(sys.argv) > 11 else None
     tma_store = len(sys.argv) > 12 and sys.argv[12] == "1"
     chains = int(sys.argv[13]) if len(sys.argv) > 13 else None
-    pingpong = int(sys.argv[14]) if len(sys.argv) > 14 else 0
     f8, meta = torch.float8_e4m3fn, dict(device="meta")
     # The forms engines pass: row slices of bigger q / kv, [N, 1]-style and [S, 2]-style strided views.
     t = Prefill(torch.empty(S + 3, H, D, dtype=f8, **meta)[3:], torch.empty(N + 64, D, dtype=f8, **meta)[64:],
@@ -63,8 +62,7 @@ SCRIPT = textwrap.dedent(r'''
                 torch.empty(S, 2, dtype=torch.int32, **meta)[:, 0], torch.empty(S, 2, dtype=torch.int32, **meta)[:, 1])
     groups = tuple(int(x) for x in sys.argv[9].split("x")) if len(sys.argv) > 9 else None
     cfg = gluon_ws_sm90_config(heads=H, dim=D, S=S, N=N, clean=clean, compressed=compressed, bf16=bf16, units=132,
-                               groups=groups, n=n, tma_store=tma_store, chains=chains,
-                               override={"PINGPONG": pingpong} if pingpong else None)
+                               groups=groups, n=n, tma_store=tma_store, chains=chains)
     out = alloc_logits(S, msk if compressed else N, "meta", torch.bfloat16 if bf16 else torch.float32)
     la = tma_args(t, cfg, out, msk if compressed else 0)
     fn = cfg.jitted()
@@ -464,25 +462,3 @@ def test_three_warpgroups_sharing_query_rows(tmp_path, variant):
     assert usage and int(usage.group(2)) == 0 and int(usage.group(4)) == 0, res["usage"]
     assert "C7514" not in res["ptxas"], res["ptxas"][-2000:]
 
-
-def test_warpgroups_take_turns_by_named_barriers(tmp_path):
-    """PINGPONG 2 (a sweep option): each math warpgroup waits at its own named barrier (14 or 15, 256 threads: its
-    128 and the other warpgroup's 128) right before its wgmma, and lets the other go right after issuing it;
-    warpgroup 1 lets warpgroup 0 go first, once. Nothing CTA-wide stands between a turn wait and the wgmma (the
-    other warpgroup could be waiting there for this one: a hang), and no mbarrier spin or warpgroup barrier is
-    added for the turn."""
-    args = ["1", "0", "0", 2048, 2048, 32, 0, tmp_path, "2x1", 128, 128, "0", 1, 2]
-    res, sass, ptx = _compile(tmp_path, args)
-    assert res["name"] == res["expected"] and "_PINGPONG_2_" in res["name"], res["name"]
-    loops = tile_loops(sass)
-    assert len(loops) == 2, len(loops)
-    for body in loops:
-        waits = [i for i, op in enumerate(body) if re.match(r"BAR\.SYNC\S* 0x[ef], 0x100", op)]
-        passes = [i for i, op in enumerate(body) if re.match(r"BAR\.ARV 0x[ef], 0x100", op)]
-        mmas = [i for i, op in enumerate(body) if "QGMMA" in op]
-        assert len(waits) == 1 and len(passes) == 1 and mmas, body
-        assert waits[0] < mmas[0] and mmas[-1] < passes[0]
-        assert not [op for op in body[waits[0] + 1:mmas[0]] if op.startswith("BAR")], body[waits[0]:mmas[0]]
-        assert not [op for op in body if re.match(r"(LDL|STL)\b", op)]
-    assert len(re.findall(r"BAR\.ARV 0xe, 0x100", sass)) == 2 and len(re.findall(r"BAR\.ARV 0xf, 0x100", sass)) == 1
-    assert "bar.sync \t14" not in ptx and ptx.count("bar.sync $1, 256") == 0  # (the turn ids are registers in PTX)

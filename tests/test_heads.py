@@ -22,7 +22,7 @@ def cfg(H, D, S=8192, N=8192, backend="cuda", **kw):
 
 
 def test_table_entry_changes_the_config(monkeypatch):
-    entry = {"BLOCK_Q": 16, "BLOCK_KV": 64, "HEAD_MAJOR": True, "num_warps": 4, "num_stages": 4, "SPLIT_TILES": 16}
+    entry = {"BLOCK_Q": 16, "HEAD_MAJOR": True, "num_stages": 4, "SPLIT_TILES": 16}
     monkeypatch.setattr(tiled, "CUDA_TUNED", {(8, 128): entry})
     c = cfg(8, 128)
     assert c.constexprs["BLOCK_Q"] == 16 and c.constexprs["HEAD_MAJOR"] is True and "HEAD_MAJOR_1" in c.name
@@ -45,9 +45,9 @@ def test_absent_entry_gives_the_rule(monkeypatch):
     assert cfg(64, 128).constexprs["BLOCK_Q"] == 4 and cfg(64, 128).grid == (2048, 1)
 
 
-@pytest.mark.parametrize("bad, why", [({"BLOCK_Q": 64}, "BLOCK_Q"), ({"BLOCK_KV": 32}, "BLOCK_KV"),
+@pytest.mark.parametrize("bad, why", [({"BLOCK_Q": 64}, "BLOCK_Q"), ({"num_stages": 9}, "num_stages"),
                                       ({"HEAD_MAJOR": 1}, "HEAD_MAJOR"), ({"SPLIT_TILES": 0}, "SPLIT_TILES"),
-                                      ({"ORDER": 2}, "unknown")])
+                                      ({"ORDER": 2}, "unknown"), ({"BLOCK_KV": 128}, "unknown")])
 def test_a_config_the_kernel_cannot_take_is_refused(bad, why):
     with pytest.raises(ValueError, match=why):
         cfg(8, 128, override=bad)
@@ -80,12 +80,11 @@ def test_every_table_entry_makes_a_config_the_kernel_runs(key, entry):
 
 @pytest.mark.parametrize("H, D, override, spec", [
     (16, 64, {"HEAD_MAJOR": True, "SPLIT_TILES": 1}, {"seq": 70}),  # N 256, a kv span per program: fills too
-    (8, 128, {"HEAD_MAJOR": True, "BLOCK_Q": 16, "BLOCK_KV": 128}, {"batch": 2, "seq": 50, "layout": "window",
-                                                                    "window": 13}),
+    (8, 128, {"HEAD_MAJOR": True, "BLOCK_Q": 16}, {"batch": 2, "seq": 50, "layout": "window", "window": 13}),
     (32, 64, {"HEAD_MAJOR": True}, {"batch": 2, "seq": 64, "ratio": 4}),  # short rows, mostly -inf
     (16, 32, {"HEAD_MAJOR": True}, {"seq": 33, "clean_logits": False}),
     (128, 32, {"HEAD_MAJOR": True, "BLOCK_Q": 1}, {"seq": 20}),  # one row per dot: the sum is over heads only
-], ids=["causal-split", "window-kv128", "ratio4", "no-clean", "h128-q1"])
+], ids=["causal-split", "window", "ratio4", "no-clean", "h128-q1"])
 def test_head_major_columns_match_the_reference(H, D, override, spec):
     c = _check_runs(H, D, override, **spec)
     assert c.constexprs["HEAD_MAJOR"] is True
@@ -179,10 +178,9 @@ def test_gluon_candidates_leave_out_the_options_a_check_failed(monkeypatch):
     assert len(kept) == len(every) - sum(1 for o in every if "tma_store" in o)
 
 
-def test_slot_variants_flip_one_option_of_the_fastest_gluon_layouts(monkeypatch):
-    """After the first pass the two fastest Gluon layouts are tried again with the kv ring in PTX (ptx_slots) and
-    with the other store address form (tile_ptr, per-thread stores only); each variant's table entry gives, through
-    the table, the config that was timed."""
+def test_slot_variants_try_the_fastest_gluon_layouts_with_ptx_slots(monkeypatch):
+    """After the first pass the two fastest Gluon layouts are tried again with the kv ring in PTX (ptx_slots); each
+    variant's table entry gives, through the table, the config that was timed."""
     from mqa_kernels.gluon_ws_sm90 import tuned
     from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
 
@@ -193,9 +191,8 @@ def test_slot_variants_flip_one_option_of_the_fastest_gluon_layouts(monkeypatch)
     tma = next(c for c in cands if c.cfg.constexprs["TMA_STORE"])
     best = [(plain, None), (tma, None), (cands[0], None)]
     out = sw.slot_variants(best, 16, 64, shape, 132, tried=set())
-    assert [c.label for c in out] == [plain.label + " ptx_slots1", plain.label + " tile_ptr0",
-                                      tma.label + " ptx_slots1"]  # the third is not among the two fastest
-    layout = ("H", "D", "BLOCK_Q", "STAGES", "Q_GROUPS", "KV_GROUPS", "Q_IN_LANES", "TMA_STORE", "CHAINS")
+    assert [c.label for c in out] == [plain.label + " ptx_slots1", tma.label + " ptx_slots1"]  # not the third
+    layout = ("H", "D", "BLOCK_Q", "STAGES", "Q_GROUPS", "KV_GROUPS", "Q_IN_LANES", "TMA_STORE", "CHAINS", "TILE_PTR")
     for c in out:
         base = plain if c.label.startswith(plain.label + " ") else tma
         assert all(c.cfg.constexprs[k] == base.cfg.constexprs[k] for k in layout)
@@ -203,9 +200,7 @@ def test_slot_variants_flip_one_option_of_the_fastest_gluon_layouts(monkeypatch)
         monkeypatch.setattr(tuned, "CUDA_TUNED", {(16, 64): c.override})
         from_table = gluon_ws_sm90_config(heads=16, dim=64, S=shape.S, N=shape.N, clean=True, units=132)
         assert from_table.constexprs == c.cfg.constexprs and from_table.name == c.cfg.name
-    ptx, tile = out[0].cfg.constexprs, out[1].cfg.constexprs
-    assert ptx["PTX_SLOTS"] and ptx["TILE_PTR"] == plain.cfg.constexprs["TILE_PTR"]
-    assert not tile["PTX_SLOTS"] and tile["TILE_PTR"] != plain.cfg.constexprs["TILE_PTR"]
+    assert all(c.cfg.constexprs["PTX_SLOTS"] for c in out) and not plain.cfg.constexprs["PTX_SLOTS"]
     assert not sw.slot_variants(best, 16, 64, shape, 132, tried={c.label for c in out})  # none twice
 
 

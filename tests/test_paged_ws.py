@@ -228,8 +228,8 @@ def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, c
         per_loop = {sum("QGMMA" in op for op in body) for body in tile_loops(res["sass"])} - {0}
         assert per_loop == {-(-T // (mma // H)) * D // 32}, per_loop
     assert "LOCAL:0" in res["usage"]  # no register spills
-    tail = (f"_Q_IN_LANES_{int(lanes == 1)}_MMA_N_{mma}_AHEAD_{int(ahead or not mma)}_PTX_SLOTS_{ptx}_LOADERS_1"
-            f"_DESC_PREFETCH_1_STAMPS_0_SPLIT_INSIDE_{int(wg == 1)}")
+    tail = (f"_Q_IN_LANES_{int(lanes == 1)}_MMA_N_{mma}_AHEAD_{int(ahead or not mma)}_PTX_SLOTS_{ptx}"
+            f"_LOADERS_{4 if wg == 4 else 1}_SPLIT_INSIDE_{int(wg == 1)}")
     assert res["lanes"] == (lanes == 1) and res["name"].endswith(tail)
     # One math warpgroup: the split's results (computed in the kernel or read from the metadata) reach the block
     # loop in uniform registers, so the loop has no uniform-register moves (kernel._through_shared says what they
@@ -356,70 +356,34 @@ def test_ptx_slots_is_a_choice_the_config_carries_and_names(ptx):
                                clean=False, units=132, override={"PTX_SLOTS": ptx})
     c = cfg.constexprs
     assert c["PTX_SLOTS"] is ptx and (c["FULL_AT"], c["EMPTY_AT"]) == (-1, -1)
-    assert cfg.name.endswith(f"_PTX_SLOTS_{int(ptx)}_LOADERS_1_DESC_PREFETCH_1_STAMPS_0_SPLIT_INSIDE_0")
+    assert cfg.name.endswith(f"_PTX_SLOTS_{int(ptx)}_LOADERS_1_SPLIT_INSIDE_0")
     assert ("PTX" in cfg.schedule["slots"]) is ptx
 
 
-def test_small_regs_moves_the_producers_registers_to_the_math_warpgroups():
-    """SMALL_REGS (an override key, for side-by-side timings): the producer warp's registers after setmaxnreg; what it
-    gives up goes to the math warpgroups, in steps of 8. Not a multiple of 8, or below 24: refused."""
+def test_four_math_warpgroups_each_have_their_own_producer_warp():
+    """With four math warpgroups (the table's next_n 2 at large batches) LOADERS = 4 producer warps, warp k streaming
+    math warpgroup k's ring, named in the compiled variant; with fewer, one producer warp feeds every ring."""
     kw = dict(heads=64, dim=128, next_n=2, block_size=64, batch=128, max_context_len=65536, clean=False, units=132)
-    four = {"MATH_WG": 4, "STAGES": 4, "SUBS": 1}
-    base = paged_ws_sm90_config(**kw, override=four)
-    more = paged_ws_sm90_config(**kw, override={**four, "SMALL_REGS": 32})
-    assert base.constexprs["SMALL_REGS"] == 40 and more.constexprs["SMALL_REGS"] == 32
-    g = base.constexprs["MATH_WG"]
-    assert (g, base.constexprs["MATH_REGS"], more.constexprs["MATH_REGS"]) == (4, 104, 112)
-    budget = base.options["maxnreg"] * (g + 1) * 128
-    assert more.constexprs["MATH_REGS"] * g * 128 + 32 * 128 <= budget
-    for bad in (36, 16):
-        with pytest.raises(ValueError, match="SMALL_REGS"):
-            paged_ws_sm90_config(**kw, override={**four, "SMALL_REGS": bad})
-
-
-def test_wg_loaders_gives_each_math_warpgroup_its_own_producer_warp():
-    """WG_LOADERS (a table and override key): LOADERS = MATH_WG producer warps, warp k streaming math warpgroup k's
-    ring, named in the compiled variant; without it one producer warp feeds every ring. The sweep's table takes it
-    for next_n 2 at large batches."""
-    kw = dict(heads=64, dim=128, next_n=2, block_size=64, batch=128, max_context_len=65536, clean=False, units=132)
-    one = paged_ws_sm90_config(**kw, override={"WG_LOADERS": False})
-    many = paged_ws_sm90_config(**kw, override={"WG_LOADERS": True})
-    g = one.constexprs["MATH_WG"]
-    assert g > 1 and one.constexprs["LOADERS"] == 1 and many.constexprs["LOADERS"] == g
-    rest = "_DESC_PREFETCH_1_STAMPS_0_SPLIT_INSIDE_0"
-    assert one.name.endswith("_LOADERS_1" + rest) and many.name.endswith(f"_LOADERS_{g}" + rest)
-    assert paged_ws_sm90_config(**kw).constexprs["LOADERS"] == g  # the table's choice
-
-
-@pytest.mark.skipif(not versions.holds("gluon_hopper"), reason=versions.FACTS["gluon_hopper"].required())
-def test_phase_stamps_are_a_separate_build_and_the_table_build_reads_no_clock():
-    """STAMPS (a diagnostic build) reads the SM's clock at each phase of a program; the build the table picks
-    must not: its SASS holds no clock or timer read."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    base = [sys.executable, "-m", "mqa_cli", "dump", "--target", "sm90", "--paged", "--batch", "1", "--context-len",
-            "8192", "--next-n", "1", "--stage", "sass"]
-    plain = subprocess.run(base, capture_output=True, text=True, env=env, timeout=300)
-    stamped = subprocess.run(base + ["--kernel", "paged_ws_sm90:STAMPS=1"], capture_output=True, text=True, env=env,
-                             timeout=300)
-    assert plain.returncode == 0 and stamped.returncode == 0, (plain.stderr[-2000:], stamped.stderr[-2000:])
-    assert "SR_CLOCKLO" not in plain.stdout and "SR_GLOBALTIMER" not in plain.stdout
-    assert stamped.stdout.count("SR_CLOCKLO") >= 11 and stamped.stdout.count("SR_GLOBALTIMERLO") == 2
+    table = paged_ws_sm90_config(**kw)
+    assert (table.constexprs["MATH_WG"], table.constexprs["LOADERS"]) == (4, 4)  # the table's choice
+    assert table.name.endswith("_LOADERS_4_SPLIT_INSIDE_0")
+    for g in (1, 2, 3):
+        cfg = paged_ws_sm90_config(**kw, override={"MATH_WG": g, "STAGES": 4, "SUBS": 1})
+        assert cfg.constexprs["LOADERS"] == 1 and cfg.name.endswith("_LOADERS_1_SPLIT_INSIDE_0")
 
 
 @pytest.mark.skipif(not versions.holds("gluon_hopper"), reason=versions.FACTS["gluon_hopper"].required())
 def test_split_inside_moves_only_the_computed_split():
-    """SPLIT_INSIDE (the small class's default with one math warpgroup) makes each partition compute its range after
-    warp_specialize; a given schedule is read as before: with SELF_SCHEDULE off the two builds are the same code."""
+    """SPLIT_INSIDE (the rule: the small class with one math warpgroup) makes each partition compute its range after
+    warp_specialize; a given schedule is read as before: with SELF_SCHEDULE off the two builds (the other one
+    compiled by `dump`, which sets any constexpr) are the same code."""
     from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
 
-    cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=1, block_size=64, batch=1, max_context_len=8192,
-                               clean=False, units=132)
+    kw = dict(heads=64, dim=128, next_n=1, block_size=64, max_context_len=8192, clean=False, units=132)
+    cfg = paged_ws_sm90_config(**kw, batch=1)
     assert cfg.constexprs["SPLIT_INSIDE"] and cfg.constexprs["MATH_WG"] == 1
-    # each variant key names its build: the launch path caches compiled kernels by name
-    kw = dict(heads=64, dim=128, next_n=1, block_size=64, batch=1, max_context_len=8192, clean=False, units=132)
-    names = {paged_ws_sm90_config(**kw, override={k: v}).name
-             for k in ("SPLIT_INSIDE", "STAMPS", "DESC_PREFETCH") for v in (False, True)}
-    assert len(names) == 4  # the table's build and one other per key
+    assert not paged_ws_sm90_config(**kw, batch=1, override={"MATH_WG": 2}).constexprs["SPLIT_INSIDE"]
+    assert not paged_ws_sm90_config(**kw, batch=4096, override={"MATH_WG": 1}).constexprs["SPLIT_INSIDE"]  # large
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     base = [sys.executable, "-m", "mqa_cli", "dump", "--target", "sm90", "--paged", "--batch", "1", "--context-len",
             "8192", "--next-n", "1", "--stage", "sass", "--kernel"]

@@ -23,8 +23,8 @@ FAKE = textwrap.dedent(r'''
     m.launch = types.SimpleNamespace(alloc_logits=lambda S, L, dev: torch.zeros(2, 2))
     m.portable_runner = lambda t, out: (lambda: 200.0)
     m.paged_ws_sm90_config = lambda **kw: types.SimpleNamespace(ov=kw["override"])
-    # a config's time: 100 + 10 x STAGES (+5 with WG_LOADERS): STAGES 4 without it is the fastest
-    m.ws_runner = lambda t, c, out: (lambda: 100.0 + 10 * c.ov["STAGES"] + 5 * bool(c.ov.get("WG_LOADERS")))
+    # a config's time: 100 + 10 x STAGES (+5 with PIPE): STAGES 4 without it is the fastest
+    m.ws_runner = lambda t, c, out: (lambda: 100.0 + 10 * c.ov["STAGES"] + 5 * bool(c.ov.get("PIPE")))
     m.compare = lambda t, out, clean: (1e-4, "")
     m.torch.cuda.synchronize = lambda: None
     count = itertools.count()
@@ -45,9 +45,9 @@ def test_the_sweep_ranks_by_time_under_a_falling_clock(tmp_path):
     exec((tmp_path / "tuned.py").read_text(), ns)
     for size in ("small", "large"):
         choice = ns["CUDA_TUNED"][128][size]
-        assert choice["STAGES"] == 4 and not choice.get("WG_LOADERS"), choice
+        assert choice["STAGES"] == 4 and not choice.get("PIPE"), choice
     rows = [line.split(",") for line in (tmp_path / "paged_ws_sweep.csv").read_text().splitlines()[1:]]
     us = {(r[0], r[3]): float(r[4]) for r in rows}
     # equal times measure equal, whatever their place in the candidate list
-    assert us[("256", "st4-sub1-wg4")] == us[("256", "st4-sub2-pipe")]
-    assert us[("256", "st5-sub2-pipe")] == us[("256", "st5-sub1-wg4")]
+    assert us[("256", "st5-sub1-wg3")] == us[("256", "st5-sub1-wg4")] == us[("256", "st5-sub1-wg3-lanes")]
+    assert us[("256", "st4-sub1-wg4")] < us[("256", "st4-sub2-pipe")]

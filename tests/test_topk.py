@@ -24,7 +24,6 @@ from mqa_kernels.topk import config as C
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 SPLIT = {"parts": 3}  # three programs per long row, the last merging: part borders inside every window
-VEC16 = {"vec": 16}  # aligned 16-column reads (the buffers below are padded views)
 
 
 def padded(x: torch.Tensor) -> torch.Tensor:
@@ -72,8 +71,7 @@ def windows(R, N, gen):
 
 
 @pytest.mark.parametrize("k,cap,tuning", [(1, None, None), (7, None, None), (7, 32, None), (64, 128, None),
-                                          (64, 256, None), (7, 32, SPLIT), (64, 128, SPLIT), (7, 32, VEC16),
-                                          (64, 256, VEC16)])
+                                          (64, 256, None), (7, 32, SPLIT), (64, 128, SPLIT)])
 def test_select_windows(k, cap, tuning):
     gen = torch.Generator().manual_seed(k)
     R, N = 10, 520
@@ -430,10 +428,9 @@ COMPILE = textwrap.dedent(r'''
     tuned.CUDA_TUNED = {}  # the rules' configs, not the last sweep's table
 
     meta = dict(device="meta")
-    for rows, cols, tuning in ((4096, 8192, {}), (64, 70000, {}), (64, 70000, {"vec": 16, "num_warps": 4})):
+    for rows, cols in ((4096, 8192), (64, 70000)):
         paged = rows == 64
-        cfg = topk_config(rows=rows, cols=cols, topk=2048, backend="cuda", units=132, paged=paged, values=False,
-                          vec_ok=True, **tuning)
+        cfg = topk_config(rows=rows, cols=cols, topk=2048, backend="cuda", units=132, paged=paged, values=False)
         logits = torch.empty(rows, cols + 128, **meta)[:, :cols]
         i32 = lambda *s: torch.empty(*s, dtype=torch.int32, **meta)
         ctx = (i32(rows), 1, cols) if paged else None
@@ -451,15 +448,14 @@ COMPILE = textwrap.dedent(r'''
 @pytest.mark.versions
 @pytest.mark.skipif(not versions.holds("triton_kernels"), reason=versions.FACTS["triton_kernels"].required())
 def test_kernels_compile_for_sm90():
-    """Both kernels (persistent rows; split with its atomic count-in and L2-only merge reads; aligned reads)
-    compile for sm90 on the CPU, named after their config keys (a subprocess: the suite runs the interpreter)."""
+    """Both kernels (persistent rows; split with its atomic count-in and L2-only merge reads) compile for sm90 on the CPU, named after their config keys (a subprocess: the suite runs the interpreter)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     p = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     lines = [line.split() for line in p.stdout.strip().splitlines()]
-    assert [x[0] for x in lines] == ["topk_rows", "topk_split", "topk_split"], p.stdout
+    assert [x[0] for x in lines] == ["topk_rows", "topk_split"], p.stdout
     assert lines[0][1].startswith("topk_rows_CAP_4096_SAMPLE_") and "_R8_1" in lines[0][1] and "_PAGED_1" in lines[1][1]
-    assert lines[1][2:] == ["True", "True"] and "_VEC_16" in lines[2][1]
+    assert lines[1][2:] == ["True", "True"]
 
 
 def test_table_routes_and_tunes(monkeypatch):
@@ -520,7 +516,7 @@ def test_repeated_selection_relaunches_with_the_full_paths_arguments(monkeypatch
             monkeypatch.setattr(T, "_config", lambda *a, **kw: C.topk_config(
                 rows=a[0], cols=a[1], topk=a[2], backend="cuda", units=2, window=kw["window"],
                 compressed=kw["compressed"], paged=kw["paged"], values=kw["values"], stats=kw["stats"],
-                cap=kw["cap"], vec_ok=kw["vec_ok"], parts=3))
+                cap=kw["cap"], parts=3))
         ins = []
         for seed in (0, 1):
             g = torch.Generator().manual_seed(seed)

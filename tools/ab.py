@@ -1,7 +1,7 @@
 """Side by side on the GPU, each call checked before it is timed: configs of one Gluon kernel, or the API's call
 forms beside DeepGEMM's.
 
-    python3 tools/ab.py configs --row gluon_ws_sm90 --variants "TILE_PTR=0;TILE_PTR=1" [--only TEXT,...]
+    python3 tools/ab.py configs --row gluon_ws_sm90 --variants "PTX_SLOTS=0;PTX_SLOTS=1" [--only TEXT,...]
     python3 tools/ab.py configs --row paged_ws_sm90 --variants "PTX_SLOTS=0;PTX_SLOTS=1" [--shapes B:C,...] [--next-n 1,2]
     python3 tools/ab.py decode [--shapes B:C,...] [--next-n 1,2] [--forms none,given]
     python3 tools/ab.py prefill [--only TEXT,...]

@@ -158,11 +158,10 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
           # slot waits and releases in PTX (PTX_SLOTS): one part at a time in three warpgroups, and one wgmma
           echo "$tool|$row:PTX_SLOTS=1|$row next_n 7 PTX_SLOTS|${small/--next-n 4/--next-n 7}" >>"$JOBS"
           echo "$tool|$row:PTX_SLOTS=1|$row next_n 2 PTX_SLOTS|${small/--next-n 4/--next-n 2}" >>"$JOBS"
-          # one producer warp per math warpgroup (WG_LOADERS): two warpgroups at next_n 4, four at next_n 2
-          echo "$tool|$row:WG_LOADERS=1|$row next_n 4 WG_LOADERS|$small" >>"$JOBS"
-          echo "$tool|$row:WG_LOADERS=1,MATH_WG=4,STAGES=4,SUBS=1|$row next_n 2 WG_LOADERS 4 wg|${small/--next-n 4/--next-n 2}" >>"$JOBS"
+          # four math warpgroups, one producer warp each (the table's next_n 2 at large batches)
+          echo "$tool|$row:MATH_WG=4,STAGES=4,SUBS=1|$row next_n 2 four warpgroups|${small/--next-n 4/--next-n 2}" >>"$JOBS"
         done
-        for tool in memcheck synccheck; do  # 32768 blocks: the 'large' class (next_n 2: four warpgroups, WG_LOADERS)
+        for tool in memcheck synccheck; do  # 32768 blocks: the 'large' class (next_n 2: four warpgroups, a producer each)
           [[ " $TOOLS " == *" $tool "* ]] || continue
           echo "$tool|$row|$row large n1|$large --next-n 1" >>"$JOBS"
           echo "$tool|$row|$row large n2|$large --next-n 2" >>"$JOBS"
@@ -178,10 +177,6 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
           echo "$tool|$row|$row H16 D128|--seq 1024 --heads 16 --dim 128" >>"$JOBS"
           # the TMA store with two warpgroups and kv splits (a sweep option there)
           echo "$tool|$row:TMA_STORE=1,kv_splits=2|$row tma_store x2 H8 D128|--seq 1024 --heads 8 --dim 128" >>"$JOBS"
-          # the two warpgroups taking turns by named barriers (PINGPONG 2, a sweep candidate at H 32 and 64), clean
-          # and not
-          echo "$tool|$row:PINGPONG=2|$row PINGPONG 2 H32|--seq 1024 --heads 32 --dim 128" >>"$JOBS"
-          echo "$tool|$row:PINGPONG=2|$row PINGPONG 2 H32 no-clean|--seq 1024 --heads 32 --dim 128 --no-clean-logits" >>"$JOBS"
           # the table's H 64 D 64: PTX_SLOTS, two work items per query block
           echo "$tool|$row|$row H64 D64|--seq 1024 --heads 64 --dim 64" >>"$JOBS"
           # kv slots waited for and released in PTX (PTX_SLOTS): two warpgroups at H 8 D 128, three at H 128

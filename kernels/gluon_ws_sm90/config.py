@@ -5,13 +5,8 @@ from ..config import KernelConfig, cdiv
 from . import KEYS
 
 
-# Registers per thread, two math warpgroups: 12 warps (two math warpgroups + a warpgroup holding the 1-warp
-# producer and the 1-warp -inf filler) share the 64K register file: maxnreg 168 at entry = 504 per
-# warpgroup-thread, split by setmaxnreg into 240 (math 1) + 24 (producer/filler) + the rest, 240, for math 0 (the
-# default partition). 232/40 spilled in the math loop (acc 128 + weights 64 registers per thread at N = 256).
-# Three math warpgroups (wgmma N = 128: acc 64 + weights 32 registers): 16 warps, maxnreg 128 at entry = 512 per
-# warpgroup-thread: 160 for each worker math warpgroup, 24 for the producer/filler one, the rest (168) for math 0.
-# (Four, at 112 registers, spilled in the tile loop and measured 1.7-1.8x the time: removed, see below.)
+# Registers a thread by math warpgroups: maxnreg at entry, and setmaxnreg's share for each worker math warpgroup
+# (the producer and filler warps keep SMALL_REGS, math warpgroup 0 the rest; docs/DESIGN-NOTES.md has the sums).
 REGS = {2: {"maxnreg": 168, "MATH_REGS": 240}, 3: {"maxnreg": 128, "MATH_REGS": 160}}
 SMALL_REGS = 24
 DEFAULT_UNITS = 132  # H200 / H100 SXM SM count, when the caller does not say
@@ -27,7 +22,7 @@ def _load():
 
 # the keys a caller may override (`run --kernel gluon_ws_sm90:KEY=V`), mapped onto the table entry's fields
 OVERRIDE_KEYS = ("BLOCK_Q", "STAGES", "Q_IN_LANES", "TMA_STORE", "CHAINS", "Q_GROUPS", "KV_GROUPS", "kv_splits",
-                 "PINGPONG", "TILE_PTR", "PTX_SLOTS")
+                 "PTX_SLOTS")
 HEADS = (8, 16, 32, 64, 128)  # H/2 head pairs per TMA box row, N = BLOCK_Q * H of 128 or 256
 DIMS = (64, 128, 256)
 
@@ -55,8 +50,7 @@ def _overridden(entry: dict, override: dict, heads: int) -> dict:
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(unknown)}; choose from {', '.join(OVERRIDE_KEYS)}")
     fields = {"STAGES": "stages", "Q_IN_LANES": "q_in_lanes", "TMA_STORE": "tma_store", "CHAINS": "chains",
-              "kv_splits": "splits", "PINGPONG": "pingpong", "TILE_PTR": "tile_ptr",
-              "PTX_SLOTS": "ptx_slots"}
+              "kv_splits": "splits", "PTX_SLOTS": "ptx_slots"}
     entry.update({fields[k]: v for k, v in override.items() if k in fields})
     if "BLOCK_Q" in override:
         entry["n"] = int(override["BLOCK_Q"]) * heads
@@ -72,57 +66,38 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
                          n: int | None = None, splits: int | None = None,
                          tma_store: bool | None = None, chains: int | None = None,
                          override: dict | None = None) -> KernelConfig:
-    """Math warpgroups (a wgmma each: M = 64 kv rows x N = BLOCK_Q*heads) fed by a TMA producer warp.
+    """Math warpgroups (a wgmma each: M = 64 kv rows x N = BLOCK_Q*heads) fed by a TMA producer warp. Each knob
+    defaults to tuned.py's entry for (heads, dim), else to the rule named; what each measured is in
+    docs/DESIGN-NOTES.md.
 
-    groups = (Q_GROUPS, KV_GROUPS), stages, q_in_lanes and n (the wgmma's N; default: tuned.py's entry for
-    (heads, dim), else (2, 1), 4 stages, N 256 at H >= 64 with two warpgroups and 128 otherwise): a work item is
-    Q_GROUPS query blocks of BLOCK_Q = n / heads rows against every live kv tile of KV_GROUPS * 64 rows; its
-    Q_GROUPS * KV_GROUPS math warpgroups each take one query block and 64 rows of each tile. (2, 1): two
-    warpgroups, each its own query rows (N 256 at H 64), sharing each kv tile. Measured on the H200
-    (scripts/sweep_gluon_prefill.py, 2026-11-30, seed shapes, mean time relative to (2, 1)): (1, 3) three
-    warpgroups sharing 2 query rows (N 128, 160 registers) 1.10 at H 64, 1.01-1.10 at H 32 (N 128 reads twice
-    the shared memory per FLOP); (1, 4) and (2, 2) measured 1.7-1.8 (112 registers: spills in the tile loop) and
-    were removed.
+    groups = (Q_GROUPS, KV_GROUPS) (else (2, 1)), stages (else 4) and n, the wgmma's N (else 256 at H >= 64 with two
+    warpgroups, 128 otherwise): a work item is Q_GROUPS query blocks of BLOCK_Q = n / heads rows against every live
+    kv tile of KV_GROUPS * 64 rows; its Q_GROUPS * KV_GROUPS math warpgroups each take one query block and 64 rows
+    of each tile. (2, 1): two warpgroups, each its own query rows, sharing each kv tile; (1, 3): three sharing a
+    query block (N 128, 160 registers each).
 
-    q_in_lanes (default: whenever BLOCK_Q is a multiple of 4; tuned.py's entry decides): the q tile is loaded
-    head-pair-major ([H/2, S, 2, D] view) so that each lane of a quad holds every head of its query rows: the
-    head sum is one in-thread FMA chain, no shuffle, and each logit is stored once (sm90, H 64: the tile loop of
-    a math warpgroup 405 -> 342 instructions). Measured: 0.914 of the old order's time at H 64 (3 stages), 0.856
-    at H 32.
+    q_in_lanes (else: whenever BLOCK_Q is a multiple of 4): the q tile is loaded head-pair-major ([H/2, S, 2, D]
+    view) so that each lane of a quad holds every head of its query rows: the head sum is one in-thread FMA chain,
+    no shuffle, and each logit is stored once.
 
-    tma_store (default: the entry's, else off; never with compressed logits): each logits tile [BLOCK_Q, 64] leaves
-    through a shared-memory buffer (two per math warpgroup) and one TMA store of whole rows, instead of 4-byte
-    stores of 8 consecutive columns per quad row (32-byte pieces). Measured (H200, 2026-11-30): 3.6 % off H 8
-    D 64 with three warpgroups (in the table), 7-8 % slower with two.
+    tma_store (else off; never with compressed logits): each logits tile [BLOCK_Q, 64] leaves through a
+    shared-memory buffer (two per math warpgroup) and one TMA store of whole rows, instead of 4-byte stores of 8
+    consecutive columns per quad row (32-byte pieces).
 
-    chains (default: the entry's, else 1; q_in_lanes only): a lane's head sum for one logit as `chains` independent
-    FMA chains, then added, instead of one chain of H dependent FMAs. Measured: 8.4 % off H 16 D 64 and 3.2 % off
-    H 16 D 128 (in the table), 6-10 % slower at H 32 and 64.
+    chains (else 1; q_in_lanes only): a lane's head sum for one logit as `chains` independent FMA chains, then
+    added, instead of one chain of H dependent FMAs.
 
-    Two accumulators per math warpgroup (its next wgmma beside its epilogue, N 128) measured 7-60 % slower on every
-    shape tried (2026-11-30) and were removed.
+    splits (else 1): work items per query block, each an equal share of the block's live kv tiles, so a causal
+    triangle's long rows spread over more programs.
 
-    splits (default: the entry's, else 1): work items per query block, each an equal share of the block's live kv
-    tiles, so a causal triangle's long rows spread over more programs (N 256 at H 8 makes only 128 query blocks of
-    1x8192 for 132 SMs).
+    TILE_PTR (the rule: per-thread stores, BLOCK_Q <= 16, KV_GROUPS == 1): a store's address is the tile's base
+    pointer (a scalar) plus the work item's loop-invariant int32 offsets, two instructions where (offsets + start)
+    and its 64-bit extension take three; at BLOCK_Q 32 the held offsets spill.
 
-    PINGPONG (the table's "pingpong", or the override key): the two math warpgroups issue their wgmmas in turn, 1 by
-    turn mbarriers, 2 by named barriers (no spin, no warpgroup barrier). Side by side on the H200 (layout sweep,
-    2026-12-01): 2 at 0.99 of no turns at H 32 D 128 and 1.02 at H 64 (the 5-6 % once measured at H 32 came from a
-    method that favoured the config timed first); 1 was 2-4 % slower (2026-11-30). The table takes neither.
-    TILE_PTR (the table's "tile_ptr", or the override key; default where BLOCK_Q <= 16 and KV_GROUPS == 1): a
-    per-thread store's address is the tile's base pointer (a scalar) plus the work item's loop-invariant int32
-    offsets, two instructions where (offsets + start) and its 64-bit extension take three (sm90 tile loop, H 8
-    D 128 261 -> 251, H 16 D 64 410 -> 403, H 64 D 128 359 -> 356). At BLOCK_Q 32 the held offsets spill, and
-    three warpgroups sharing a query block gain nothing (H 16 D 256: 270 -> 281). Side by side (2026-12-01, two
-    runs): 0.95 of the old form at H 16 D 64, 0.97 at ratio 4, 1.00 at H 8 D 128, 1.01-1.02 on the long causal
-    shapes, 1.05 at H 64 D 64, where the head-count sweep chose with PTX_SLOTS.
     PTX_SLOTS (the table's "ptx_slots", or the override key): the math warpgroups wait for a kv tile and release
     it by PTX at the ring barriers' offsets (FULL_AT, EMPTY_AT: mqa_cli.barrier_offsets reads them from a first
-    build when it compiles), every thread arriving, so the tile loop has no 128-thread warpgroup barrier. Side by
-    side (2026-12-01): 0.93 at H 64 D 64 (in the table), 0.98 at H 128, 1.00 at H 8 D 128 (where ncu had found
-    41 % of stall cycles at those barriers: not what binds), 1.02-1.15 on the H 64 D 128 seed shapes and 1.12 at
-    H 8 D 64 with three warpgroups.
+    build when it compiles), every thread arriving, so the tile loop has no 128-thread warpgroup barrier.
+
     Shared memory: 2 q slots of BLOCK_Q*H*D per query group + STAGES kv tiles of KV_GROUPS*64*D (160 KiB at
     (2, 1), STAGES 4, N 256, D 128): one program per SM, persistent over the work items.
     """
@@ -138,16 +113,11 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     splits = splits or entry.get("splits", 1)
     tma_store = bool(entry.get("tma_store", False) if tma_store is None else tma_store) and not compressed
     chains = int(chains or entry.get("chains", 1))
-    pingpong = int(entry.get("pingpong", 0))
-    tile_ptr = entry.get("tile_ptr")
     ptx_slots = bool(int(entry.get("ptx_slots", False)))
     q_groups, kv_groups = groups
     if (q_groups, kv_groups) not in GROUPS:
         raise ValueError(f"groups must be one of {GROUPS}, got {(q_groups, kv_groups)}")
     math_wg = q_groups * kv_groups
-    if pingpong not in (0, 1, 2) or (pingpong and math_wg != 2):
-        raise ValueError(f"PINGPONG is 0, 1 (turn mbarriers) or 2 (named barriers), between two math warpgroups; "
-                         f"got {pingpong} with {math_wg}")
     # N = 256 for H = 64 with two warpgroups; N = 128 below (H = 32 at N = 256 in query-major order spills: 8
     # query rows of per-row state) and with three (their 160 registers hold a 64 x 128 accumulator).
     n = n or (256 if heads >= 64 and math_wg == 2 else 128)
@@ -164,7 +134,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
                          f"need {smem} bytes of shared memory")
     q_in_lanes = block_q % 4 == 0 if q_in_lanes is None else bool(q_in_lanes)
     per_thread = not (tma_store or compressed)  # the only store TILE_PTR changes
-    tile_ptr = per_thread and ((block_q <= 16 and kv_groups == 1) if tile_ptr is None else bool(int(tile_ptr)))
+    tile_ptr = per_thread and block_q <= 16 and kv_groups == 1
     if chains > 1 and not (q_in_lanes and heads % (2 * chains) == 0):
         raise ValueError(f"chains {chains} needs q_in_lanes and an even number of heads per chain (H {heads})")
     if q_in_lanes and block_q % 4:
@@ -175,7 +145,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     items = cdiv(S, q_groups * block_q) * splits
     programs = max(1, min(items, units or DEFAULT_UNITS))
     constexprs = {"H": heads, "D": dim, "BLOCK_Q": block_q, "BLOCK_KV": block_kv, "STAGES": stages,
-                  "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16), "PINGPONG": pingpong,
+                  "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16),
                   "MATH_REGS": REGS[math_wg]["MATH_REGS"], "SMALL_REGS": SMALL_REGS, "Q_GROUPS": q_groups,
                   "KV_GROUPS": kv_groups, "Q_IN_LANES": q_in_lanes, "TMA_STORE": tma_store,
                   "CHAINS": chains, "TILE_PTR": tile_ptr, "PTX_SLOTS": ptx_slots, "FULL_AT": -1, "EMPTY_AT": -1}

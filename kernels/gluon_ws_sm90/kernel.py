@@ -21,15 +21,11 @@ leaves through a shared buffer and one TMA store (_tma_store_tile) instead of pe
 a lane's head sum into independent FMA chains.
 Each math warpgroup waits for its own wgmma right away, then runs its fp32 epilogue (relu, x weight, head sum, x
 kv_scale, -inf mask on boundary tiles, store in fp32 or bf16) while the other warpgroup's wgmma runs; each
-instruction of that epilogue still costs the tensor cores about a cycle on the H200 (scripts/overlap_probe.py), so a
-tile's time is its wgmma plus its loop's length. PINGPONG makes the two warpgroups take turns issuing their wgmma: 1
-through a pair of turn mbarriers (2-4 % slower on the H200), 2 through named barriers 14 and 15 (_turn_wait,
-_turn_pass; within 2 % of no turns side by side, so no table entry takes it). Both warpgroups take every tile of
-every item, so each turn wait has its pass; warpgroup 1's last pass has no wait to meet, and the barrier is left
-part-arrived at exit (synccheck: 0 errors).
-Persistent grid: program p takes work items in snake
-order (p, 2P-1-p, 2P+p, ...) counted from the last query block (the heaviest in causal-like layouts)
-backwards, which evens out each program's sum of work. No CTA-wide barrier in the loop.
+instruction of that epilogue still costs the tensor cores about a cycle on the H200 (docs/DESIGN-NOTES.md), so a
+tile's time is its wgmma plus its loop's length.
+Persistent grid: program p takes work items in snake order (p, 2P-1-p, 2P+p, ...) counted from the last query
+block (the heaviest in causal-like layouts) backwards, which evens out each program's sum of work. No CTA-wide
+barrier in the loop.
 
 Output forms: full (column = kv row; CLEAN writes -inf outside [ks, ke)) and COMPRESSED (column c of row
 i = kv row ks[i] + c for c < min(ke[i], N) - ks[i], at most max_seqlen_k; only those are written, and
@@ -40,37 +36,8 @@ that parity has completed, and on a fresh barrier parity 1 counts as completed (
 So a consumer waiting for the n-th fill of a slot waits parity n & 1, and a producer waiting for the
 slot's (n-1)-th release before its n-th fill waits parity (n & 1) ^ 1 (its first wait passes at once).
 
-Racecheck (`compute-sanitizer --tool racecheck` on the H200 reports a potential RAW hazard, write by thread
-31 at SASS 0x5b40, reads by threads 128 and 256 at 0x190): the word is none of this kernel's buffers but the partition table of Triton's
-gl.warp_specialize lowering, 8 bytes at the end of shared memory (global_smem + 164208 = [UR+0x28170]),
-one state byte per worker warp 4..11. The default warpgroup (all 128 threads store it; 31 is the last) writes
-it and joins named barrier 1; each worker warp waits at barrier 1 in its dispatch loop, then loads its byte
-(128 and 256 are the first readers of its two 4-byte words: warps 4-7 = math warpgroup 1, 8-11 = producer,
-filler, 2 idle). Reproduced on the CPU from the kernel before this move (H 64, CLEAN, S and N not multiples
-of 16, e.g. 300 x 300), whose offsets match the report:
-
-    worker warps:      /*0160*/  BAR.SYNC.DEFER_BLOCKING 0x1 ;
-                       /*0190*/  LDS.U8 R6, [R6+UR11+0x2816c] ;     byte (warp id - 4)
-                       /*01b0*/  @P0 BAR.SYNC.DEFER_BLOCKING 0x1 ;  (idle warp: skip a round)
-    default warpgroup: /*5b40*/  STS.64 [UR7+0x28170], R4 ;         R5:R4 = 0x02010303:00000000
-                       /*5b50*/  BAR.SYNC.DEFER_BLOCKING 0x1 ;
-                       ...
-                       /*8a20*/  STS.64 [UR4+0x28170], R2 ;         0x04040404 x 2: exit
-                       /*8a30*/  BAR.SYNC.DEFER_BLOCKING 0x1 ;
-
-Barrier 1 has no thread count (llvm.nvvm.barrier.cta.sync.all(1)): it waits for all 384 threads of the CTA,
-so the STS.64 happens before every LDS.U8 that reads it, and the exit write (0x8a20) comes after the
-partitions' closing barrier 1 that every worker passed after its read. The order is right and cannot be
-changed from Gluon (the table belongs to Triton's lowering); this kernel keeps it at the same place.
-Why the tool misses it (not confirmed with NVIDIA): the report names only the first write, not the exit
-write that the same barrier orders. Before the first round the two sides reach barrier 1 through different
-instructions (0x5b50 vs 0x0160, beside a predicated pair at 0x01b0) after different barrier histories: the
-default warps alone pass partial barriers `BAR.SYNC 0x0, 0x80` (128 threads, the mbarrier set-up), which a
-tool that takes barrier 0 for __syncthreads counts as CTA-wide, so it does not pair the two sides'
-arrivals at barrier 1. A false positive: the sanitizer check can filter it for this kernel by the table's
-address (shared offset 0x28170, 8 bytes). Seen again on this kernel as moved (H200, 2026-11-30 10:09 UTC,
-1x1024 causal, CLEAN): the table now ends the larger shared allocation, hazards at 0x28574 / 0x28576, write by
-thread 31 at +0x53e0, read by thread 320 (a worker warp) at +0x200: the same pair, the same barrier.
+Racecheck reports one potential hazard, on triton's warp_specialize partition table at the end of shared memory:
+a false positive (barrier 1 orders the table's write before every read; docs/DESIGN-NOTES.md).
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -152,7 +119,6 @@ class Tiling:
     STAGES: gl.constexpr  # kv ring depth
     CLEAN: gl.constexpr
     COMPRESSED: gl.constexpr
-    PINGPONG: gl.constexpr
     Q_GROUPS: gl.constexpr  # query blocks of BLOCK_Q rows per work item (one per group of math warpgroups)
     KV_GROUPS: gl.constexpr  # math warpgroups sharing a query block, each taking BLOCK_KV rows of a kv tile
     ROWS: gl.constexpr  # query rows per work item = Q_GROUPS * BLOCK_Q
@@ -166,8 +132,8 @@ class Tiling:
     EMPTY_AT: gl.constexpr  # PTX_SLOTS: and of its empty barriers
 
     @gluon.constexpr_function
-    def __init__(self, H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS,
-                 Q_IN_LANES, TMA_STORE, CHAINS, TILE_PTR, PTX_SLOTS, FULL_AT, EMPTY_AT):
+    def __init__(self, H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, Q_GROUPS, KV_GROUPS, Q_IN_LANES,
+                 TMA_STORE, CHAINS, TILE_PTR, PTX_SLOTS, FULL_AT, EMPTY_AT):
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
         self.BLOCK_Q = gl.constexpr(BLOCK_Q)
@@ -175,7 +141,6 @@ class Tiling:
         self.STAGES = gl.constexpr(STAGES)
         self.CLEAN = gl.constexpr(CLEAN)
         self.COMPRESSED = gl.constexpr(COMPRESSED)
-        self.PINGPONG = gl.constexpr(PINGPONG)
         self.Q_GROUPS = gl.constexpr(Q_GROUPS)
         self.KV_GROUPS = gl.constexpr(KV_GROUPS)
         self.ROWS = gl.constexpr(Q_GROUPS * BLOCK_Q)
@@ -244,9 +209,7 @@ def _release_slot(ring, st, PTX: gl.constexpr, EMPTY_AT: gl.constexpr):
     """A math warpgroup's release of ring slot st, after its wgmma wait and its reads of the slot: one elected
     thread arrives (triton puts a warpgroup barrier before it, so that all four warps are done), or, PTX, every
     thread arrives by PTX at global_smem + EMPTY_AT + 8 st (the empty count is 128 per consuming warpgroup;
-    mbarrier.arrive releases the thread's own reads). One elected lane a warp arriving for its 32 (count 32,
-    after a warp barrier) measured up to 13 % slower than this on the prefill kernel, never faster (H200, two
-    runs, 2026-12-01)."""
+    mbarrier.arrive releases the thread's own reads)."""
     if PTX:
         gl.inline_asm_elementwise(
             "{ .reg .b32 at; mov.b32 at, global_smem; add.s32 at, at, $1; "
@@ -432,26 +395,8 @@ def _head_sum(x, w, t):
         return quad_head_sum(x, w, t.BLOCK_KV, t.BLOCK_Q, t.H)
 
 
-TURN_BAR = gl.constexpr(14)  # PINGPONG 2: named barriers 14, 15 (triton's own: 0 and 1, then one per partition)
-
-
 @gluon.jit
-def _turn_wait(WG: gl.constexpr):
-    """PINGPONG 2: wait until the other math warpgroup has issued its wgmma (named barrier TURN_BAR + WG: this
-    warpgroup's 128 threads wait, the other's 128 arrive), with no spin and no warpgroup barrier before it."""
-    gl.inline_asm_elementwise("{ bar.sync $1, 256; mov.b32 $0, 0; }", "=r,r", [TURN_BAR + WG], dtype=gl.int32,
-                              is_pure=False, pack=1)
-
-
-@gluon.jit
-def _turn_pass(OTHER: gl.constexpr):
-    """PINGPONG 2: let math warpgroup OTHER issue its wgmma (arrive at its turn barrier without waiting)."""
-    gl.inline_asm_elementwise("{ bar.arrive $1, 256; mov.b32 $0, 0; }", "=r,r", [TURN_BAR + OTHER],
-                              dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
-def _math_partition(p, t, kv, q, turn, osm, out_desc, WG: gl.constexpr):
+def _math_partition(p, t, kv, q, osm, out_desc, WG: gl.constexpr):
     """One math warpgroup: for each work item, its BLOCK_Q query rows (query group WG % Q_GROUPS) against its
     BLOCK_KV rows (kv group WG // Q_GROUPS) of the item's kv tiles."""
     BLOCK_Q: gl.constexpr = t.BLOCK_Q
@@ -467,17 +412,14 @@ def _math_partition(p, t, kv, q, turn, osm, out_desc, WG: gl.constexpr):
 
     c = 0  # kv tiles consumed so far: ring slot c % STAGES, use c // STAGES
     i = 0  # work items done: q slot i % 2, use i // 2
-    if t.PINGPONG == 2:
-        if WG == 1:
-            _turn_pass(0)  # the first turn is warpgroup 0's
     for j in range(0, _my_rounds(p.n_items)):
-        c, i = _math_item(p, t, kv, q, turn, osm, out_desc, WG, _item(p, t, j, 4), acc, cols, offs_q, offs_kv, c, i)
+        c, i = _math_item(p, t, kv, q, osm, out_desc, WG, _item(p, t, j, 4), acc, cols, offs_q, offs_kv, c, i)
     if t.TMA_STORE:
         tma.store_wait(0)  # the last tiles' copies have read their shared memory before the partition ends
 
 
 @gluon.jit
-def _math_item(p, t, kv, q, turn, osm, out_desc, WG: gl.constexpr, it, acc, cols, offs_q, offs_kv, c, i):
+def _math_item(p, t, kv, q, osm, out_desc, WG: gl.constexpr, it, acc, cols, offs_q, offs_kv, c, i):
     """One work item of a math warpgroup: c kv tiles and i items consumed so far in; returned advanced."""
     H: gl.constexpr = t.H
     BLOCK_Q: gl.constexpr = t.BLOCK_Q
@@ -534,18 +476,8 @@ def _math_item(p, t, kv, q, turn, osm, out_desc, WG: gl.constexpr, it, acc, cols
         scale = _tile_scales(p, start, offs_kv)
         # kv slot s, use c // STAGES: wait for its fill.
         _wait_slot(kv, s, (c // STAGES) & 1, t.PTX_SLOTS, t.FULL_AT)
-        if t.PINGPONG == 2:
-            _turn_wait(WG)
-        elif t.PINGPONG:
-            # turn[WG] completes one phase per tile, on the other warpgroup's issue: warpgroup 0 waits
-            # parity (c & 1) ^ 1 (its first wait passes at once: it goes first), warpgroup 1 parity c & 1.
-            mbarrier.wait(turn.index(WG), (c & 1) ^ (1 - WG))
         # ring stage s holds the tile's KV_GROUPS blocks of BLOCK_KV rows in slots s*KV_GROUPS + g
         tok = warpgroup_mma(kv.smem.index(s * t.KV_GROUPS + KG), q_t, acc, use_acc=False, is_async=True)
-        if t.PINGPONG == 2:
-            _turn_pass(1 - WG)
-        elif t.PINGPONG:
-            mbarrier.arrive(turn.index(1 - WG), count=1)
         done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
         # Release slot s: the last of the math warpgroups' arrivals completes its empty phase.
         _release_slot(kv, s, t.PTX_SLOTS, t.EMPTY_AT)
@@ -762,7 +694,6 @@ def mqa_logits_gluon_ws_sm90(
     CLEAN: gl.constexpr,  # -inf outside [ks, ke) (full) / past each row's length (compressed)
     COMPRESSED: gl.constexpr,  # column = kv row - ks of the row, max_seqlen_k columns
     BF16: gl.constexpr,  # out_ptr is bf16 (the store casts; -inf stays exact)
-    PINGPONG: gl.constexpr,  # math warpgroups take turns issuing their wgmma: 1 by turn mbarriers, 2 by named barriers
     MATH_REGS: gl.constexpr,  # registers per thread of the worker math warpgroups (setmaxnreg; math 0 gets the rest)
     SMALL_REGS: gl.constexpr,  # registers per thread of the producer and filler warps
     Q_GROUPS: gl.constexpr = 2,  # query blocks per work item (2: each of two math warpgroups has its own)
@@ -780,7 +711,6 @@ def mqa_logits_gluon_ws_sm90(
     MATH_WG: gl.constexpr = Q_GROUPS * KV_GROUPS
     gl.static_assert((MATH_WG == 2) | (MATH_WG == 3), "two or three math warpgroups")
     gl.static_assert((Q_GROUPS == 1) | (Q_GROUPS == 2), "one or two query blocks per work item")
-    gl.static_assert((MATH_WG == 2) | (not PINGPONG), "PINGPONG takes turns between two math warpgroups")
     gl.static_assert((BLOCK_Q % 4 == 0) | (not Q_IN_LANES), "Q_IN_LANES spreads query rows over the 4 lanes of a quad")
     gl.static_assert((out_ptr.dtype.element_ty == gl.bfloat16) == BF16, "BF16 must match the output dtype")
 
@@ -790,8 +720,8 @@ def mqa_logits_gluon_ws_sm90(
     gl.static_assert((CHAINS == 1) | (Q_IN_LANES and (H % (2 * CHAINS) == 0)), "CHAINS splits a lane's H heads")
     gl.static_assert(not (TILE_PTR and (TMA_STORE or COMPRESSED)), "TILE_PTR addresses the per-thread full store")
     gl.static_assert((not PTX_SLOTS) | ((FULL_AT >= 0) & (EMPTY_AT >= 0)), "PTX_SLOTS needs FULL_AT and EMPTY_AT")
-    t = Tiling(H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, PINGPONG, Q_GROUPS, KV_GROUPS, Q_IN_LANES,
-               TMA_STORE, CHAINS, TILE_PTR, PTX_SLOTS, FULL_AT, EMPTY_AT)
+    t = Tiling(H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, Q_GROUPS, KV_GROUPS, Q_IN_LANES, TMA_STORE,
+               CHAINS, TILE_PTR, PTX_SLOTS, FULL_AT, EMPTY_AT)
     # q slots per query group: 2 x [BQH, D], released by the group's KV_GROUPS warpgroups.
     q0_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout), KV_GROUPS)
     if Q_GROUPS == 2:
@@ -808,10 +738,6 @@ def mqa_logits_gluon_ws_sm90(
         mbarrier.init(kv_empty.index(st), count=MATH_WG * (128 if PTX_SLOTS else 1))
     kv = Ring(gl.allocate_shared_memory(kv_desc.dtype, [STAGES * KV_GROUPS, BLOCK_KV, D], kv_desc.layout), kv_full,
               kv_empty)
-    # PINGPONG turn barriers, count 1: turn[g] completes a phase when the other warpgroup issued its wgmma.
-    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    for g in gl.static_range(2):
-        mbarrier.init(turn.index(g), count=1)
     if TMA_STORE:  # two [BLOCK_Q, BLOCK_KV] logits buffers per math warpgroup
         osm = gl.allocate_shared_memory(out_desc.dtype, [2 * MATH_WG] + out_desc.block_type.shape, out_desc.layout)
     else:
@@ -820,16 +746,16 @@ def mqa_logits_gluon_ws_sm90(
 
     if MATH_WG == 2:  # warpgroup g: query group g % Q_GROUPS, kv group g // Q_GROUPS
         gl.warp_specialize([
-            (_math_partition, (p, t, kv, q0_ring, turn, osm, out_desc, 0)),
-            (_math_partition, (p, t, kv, q1_ring, turn, osm, out_desc, 1)),  # (q1_ring is q0_ring at Q_GROUPS 1)
+            (_math_partition, (p, t, kv, q0_ring, osm, out_desc, 0)),
+            (_math_partition, (p, t, kv, q1_ring, osm, out_desc, 1)),  # (q1_ring is q0_ring at Q_GROUPS 1)
             (_load_partition, (p, t, kv, q0_ring, q1_ring, q_desc, kv_desc)),
             (_fill_partition, (p, t)),
         ], [4, 1, 1], [MATH_REGS, SMALL_REGS, SMALL_REGS])
     else:  # three warpgroups sharing one query block (Q_GROUPS 1)
         gl.warp_specialize([
-            (_math_partition, (p, t, kv, q0_ring, turn, osm, out_desc, 0)),
-            (_math_partition, (p, t, kv, q0_ring, turn, osm, out_desc, 1)),
-            (_math_partition, (p, t, kv, q0_ring, turn, osm, out_desc, 2)),
+            (_math_partition, (p, t, kv, q0_ring, osm, out_desc, 0)),
+            (_math_partition, (p, t, kv, q0_ring, osm, out_desc, 1)),
+            (_math_partition, (p, t, kv, q0_ring, osm, out_desc, 2)),
             (_load_partition, (p, t, kv, q0_ring, q1_ring, q_desc, kv_desc)),
             (_fill_partition, (p, t)),
         ], [4, 4, 1, 1], [MATH_REGS, MATH_REGS, SMALL_REGS, SMALL_REGS])

@@ -1,8 +1,8 @@
 """The H200 (sm90) configs of the Gluon prefill kernel by (heads, dim); a shape listed here is one dispatch
-gives this kernel. Two writers, each rewriting only the keys it swept (scripts/gluon_table.py):
-`python3 scripts/sweep_gluon_prefill.py --write-table` (H 32 and 64 at D 128: warpgroup layout on the
+gives this kernel. Two writers, each rewriting only the keys it swept (tools/tune/gluon_table.py):
+`python3 tools/tune/sweep_gluon_prefill.py --write-table` (H 32 and 64 at D 128: warpgroup layout on the
 seed shapes, kept when its mean time relative to (2, 1) st4 query-major is below 0.98) and
-`python3 scripts/sweep_heads.py --write-table` (every other shape: 1x8192 causal, clean, kept when it
+`python3 tools/tune/sweep_heads.py --write-table` (every other shape: 1x8192 causal, clean, kept when it
 beats the fastest portable config by more than 3 %). Every candidate was checked against the float32
 reference before it was timed (a CUDA-graph replay per sample after an L2 flush, median; runs before
 2026-11-30 17:30 UTC timed the call itself with do_bench). The comment on each line says which run.

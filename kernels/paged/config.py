@@ -32,13 +32,10 @@ def paged_rows(next_n: int, heads: int) -> tuple[int, int]:
     return rows, padded // rows
 
 
-# H200 (sm90) configs by the dot's N (= next_n x H), in tuned.py: written by scripts/paged_experiment.py
-# --write-table from checked, timed sweeps. What the sweeps showed (2026-11-30, two runs): register prefetch lost
-# 2x to the pipeliner everywhere; SUBS must not pass the CTAs one SM holds (registers: 96 -> 5, 114-122 -> 4,
-# 160 -> 3, 226 -> 2) or the last sub-programs start a wave late; num_stages >= 5 because with the block-table
-# indirection Triton's pipeliner keeps a second tile in flight only from there. N 128: one N = 128 dot on
-# 128-token tiles beat two N = 64 dots (ROWS 1) by 2-8 %. N 256: two N = 128 dots capped at 168 registers.
-FALLBACK = {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 2}  # when a tuned ROWS does not fit
+# H200 (sm90) configs by the dot's N (= next_n x H), in tuned.py: written by tools/tune/paged_experiment.py
+# --write-table from checked, timed sweeps. SUBS stays within the CTAs one SM holds, and num_stages >= 5 keeps a
+# second tile in flight through the block-table indirection (what the sweeps showed: docs/DESIGN-NOTES.md).
+FALLBACK = {"BLOCK_KV": 64, "num_stages": 5, "SUBS": 2}  # when a tuned ROWS does not fit
 
 
 def cuda_choice(rows: int, chunks: int, heads: int) -> dict:
@@ -49,7 +46,7 @@ def cuda_choice(rows: int, chunks: int, heads: int) -> dict:
     return tuned
 
 
-OVERRIDE_KEYS = ("ROWS", "BLOCK_KV", "SUBS", "num_warps", "num_stages", "maxnreg")  # what `override` may set
+OVERRIDE_KEYS = ("ROWS", "BLOCK_KV", "SUBS", "num_stages", "maxnreg")  # what `override` may set
 
 
 def _pow2(x) -> bool:
@@ -65,7 +62,6 @@ def check_override(override: dict) -> None:
     rules = {"ROWS": (_pow2, "a power of two >= 1"),
              "BLOCK_KV": (lambda v: _pow2(v) and 16 <= v <= 256, "a power of two from 16 to 256 (the dot's M)"),
              "SUBS": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 16, "in 1..16"),
-             "num_warps": (lambda v: v in (1, 2, 4, 8), "1, 2, 4 or 8"),
              "num_stages": (lambda v: isinstance(v, int) and 1 <= v <= 8, "in 1..8"),
              "maxnreg": (lambda v: isinstance(v, int) and 24 <= v <= 256 and v % 8 == 0,
                          "a multiple of 8 from 24 to 256")}
@@ -78,7 +74,7 @@ def paged_config(*, heads: int, dim: int, next_n: int, block_size: int, batch: i
                  clean: bool, bf16: bool = False, backend: str, units: int | None,
                  override: dict | None = None) -> KernelConfig:
     """Config for one paged decode shape. `units` = SM count (the schedule's program count P);
-    `override` (sweeps) may set ROWS, BLOCK_KV, SUBS, num_warps, num_stages, maxnreg."""
+    `override` (sweeps) may set ROWS, BLOCK_KV, SUBS, num_stages, maxnreg (4 warps: the MMA's M of 64 rows)."""
     rows, chunks = paged_rows(next_n, heads)
     block_kv, warps, stages, subs = 64, 4, 2, 2
     tuned = {}
@@ -102,7 +98,7 @@ def paged_config(*, heads: int, dim: int, next_n: int, block_size: int, batch: i
                                  f"heads {heads} at most {MAX_DOT_N}")
         block_kv = override.get("BLOCK_KV", block_kv)
         subs = override.get("SUBS", subs)
-        for k in ("num_warps", "num_stages", "maxnreg"):
+        for k in ("num_stages", "maxnreg"):
             if k in override:
                 options[k] = override[k]
     programs = units if units else 4

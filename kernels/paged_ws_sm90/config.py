@@ -23,8 +23,6 @@ MAX_ROWS_N = 512  # draft rows x heads one program holds (q slots of 2 x 512 x D
 MAX_MMA_N = 128  # columns of a part's wgmma: two accumulators of 64 registers a thread in flight
 SMEM_PER_SM = 227 * 1024
 SMALL_REGS = 40  # producer warp (setmaxnreg); the math warpgroups keep the rest
-# (SMALL_REGS 32, the override key, gives three or four math warpgroups 8 more registers each and keeps register
-# spills out of their block loops; on the H200 it measured within 2 % of 40 at next_n 2-8, 2026-12-01: not taken.)
 
 
 def _load():
@@ -60,9 +58,8 @@ def q_rows(next_n: int, heads: int, mma_n: int) -> int:
     return parts(next_n, heads, mma_n) * mma_n
 
 
-# cache blocks (batch x max_context_len / 64) from which a shape counts as "large" (~248 per SM): B 128 C 8K (21K
-# blocks) runs the small class's next_n 2 choice 7 % faster than the large one's (side-by-side sweep, 2026-12-01;
-# the threshold was 16384 before)
+# cache blocks (batch x max_context_len / 64) from which a shape counts as "large" (~248 per SM; B 128 C 8K, 21K
+# blocks, runs the small class's choice faster: docs/DESIGN-NOTES.md)
 LARGE_BLOCKS = 32768
 
 
@@ -83,8 +80,7 @@ def default_choice(np_heads: int) -> dict:
 
 
 # what `override` may set
-OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "maxnreg", "Q_IN_LANES", "MMA_N", "AHEAD", "PTX_SLOTS",
-                 "SMALL_REGS", "WG_LOADERS", "DESC_PREFETCH", "STAMPS", "SPLIT_INSIDE")
+OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "Q_IN_LANES", "MMA_N", "AHEAD", "PTX_SLOTS")
 
 
 def table_key(next_n: int, heads: int) -> int:
@@ -122,7 +118,7 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
                          clean: bool, bf16: bool = False, units: int | None, override: dict | None = None
                          ) -> KernelConfig:
     """Config for one paged decode shape on Hopper. `units` = SM count (the schedule's range count P);
-    `override` (sweeps) may set STAGES, SUBS, PIPE, MATH_WG (math warpgroups per program), maxnreg and Q_IN_LANES
+    `override` (sweeps) may set STAGES, SUBS, PIPE, MATH_WG (math warpgroups per program) and Q_IN_LANES
     (the q block loaded so that each lane of a quad holds the heads of one draft row at 4 padded rows, of half a
     row at 2: fewer shuffles in the head sum, fewer repeated stores; as the prefill kernel does; off unless the
     table says so, NP 2 and 4 only)."""
@@ -154,31 +150,22 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
     if need * subs > SMEM_PER_SM:
         raise ValueError(f"{subs} programs of {need} bytes of shared memory do not fit one SM")
     threads = subs * (g + 1) * 128
-    maxnreg = int(choice.get("maxnreg", min(256, (65536 // threads) // 8 * 8)))
-    small_regs = int(choice.get("SMALL_REGS", SMALL_REGS))
-    if small_regs % 8 or not 24 <= small_regs <= maxnreg:
-        raise ValueError(f"SMALL_REGS {small_regs}: a multiple of 8 from 24 to maxnreg {maxnreg}")
-    # WG_LOADERS: one producer warp per math warpgroup, each streaming that warpgroup's ring alone (LOADERS = G);
-    # else one producer warp for all of them (LOADERS = 1)
-    loaders = g if choice.get("WG_LOADERS", False) else 1
-    math_regs = min(256, ((maxnreg * (g + 1) * 128 - 128 * small_regs) // (g * 128)) // 8 * 8)
+    maxnreg = min(256, (65536 // threads) // 8 * 8)
+    # four math warpgroups: one producer warp each, streaming that warpgroup's ring alone (LOADERS = 4); fewer: one
+    # producer warp for all of them (LOADERS = 1)
+    loaders = 4 if g == 4 else 1
+    math_regs = min(256, ((maxnreg * (g + 1) * 128 - 128 * SMALL_REGS) // (g * 128)) // 8 * 8)
     constexprs = {"NEXT_N": next_n, "H": heads, "D": dim, "BS": block_size, "NP": np_, "STAGES": stages,
                   "SUBS": subs, "CLEAN": bool(clean), "SELF_SCHEDULE": True,
-                  "PIPE": pipe, "MATH_WG": g, "MATH_REGS": math_regs, "SMALL_REGS": small_regs, "Q_IN_LANES": lanes,
+                  "PIPE": pipe, "MATH_WG": g, "MATH_REGS": math_regs, "SMALL_REGS": SMALL_REGS, "Q_IN_LANES": lanes,
                   "MMA_N": mma_n, "AHEAD": bool(choice.get("AHEAD", True)) or not mma_n,
                   "PTX_SLOTS": bool(choice.get("PTX_SLOTS", False)), "FULL_AT": -1, "EMPTY_AT": -1,
                   "LOADERS": loaders,
-                  # the TMA descriptors prefetched at entry: 0.1 µs (0.9-1.5 %) less at B 1-8, within noise at large
-                  # batches (side by side on the H200, 2026-12-01)
-                  "DESC_PREFETCH": bool(choice.get("DESC_PREFETCH", True)),
-                  "STAMPS": bool(choice.get("STAMPS", False)),  # diagnostic (scripts/decode_phases.py)
                   # the computed split (no schedule given) by each partition after warp_specialize, so that the
-                  # rings' setup and the partitions' start run under the first loads' latency: 0.974-0.997 side by
-                  # side at B 1-8, 1.00 at B 64 (one math warpgroup, the small class; H200, 2026-12-01). Several
-                  # warpgroups: more spills, not measured, off. The kernel keeps a given schedule's reads before
-                  # warp_specialize (read by each partition, the engines' form measured 1-4 % further behind
-                  # DeepGEMM, across two runs).
-                  "SPLIT_INSIDE": bool(choice.get("SPLIT_INSIDE", g == 1 and size_class == "small"))}
+                  # rings' setup and the partitions' start run under the first loads' latency: with one math
+                  # warpgroup in the small class (docs/EXPERIMENTS.md). The kernel keeps a given schedule's reads
+                  # before warp_specialize.
+                  "SPLIT_INSIDE": g == 1 and size_class == "small"}
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "blocks_max": cdiv(max(1, max_context_len), block_size), "batch": batch, "bf16": bool(bf16),
                 "smem_per_program": need, "size_class": size_class,

@@ -11,13 +11,12 @@ partitions, or (SPLIT_INSIDE, the computed split only) by each partition itself:
 partitions' start run while the first loads are in flight (a small decode step is a chain of dependent round trips).
 
 Partitions (gl.warp_specialize):
-- producer (worker, 1 warp; LOADERS = MATH_WG: one warp per math warpgroup, warp k issuing the blocks of
-  warpgroup k alone, warp 0 also q): per sequence, q [NP*H, D] by TMA into a double-buffered slot; per cache
-  block, the block id read from the block table (32 ids per vector load, the next 32 loaded while these are
-  issued) and two TMAs into the ring of the math warpgroup that takes the block (STAGES slots each): the block's
-  fp8 rows [BS, D] and its fp32 scales [BS]. One producer issues the blocks in order, so a warpgroup whose ring
-  is full holds up the loads of every other; with a producer each, none waits on another's ring (next_n 2 at
-  large batches, three or four warpgroups: 4-8 % faster on the H200);
+- producer (worker, 1 warp; with four math warpgroups LOADERS = 4: one warp per math warpgroup, warp k issuing
+  the blocks of warpgroup k alone, warp 0 also q): per sequence, q [NP*H, D] by TMA into a double-buffered slot;
+  per cache block, the block id read from the block table (32 ids per vector load, the next 32 loaded while these
+  are issued) and two TMAs into the ring of the math warpgroup that takes the block (STAGES slots each): the
+  block's fp8 rows [BS, D] and its fp32 scales [BS]. One producer issues the blocks in order, so a warpgroup whose
+  ring is full holds up the loads of every other; with a producer each, none waits on another's ring;
 - math (the default partition and MATH_WG - 1 workers, one warpgroup each; block c of the program goes to
   warpgroup c % MATH_WG): per cache block one wgmma [BS, D] x [D, NP*H] (kv = M, A operand; draft rows x heads =
   N, B operand, K-major from q's slot), so each kv byte is read once for all next_n rows; then relu, x weight,
@@ -93,7 +92,7 @@ class Decode:
     ctx_causal: Scalar
     stride_table: Scalar
     stride_out: Scalar
-    meta: gl.tensor  # int32 [P + 1, 2]: the schedule (read unless SELF_SCHEDULE); STAMPS: [programs, 16] clocks
+    meta: gl.tensor  # int32 [P + 1, 2]: the schedule (read unless SELF_SCHEDULE)
     table_cols: Scalar  # entries of a block-table row: the producer reads none past them
 
     @gluon.constexpr_function
@@ -136,15 +135,13 @@ class Shape:
     PTX_SLOTS: gl.constexpr  # kv ring slots waited for and released in PTX (_wait_slot, _release_slot)
     FULL_AT: gl.constexpr  # PTX_SLOTS: byte offset of the kv ring's full barriers in shared memory
     EMPTY_AT: gl.constexpr  # PTX_SLOTS: and of its empty barriers
-    LOADERS: gl.constexpr  # producer warps: 1 (all blocks) or G (warp k feeds math warpgroup k's ring alone)
-    STAMPS: gl.constexpr  # a diagnostic build: the SM clock at each phase of a program (_stamp)
+    LOADERS: gl.constexpr  # producer warps: 1 (all blocks) or G = 4 (warp k feeds math warpgroup k's ring alone)
     SELF_SCHEDULE: gl.constexpr  # the split computed by the program (else read from p.meta)
     SPLIT_INSIDE: gl.constexpr  # each partition computes its range itself, after warp_specialize (_work)
 
     @gluon.constexpr_function
     def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, G, LANES, MMA_N=0, AHEAD=True,
-                 PTX_SLOTS=False, FULL_AT=-1, EMPTY_AT=-1, LOADERS=1, STAMPS=False, SELF_SCHEDULE=True,
-                 SPLIT_INSIDE=False):
+                 PTX_SLOTS=False, FULL_AT=-1, EMPTY_AT=-1, LOADERS=1, SELF_SCHEDULE=True, SPLIT_INSIDE=False):
         self.NEXT_N = gl.constexpr(NEXT_N)
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
@@ -162,7 +159,6 @@ class Shape:
         self.FULL_AT = gl.constexpr(FULL_AT)
         self.EMPTY_AT = gl.constexpr(EMPTY_AT)
         self.LOADERS = gl.constexpr(LOADERS)
-        self.STAMPS = gl.constexpr(STAMPS)
         self.SELF_SCHEDULE = gl.constexpr(SELF_SCHEDULE)
         self.SPLIT_INSIDE = gl.constexpr(bool(SPLIT_INSIDE) and bool(SELF_SCHEDULE))  # the computed split only
 
@@ -324,37 +320,6 @@ def _prefetch_descriptors(asm: gl.constexpr):
     gl.inline_asm_elementwise(asm, "=r,b", [first], dtype=gl.int32, is_pure=False, pack=1)
 
 
-@gluon.constexpr_function
-def _stamp_asm(reg):
-    """_stamp's PTX: read register `reg` (0 %clock, 1 %globaltimer_lo, 2 %smid) once the predicate on $1 (the value
-    waited for) is computed."""
-    name = ("%clock", "%globaltimer_lo", "%smid")[int(reg)]
-    return gl.constexpr("{ .reg .pred p; setp.ne.s32 p, $1, -2147483647; @p mov.u32 $0, " + name
-                        + "; @!p mov.u32 $0, 0; }")
-
-
-@gluon.jit
-def _clock(after, reg: gl.constexpr = 0):
-    """STAMPS: a register (reg 0: the SM's cycle counter; 1: %globaltimer_lo, ns, comparable across SMs; 2: %smid),
-    read once the int32 scalar `after` is ready: the predicate on it holds the read until then (a load's value: its
-    arrival; 0 for a point in program order)."""
-    return gl.inline_asm_elementwise(_stamp_asm(reg), "=r,r", [gl.to_tensor(after)], dtype=gl.int32,
-                                     is_pure=False, pack=1)
-
-
-@gluon.jit
-def _put(p, k: gl.constexpr, t):
-    """STAMPS: slot k of this program's row of p.meta (unread: the split is computed in the kernel)."""
-    gl.store(p.meta + gl.program_id(0) * 16 + k, t)
-
-
-@gluon.jit
-def _stamp(p, k: gl.constexpr, after, reg: gl.constexpr = 0):
-    """STAMPS: _clock into slot k at once (in the partitions; the prologue keeps its clocks in registers until its
-    fences have passed, so that no stamp's store stands in front of them)."""
-    _put(p, k, _clock(after, reg))
-
-
 @gluon.jit
 def _work(p, s):
     """This program's range of (sequence, block) work: range r of the schedule's P, sub-program j of SUBS; computed
@@ -424,12 +389,8 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
     STEP: gl.constexpr = s.G if s.LOADERS > 1 else 1  # blocks of the program between two of this warp's
     c = 0  # the program's blocks so far: block c's ring slot and fill parity are _slot(c, s)
     i = 0  # sequences issued: q slot i % 2, use i // 2
-    if s.STAMPS:
-        _stamp(p, 3, 0)
     if s.SPLIT_INSIDE:
         w = _work(p, s)
-        if s.STAMPS:
-            _stamp(p, 1, w.u_end)
     for b in range(w.b_lo, gl.minimum(w.b_end + 1, p.batch)):
         u0, u1, seg_hi = _segment(p, s, w, b, lay)
         if u0 < u1:
@@ -460,9 +421,6 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
             GAP: gl.constexpr = STEP * s.SUBS
             m_in = gl.minimum(m, gl.maximum(p.table_cols - (u0 + k0 * s.SUBS) + (GAP - 1), 0) // GAP)
             ids = gl.load(row + offs * GAP, mask=offs < m_in, other=0)
-            if s.STAMPS:
-                if c == 0:
-                    _stamp(p, 4, gl.max(ids, axis=0))
             for j0 in range(0, m, IDS):
                 nxt = gl.load(row + (j0 + IDS + offs) * GAP, mask=j0 + IDS + offs < m_in, other=0)
                 for j in range(0, gl.minimum(IDS, m - j0)):
@@ -473,9 +431,6 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
                     compat.async_load(kv_desc, [blk * p.rows_per_block, 0], kv.full.index(st),
                                                     kv.smem.index(st))
                     compat.async_load(sc_desc, [blk, 0], kv.full.index(st), sc_smem.index(st))
-                    if s.STAMPS:
-                        if c + k0 + (j0 + j) * STEP == 0:
-                            _stamp(p, 5, 0)
                 ids = nxt
             c += n
 
@@ -631,8 +586,6 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
         t_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     c = 0  # the program's blocks so far (this warpgroup's among them: c % G == WG): _slot(c, s)
     i = 0  # sequences consumed: q slot i % 2, use i // 2
-    if s.STAMPS:
-        _stamp(p, 6, 0)
     if s.SPLIT_INSIDE:
         w = _work(p, s)
     for b in range(w.b_lo, gl.minimum(w.b_end + 1, p.batch)):
@@ -655,9 +608,6 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                 out_rows = gl.expand_dims((b64 * s.NEXT_N + offs_t) * p.stride_out, 0)  # int64 [1, NP]
                 t_ok = gl.expand_dims(offs_t < s.NEXT_N, 0)
                 mbarrier.wait(q.full.index(qs), (i // 2) & 1)
-                if s.STAMPS:
-                    if i == 0:
-                        _stamp(p, 14, 0)
                 q_t = q.smem.index(qs).reshape([NPH, s.D]).permute((1, 0))  # [D, NPH], K-major B operand
                 if s.PIPE:
                     # Two accumulators in fixed roles (A: even blocks, B: odd), so no register copy of an in-flight
@@ -692,18 +642,9 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                     c_seg = c
                     for k in range((WG - c_seg % s.G + s.G) % s.G, n_seg, s.G):
                         st, tok, sc = _issue_block(c_seg + k, s, kv, sc_smem, q_t, acc, k_layout)
-                        if s.STAMPS:
-                            if c_seg + k == 0:
-                                _stamp(p, 7, 0)
                         done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
-                        if s.STAMPS:
-                            if c_seg + k == 0:
-                                _stamp(p, 8, 0)
                         _release_slot(kv, st, s.PTX_SLOTS, s.EMPTY_AT)  # slot st: the tile and its scales are read
                         _store_block(p, s, done, w2, sc, u0 + k * s.SUBS, offs_k, ends2, out_rows, t_ok, seg_hi)
-                        if s.STAMPS:
-                            if c_seg + k == 0:
-                                _stamp(p, 9, 0)
                     c = c_seg + n_seg
             mbarrier.arrive(q.empty.index(qs), count=1)
             i += 1
@@ -726,9 +667,6 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                 col = c0 + cols_f
                 gl.store(p.out_ptr + r.to(gl.int64) * p.stride_out + col, neg,
                          mask=(col >= hi) & (col < p.max_context_len))
-    if s.STAMPS:
-        _stamp(p, 10, 0)
-        _stamp(p, 12, 0, 1)
 
 
 @gluon.jit(repr=make_kernel_repr("paged_mqa_logits_ws_sm90", KEYS))
@@ -770,10 +708,8 @@ def paged_mqa_logits_ws_sm90(
     PTX_SLOTS: gl.constexpr = False,  # ring slots waited for and released in PTX: no warpgroup barrier per block
     FULL_AT: gl.constexpr = -1,  # PTX_SLOTS: offset of the kv full barriers (mqa_cli.barrier_offsets resolves it)
     EMPTY_AT: gl.constexpr = -1,  # PTX_SLOTS: and of the empty barriers
-    LOADERS: gl.constexpr = 1,  # producer warps: 1, or MATH_WG (one per math warpgroup's ring; _load_partition)
-    DESC_PREFETCH: gl.constexpr = False,  # the TMA descriptors prefetched at entry (_prefetch_descriptors)
-    DESC_PARAMS: gl.constexpr = "",  # DESC_PREFETCH: their parameters' symbols (mqa_cli.launch_paged_ws sets them)
-    STAMPS: gl.constexpr = False,  # diagnostic: phase clocks into meta_ptr [programs, 16] (scripts/decode_phases.py)
+    LOADERS: gl.constexpr = 1,  # producer warps: 1, or 4 at MATH_WG 4 (one per math warpgroup's ring; _load_partition)
+    DESC_PARAMS: gl.constexpr = "",  # the TMA descriptors' parameter symbols (mqa_cli.launch_paged_ws sets them)
     SPLIT_INSIDE: gl.constexpr = False,  # the computed split: by each partition after warp_specialize (_work)
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
@@ -786,87 +722,45 @@ def paged_mqa_logits_ws_sm90(
                      "MMA_N: a multiple of H up to 128 (two accumulators in flight), without PIPE or Q_IN_LANES")
     gl.static_assert((MMA_N != 0) | (NP * H <= 256), "NP * H past one wgmma's 256 columns needs MMA_N")
     gl.static_assert((not PTX_SLOTS) | ((FULL_AT >= 0) & (EMPTY_AT >= 0)), "PTX_SLOTS needs FULL_AT and EMPTY_AT")
-    gl.static_assert((LOADERS == 1) | (LOADERS == MATH_WG), "one producer warp, or one per math warpgroup")
+    gl.static_assert(((MATH_WG == 4) & (LOADERS == 4)) | ((MATH_WG != 4) & (LOADERS == 1)),
+                     "one producer warp, or one per math warpgroup at four")
     s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG, Q_IN_LANES, MMA_N, AHEAD, PTX_SLOTS,
-              FULL_AT, EMPTY_AT, LOADERS, STAMPS, SELF_SCHEDULE, SPLIT_INSIDE)
-    gl.static_assert((not STAMPS) | (SELF_SCHEDULE & (MATH_WG == 1) & (not PIPE) & (MMA_N == 0)),
-                     "STAMPS: the in-kernel split (meta_ptr free), one math warpgroup, one wgmma a block")
-    t0 = 0
-    g0 = 0
-    if STAMPS:
-        t0 = _clock(0)
-        g0 = _clock(0, 1)
-    if DESC_PREFETCH:
-        gl.static_assert(DESC_PARAMS != "", "DESC_PREFETCH needs DESC_PARAMS (the launcher names the parameters)")
-        _prefetch_descriptors(_descriptor_prefetch_asm(DESC_PARAMS))
+              FULL_AT, EMPTY_AT, LOADERS, SELF_SCHEDULE, SPLIT_INSIDE)
+    gl.static_assert(DESC_PARAMS != "", "the descriptor prefetch needs DESC_PARAMS (the launcher names the parameters)")
+    _prefetch_descriptors(_descriptor_prefetch_asm(DESC_PARAMS))
     _prefetch_table(p, BS)
     if s.SPLIT_INSIDE:  # each partition computes its range after warp_specialize: the rings' setup and the
         zero = gl.to_tensor(0)  # partitions' start run under the first loads' latency instead of after them
         w = Work(zero, zero, zero, zero, zero)  # not read
     else:
         w = _work(p, s)
-    t1 = 0
-    if STAMPS:
-        if not s.SPLIT_INSIDE:
-            t1 = _clock(w.u_end)
 
     q, kv, sc_smem = _rings(s, q_desc, kv_desc, sc_desc)
-    if STAMPS:
-        _stamp(p, 2, 0)
-        _put(p, 0, t0)
-        if not s.SPLIT_INSIDE:
-            _put(p, 1, t1)
-        _put(p, 11, g0)
-        _put(p, 13, _clock(0, 2))
 
     if MATH_WG == 1:
         gl.warp_specialize([(_math_partition, (p, s, w, q, kv, sc_smem, 0)),
                             (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc))],
                            [1], [SMALL_REGS])
     elif MATH_WG == 2:
-        if LOADERS == 2:
-            gl.warp_specialize([(_math_partition, (p, s, w, q, kv, sc_smem, 0)),
-                                (_math_partition, (p, s, w, q, kv, sc_smem, 1)),
-                                (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, 0)),
-                                (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, 1))],
-                               [4, 1, 1], [MATH_REGS, SMALL_REGS, SMALL_REGS])
-        else:
-            gl.warp_specialize([(_math_partition, (p, s, w, q, kv, sc_smem, 0)),
-                                (_math_partition, (p, s, w, q, kv, sc_smem, 1)),
-                                (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc))],
-                               [4, 1], [MATH_REGS, SMALL_REGS])
+        gl.warp_specialize([(_math_partition, (p, s, w, q, kv, sc_smem, 0)),
+                            (_math_partition, (p, s, w, q, kv, sc_smem, 1)),
+                            (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc))],
+                           [4, 1], [MATH_REGS, SMALL_REGS])
     elif MATH_WG == 3:
-        if LOADERS == 3:
-            gl.warp_specialize([(_math_partition, (p, s, w, q, kv, sc_smem, 0)),
-                                (_math_partition, (p, s, w, q, kv, sc_smem, 1)),
-                                (_math_partition, (p, s, w, q, kv, sc_smem, 2)),
-                                (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, 0)),
-                                (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, 1)),
-                                (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, 2))],
-                               [4, 4, 1, 1, 1], [MATH_REGS, MATH_REGS, SMALL_REGS, SMALL_REGS, SMALL_REGS])
-        else:
-            gl.warp_specialize([(_math_partition, (p, s, w, q, kv, sc_smem, 0)),
-                                (_math_partition, (p, s, w, q, kv, sc_smem, 1)),
-                                (_math_partition, (p, s, w, q, kv, sc_smem, 2)),
-                                (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc))],
-                               [4, 4, 1], [MATH_REGS, MATH_REGS, SMALL_REGS])
-    else:
+        gl.warp_specialize([(_math_partition, (p, s, w, q, kv, sc_smem, 0)),
+                            (_math_partition, (p, s, w, q, kv, sc_smem, 1)),
+                            (_math_partition, (p, s, w, q, kv, sc_smem, 2)),
+                            (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc))],
+                           [4, 4, 1], [MATH_REGS, MATH_REGS, SMALL_REGS])
+    else:  # four math warpgroups, each fed by its own producer warp
         gl.static_assert(MATH_WG == 4, "1 to 4 math warpgroups")
-        if LOADERS == 4:
-            gl.warp_specialize([(_math_partition, (p, s, w, q, kv, sc_smem, 0)),
-                                (_math_partition, (p, s, w, q, kv, sc_smem, 1)),
-                                (_math_partition, (p, s, w, q, kv, sc_smem, 2)),
-                                (_math_partition, (p, s, w, q, kv, sc_smem, 3)),
-                                (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, 0)),
-                                (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, 1)),
-                                (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, 2)),
-                                (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, 3))],
-                               [4, 4, 4, 1, 1, 1, 1],
-                               [MATH_REGS, MATH_REGS, MATH_REGS, SMALL_REGS, SMALL_REGS, SMALL_REGS, SMALL_REGS])
-        else:
-            gl.warp_specialize([(_math_partition, (p, s, w, q, kv, sc_smem, 0)),
-                                (_math_partition, (p, s, w, q, kv, sc_smem, 1)),
-                                (_math_partition, (p, s, w, q, kv, sc_smem, 2)),
-                                (_math_partition, (p, s, w, q, kv, sc_smem, 3)),
-                                (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc))],
-                               [4, 4, 4, 1], [MATH_REGS, MATH_REGS, MATH_REGS, SMALL_REGS])
+        gl.warp_specialize([(_math_partition, (p, s, w, q, kv, sc_smem, 0)),
+                            (_math_partition, (p, s, w, q, kv, sc_smem, 1)),
+                            (_math_partition, (p, s, w, q, kv, sc_smem, 2)),
+                            (_math_partition, (p, s, w, q, kv, sc_smem, 3)),
+                            (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, 0)),
+                            (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, 1)),
+                            (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, 2)),
+                            (_load_partition, (p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, 3))],
+                           [4, 4, 4, 1, 1, 1, 1],
+                           [MATH_REGS, MATH_REGS, MATH_REGS, SMALL_REGS, SMALL_REGS, SMALL_REGS, SMALL_REGS])

@@ -1,6 +1,6 @@
 """The H200 (sm90) choices of the Gluon paged decode kernel, by live columns next_n x H (H 64 in the sweep;
 config.table_entry falls back to the padded N = NP x H for other head counts) and the size class
-(config.regime): written by `python3 scripts/paged_ws_experiment.py` on
+(config.regime): written by `python3 tools/tune/paged_ws_experiment.py` on
 NVIDIA H200, 2026-12-01, triton 3.6.0: every candidate checked against the
 reference, then timed by CUDA-graph replay from a cold L2 (2-D context lengths); kept:
 the least time summed over the swept shapes of the class (each relative to the portable kernel on that
@@ -13,7 +13,7 @@ CUDA_TUNED = {
     },
     128: {
         'small': {'PIPE': True, 'STAGES': 5, 'SUBS': 2},  # st5-sub2-pipe: mean 0.779 of the portable kernel's time, 6 shapes
-        'large': {'MATH_WG': 4, 'STAGES': 4, 'SUBS': 1, 'WG_LOADERS': True},  # st4-sub1-wg4-wgl: mean 0.678 of the portable kernel's time, 3 shapes
+        'large': {'MATH_WG': 4, 'STAGES': 4, 'SUBS': 1},  # st4-sub1-wg4-wgl (four producer warps): mean 0.678 of the portable kernel's time, 3 shapes
     },
     192: {
         'small': {'MATH_WG': 2, 'MMA_N': 64, 'STAGES': 6, 'SUBS': 1},  # st6-sub1-wg2-mma64: mean 0.652 of the portable kernel's time, 1 shapes

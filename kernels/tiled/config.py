@@ -1,6 +1,6 @@
 """Config of the portable prefill kernel (no triton import: dispatch and `explain` stay cheap).
 
-On CUDA a (heads, dim) listed in tuned.py takes its swept config (scripts/sweep_heads.py --write-table, checked
+On CUDA a (heads, dim) listed in tuned.py takes its swept config (tools/tune/sweep_heads.py --write-table, checked
 and timed on the H200); any other shape, and every other backend, takes the rule below.
 """
 from __future__ import annotations
@@ -10,9 +10,10 @@ from ..tuned_by_triton import table
 from . import KEYS
 from .tuned import CUDA_TUNED
 
-# What a table entry (or a sweep's override) may set: tile shape, column order, launch options, and
+# What a table entry (or a sweep's override) may set: query rows per block, column order, pipeline depth, and
 # SPLIT_TILES, the most kv tiles one program walks (the kv axis is split over grid axis 1 into such spans).
-OVERRIDE_KEYS = ("BLOCK_Q", "BLOCK_KV", "HEAD_MAJOR", "num_warps", "num_stages", "SPLIT_TILES")
+OVERRIDE_KEYS = ("BLOCK_Q", "HEAD_MAJOR", "num_stages", "SPLIT_TILES")
+BLOCK_KV = 64  # kv rows per tile = the MMA's M per warpgroup (4 warps)
 MAX_DOT_N = 256  # columns of one wgmma: BLOCK_Q x heads
 
 
@@ -30,12 +31,8 @@ def check_override(heads: int, override: dict) -> None:
     bq = override.get("BLOCK_Q")
     if bq is not None and not (isinstance(bq, int) and bq >= 1 and bq & (bq - 1) == 0 and 16 <= bq * heads <= MAX_DOT_N):
         raise ValueError(f"BLOCK_Q must be a power of two with 16 <= BLOCK_Q x heads <= {MAX_DOT_N}, got {bq} at H {heads}")
-    if override.get("BLOCK_KV", 64) not in (64, 128):
-        raise ValueError(f"BLOCK_KV must be 64 or 128 (the MMA's M per warpgroup), got {override['BLOCK_KV']}")
     if not isinstance(override.get("HEAD_MAJOR", False), bool):
         raise ValueError(f"HEAD_MAJOR must be True or False, got {override['HEAD_MAJOR']!r}")
-    if override.get("num_warps", 4) not in (4, 8):
-        raise ValueError(f"num_warps must be 4 or 8, got {override['num_warps']}")
     if override.get("num_stages", 3) not in range(1, 7):
         raise ValueError(f"num_stages must be in 1..6, got {override['num_stages']}")
     split = override.get("SPLIT_TILES")
@@ -55,10 +52,10 @@ def tiled_config(*, heads: int, dim: int, S: int, N: int, clean: bool, compresse
     check_override(heads, choice)
     block_q = max(1, min(choice.get("BLOCK_Q", 256 // heads), pow2_ceil(S)))
     block_q = max(block_q, pow2_ceil(max(1, 16 // heads)))  # tl.dot needs N >= 16
-    block_kv = choice.get("BLOCK_KV", 64)
+    block_kv = BLOCK_KV
     options = backend_options(backend, cuda={"num_warps": 4, "num_stages": 3})
-    if backend == "cuda":
-        options.update({k: choice[k] for k in ("num_warps", "num_stages") if k in choice})
+    if backend == "cuda" and "num_stages" in choice:
+        options["num_stages"] = choice["num_stages"]
     q_blocks = cdiv(S, block_q)
     kv_tiles = cdiv(N, block_kv)
     want = 2 * (units or 1)

@@ -11,7 +11,7 @@ column = head * BLOCK_Q + row. The MMA accumulator gives each thread 2 adjacent 
 threads of a quad the rest of those 8: row-major, a row's heads span the quad, so the head sum needs
 shuffles and leaves every logit repeated in 4 threads (scale, mask and store done 4 times); head-major
 with BLOCK_Q >= 8, a row's heads all sit in one thread's registers, so the sum is plain adds and each
-logit lives in one thread. It matters at small H, where a tile holds many rows (scripts/sweep_heads.py).
+logit lives in one thread. It matters at small H, where a tile holds many rows (tools/tune/sweep_heads.py).
 """
 import triton
 import triton.language as tl

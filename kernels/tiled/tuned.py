@@ -1,5 +1,5 @@
 """The H200 (sm90) configs of the portable prefill kernel by (heads, dim): written by
-`python3 scripts/sweep_heads.py --write-table` on NVIDIA H200, 2026-11-30 12:13 UTC,
+`python3 tools/tune/sweep_heads.py --write-table` on NVIDIA H200, 2026-11-30 12:13 UTC,
 triton 3.6.0, torch 2.11.0+cu130. Swept this run: H8 D64, H8 D128, H8 D256, H16 D64, H16 D128, H16 D256, H32 D64, H32 D128, H32 D256, H64 D64, H64 D128, H64 D256, H128 D64, H128 D128, H128 D256.
 Each config was checked against the float32 reference (exact -inf pattern, relative error < 2e-3)
 before it was timed alone on 1x8192 causal with clean logits (do_bench median, L2 flushed); an entry is

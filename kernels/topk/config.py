@@ -1,41 +1,22 @@
 """Config of the top-k selection kernels (no triton or torch import: `explain` stays cheap).
 
-What bounds the time (METHOD, H200: 132 SMs, 64K registers and 228 KiB shared memory per SM, ~4 TB/s):
+What bounds the time (H200: 132 SMs, 64K registers and 228 KiB shared memory per SM, ~4 TB/s): bytes per row of L
+live columns (k = 2048, CAP = 4096) are 4 L read once; for L > CAP also the sample (SAMPLE gathers: whole 32-byte
+sectors, ~min(L, 8 SAMPLE) x 4 B, L2 hits for the pass after it) and the candidates (~1.2-1.6 k keys + columns,
+8 B each, written and read back through L1/L2); 4 k bytes of indices written (+ 4 k of values only for sorted
+output or return_logits). One pass (plus the sample) in every path but the rare exact fallback. Yet the rows are
+bound by instruction issue and dependent latency, not by bytes: a row's k-th key is found by rounds of counts.
 
-  The first kernel ran 16 warps per program at 128 registers: the whole register file, so ONE program (one
-  row) per SM. Each count probe of its key search was a 512-thread reduction (shared memory, two barriers) and a
-  row took 20-40 probes (interpolating in key space: near 0 the int keys of the floats are far from linear)
-  plus a 512-thread cumsum to emit. 1x4096 causal: 4096 rows / 132 SMs = 31 rows per SM x ~11 µs = 340 µs
-  measured, against a bandwidth floor of 8 µs for reading its rows (4096 x 2048 avg x 4 B = 34 MB): latency of
-  dependent reductions with one row in flight per SM, not bandwidth.
+This design: programs of 4 (rows) or 8 (split) warps holding only keys in registers (one [CAP] block: 32 a thread
+at 4 warps) while searching, several programs an SM, then streaming the picks out tile by tile; ~5 search rounds a
+row, each counting 8 thresholds in one reduction, the 8 counts packed two per int32 and the search in int32 with
+the midpoint as the only fallback probe. Decode (fewer than 2 rows per SM, rows longer than CAP) spreads each row
+over `parts` programs and merges in the last (topk_split), so 64 rows still fill the GPU. The sweep measures
+num_warps, tile, programs per SM, maxnreg and narrow per shape and writes tuned.py.
 
-  Bytes per row of L live columns (k = 2048, CAP = 4096): read 4 L once; for L > CAP also the sample (SAMPLE
-  gathers: whole 32-byte sectors, ~min(L, 8 SAMPLE) x 4 B, L2 hits for the pass after it) and the candidates
-  (~1.2-1.6 k keys + columns, 8 B each, written and read back through L1/L2); write 4 k indices (+ 4 k values
-  only for sorted output or return_logits). One pass (plus the sample) in every path but the rare exact
-  fallback. Floors at 4 TB/s: 1x4096 ~17 µs, 1x8192 ~50 µs, 1x32768 causal ~0.6 ms (2.1 GB), decode 64 x 64K ~5 µs.
-
-  This design: programs of 4 (rows) or 8 (split) warps holding only keys in registers (one [CAP] block: 32 a
-  thread at 4 warps) while searching, then streaming the picks out tile by tile; ~5 search rounds a row, each
-  counting 8 thresholds in one reduction. Measured on the H200 (2026-11-30, scripts/sweep_topk.py, before the
-  packed counts below): selection alone 1x4096 340 -> 162 µs, 1x8192 964 -> 640, ratio 4 1611 -> 238, 1x32768
-  7881 -> 4142. Those rates (1x32768: ~1.6 warp-instructions per cycle per SM, 0.5 TB/s) say the rows are bound
-  by instruction issue and dependent latency at ~3 programs per SM, not by bytes. Since then the 8 counts of a
-  round are packed two per int32 (half the selects, adds and shuffles) and the search runs in int32 with the
-  midpoint as the only fallback probe: a search round on the [4096] block went from 1381 to 963 SASS
-  instructions a thread (sm90, 4 warps), the rows kernel from 168 to 128 registers (4 programs per SM). Decode
-  (fewer than 2 rows per SM, rows longer than CAP) spreads each row over `parts` programs and merges in the last
-  (topk_split), so 64 rows still fill the GPU. The sweep measures num_warps, tile, programs per SM, sample,
-  maxnreg and parts per shape and writes tuned.py.
-
-  Narrowed search ("narrow", NOT timed on a GPU yet, DEFAULTS keep 0): after the first round or two the bracket holds
-  ~100-1000 of the 4096 keys, yet every round scanned all of them. With narrow N the rounds go on on the bracket's
-  keys compacted into N scratch words (sm90, 4 warps: a round on [4096] 990 SASS instructions a thread, on [256]
-  256, on [1024] 393; the compaction ~370 once). A numpy model of the rounds on Gaussian rows: ~4.3-4.5 rounds a
-  row, the bracket holds ~600-1060 keys after round 1 and ~75-130 after round 2, so the search goes from ~4400 to
-  ~2800-3000 instructions a thread per row (~0.65x). Registers: rows kernel tile 512 150 -> 164 (3 programs per SM
-  either way), maxnreg 96 a few more spill moves; split 8 warps tile 2048 maxnreg 128: 0 -> ~38 spill moves, none
-  in the loops.
+Narrowed search ("narrow" N, a power of two; DEFAULTS keep 0): after the first round or two the bracket holds a few
+hundred of the 4096 keys, yet every round scanned all of them; with narrow N the rounds go on on the bracket's keys
+compacted into N scratch words. What each step measured (instructions, registers, µs): docs/DESIGN-NOTES.md.
 """
 from __future__ import annotations
 
@@ -46,21 +27,17 @@ MIN_CAP = 1024  # rows up to this many live entries are selected in registers
 MARGIN = 4.0  # sample-rank standard deviations kept above topk (simulated: a 32K row misses k in ~3e-4)
 PMAX = 64  # most programs per row in topk_split (kernel.py holds the same bound)
 FEW_ROWS_PER_UNIT = 2  # fewer rows than this per SM, rows longer than cap: split each row over programs
-VEC = 16  # columns per aligned read when the buffer holds the rounded-up row end (the launcher checks)
-# Vectorised reads are opt-in ("vec": 16): their 4-wide layout differs from the scattered stores' 1-wide one, and
-# the layout conversions cost registers (sm90 ptxas, 4 warps, tile 2048: 255 registers against 168 at vec 1).
 
-# Defaults where tuned.py has no entry. The H200 sweep of 2026-11-30 picked sample 1024 and 8 programs per SM
-# (oversubscribed: rows differ in length) for most prefill buckets, and 8 warps / tile 2048 / 2 programs per SM
-# for long decode rows. sm90 ptxas (cross-compiled, k 2048, counts packed two per int32, int32 search): rows
-# kernel 128 registers at 4 warps / tile 1024 (4 programs per SM; its few spills lie outside the loops), 115 at 8
-# warps; split kernel 128 at 8 warps / tile 1024 but 170 at tile 2048 (one program per SM: the sweep also
-# tries it pinned to 128 with maxnreg).
+# Defaults where tuned.py has no entry (the sweep's picks for most buckets; docs/DESIGN-NOTES.md): 8 programs per
+# SM for prefill rows (oversubscribed: rows differ in length), 8 warps and 2 programs per SM for long decode rows;
+# SAMPLE, the entries a long row's threshold is ranked on, by regime.
 DEFAULTS = {
     "rows": {"num_warps": 4, "tile": 1024, "programs_per_unit": 8, "sample": 1024},
     "split": {"num_warps": 8, "tile": 1024, "programs_per_unit": 2, "sample": 2048},
 }
-TUNABLE = ("kind", "num_warps", "tile", "programs_per_unit", "sample", "parts", "maxnreg", "reduce8", "vec", "narrow")
+TUNABLE = ("kind", "num_warps", "tile", "programs_per_unit", "parts", "maxnreg", "reduce8", "narrow")
+# ("parts" and "reduce8" are test hooks: the interpreter's rows take the split kernel and the GPU's packed
+# reduction only when told.)
 # "narrow": N > 0 (a power of two >= 16) runs the k-th key search on the whole block only until its bracket holds at
 # most N keys, then compacts those into N int32 of scratch and finishes there (kernel.py, _kth); 0: whole block.
 NARROW_MIN = 16
@@ -124,10 +101,9 @@ def topk_kind(rows: int, cols: int, cap: int, units: int, backend: str) -> str:
 
 def topk_config(*, rows: int, cols: int, topk: int, backend: str, units: int | None, window: bool = True,
                 compressed: bool = False, paged: bool = False, values: bool = True, stats: bool = False,
-                cap: int | None = None, vec_ok: bool = False, **tuning) -> KernelConfig:
-    """Grid and sizes for an [rows, cols] matrix. vec_ok: the buffer may be read to each row's end rounded up
-    to VEC columns. tuning (sweeps, tests): kind ('rows', 'split', 'torch'), num_warps, tile,
-    programs_per_unit, sample, parts, maxnreg, reduce8, vec, narrow override the table and the defaults."""
+                cap: int | None = None, **tuning) -> KernelConfig:
+    """Grid and sizes for an [rows, cols] matrix. tuning (sweeps, tests): kind ('rows', 'split', 'torch'),
+    num_warps, tile, programs_per_unit, parts, maxnreg, reduce8, narrow override the table and the defaults."""
     bad = set(tuning) - set(TUNABLE)
     if bad:
         raise ValueError(f"unknown top-k tuning keys {sorted(bad)}; known: {', '.join(TUNABLE)}")
@@ -156,8 +132,7 @@ def topk_config(*, rows: int, cols: int, topk: int, backend: str, units: int | N
     options = {"num_warps": nw, "num_stages": 1}
     if p.get("maxnreg") and backend == "cuda":
         options["maxnreg"] = int(p["maxnreg"])
-    vec = VEC if vec_ok and int(p.get("vec", 1)) == VEC else 1
-    constexprs = {"CAP": cap, "SAMPLE": sample, "TILE": tile, "VEC": vec, "NW": nw, "MARGIN": MARGIN,
+    constexprs = {"CAP": cap, "SAMPLE": sample, "TILE": tile, "NW": nw, "MARGIN": MARGIN,
                   "WINDOW": bool(window), "COMPRESSED": bool(compressed), "PAGED": bool(paged),
                   "VALUES": bool(values), "STATS": bool(stats),
                   # one packed 8-way reduction per search round (GPU); the interpreter runs a custom combine per
@@ -177,7 +152,7 @@ def topk_config(*, rows: int, cols: int, topk: int, backend: str, units: int | N
         programs = min(rows1, 3) if backend == "interpreter" else min(rows1, int(p["programs_per_unit"]) * units)
         parts = 1
         grid = (max(1, programs),)
-        long_rows = cols + vec > cap  # some window may not fit one [cap] block (the kernel makes the same test)
+        long_rows = cols >= cap  # some window may not fit one [cap] block (the kernel makes the same test)
         per_program = narrow + (2 * cap + PMAX if long_rows else 0)
         schedule = {"kind": kind, "parts": 1, "scratch_elems": grid[0] * per_program,
                     "arrive": False, "rows_per_program": cdiv(rows1, grid[0])}

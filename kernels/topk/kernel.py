@@ -258,16 +258,15 @@ def _emit_tile(key, col, T, take_eq, run, run_eq, irow, vrow, TIES: tl.constexpr
 
 
 @triton.jit
-def _emit_row(lrow, c0, c1, off, T, take_eq, irow, vrow, TILE: tl.constexpr, VEC: tl.constexpr, TIES: tl.constexpr,
+def _emit_row(lrow, c0, c1, off, T, take_eq, irow, vrow, TILE: tl.constexpr, TIES: tl.constexpr,
               VALUES: tl.constexpr):
     """The selected entries of the row's window [c0, c1), in position order, streamed in tiles (the search
     held only the keys; re-reading the row from L1/L2 here keeps registers for more rows in flight)."""
     run = tl.full([], 0, tl.int32)
     run_eq = tl.full([], 0, tl.int32)
-    start = c0 // VEC * VEC
-    x = _load(lrow, start, c1, TILE, VEC)
-    for t0 in range(start, c1, TILE):
-        x_next = _load(lrow, t0 + TILE, c1, TILE, VEC)  # in flight while this tile is emitted
+    x = _load(lrow, c0, c1, TILE)
+    for t0 in range(c0, c1, TILE):
+        x_next = _load(lrow, t0 + TILE, c1, TILE)  # in flight while this tile is emitted
         key, cols = _keys(x, t0, c0, c1, TILE)
         run, run_eq = _emit_tile(key, cols + off, T, take_eq, run, run_eq, irow, vrow, TIES, VALUES)
         x = x_next
@@ -359,14 +358,11 @@ def _bounds(row, ks_ptr, ke_ptr, ctx_ptr, ncols, stride_ks, stride_ke, stride_ct
 
 
 @triton.jit
-def _load(lrow, t0, a1, TILE: tl.constexpr, VEC: tl.constexpr):
-    """The raw tile at t0 (a multiple of VEC), up to a1. With VEC > 1 the read runs to a1 rounded up to VEC (the
-    host checked the buffer holds it), so the mask is constant over VEC columns and the load is vectorised.
-    Nothing is read for a tile wholly past a1 (the prefetch of the tile after the last)."""
-    t0 = tl.multiple_of(t0, VEC)
+def _load(lrow, t0, a1, TILE: tl.constexpr):
+    """The raw tile at t0, up to a1. Nothing is read for a tile wholly past a1 (the prefetch of the tile after the
+    last)."""
     cols = t0 + tl.arange(0, TILE)
-    a1r = (a1 + VEC - 1) // VEC * VEC
-    return tl.load(lrow + cols, mask=cols < a1r, other=float("-inf")).to(tl.float32)
+    return tl.load(lrow + cols, mask=cols < a1, other=float("-inf")).to(tl.float32)
 
 
 @triton.jit
@@ -377,20 +373,20 @@ def _keys(x, t0, a0, a1, TILE: tl.constexpr):
 
 
 @triton.jit
-def _tile(lrow, t0, a0, a1, TILE: tl.constexpr, VEC: tl.constexpr):
+def _tile(lrow, t0, a0, a1, TILE: tl.constexpr):
     """Keys and columns of the tile at t0, live in [a0, a1)."""
-    return _keys(_load(lrow, t0, a1, TILE, VEC), t0, a0, a1, TILE)
+    return _keys(_load(lrow, t0, a1, TILE), t0, a0, a1, TILE)
 
 
 @triton.jit
-def _short_row(lrow, c0, c1, off, k, irow, vrow, nscr, CAP: tl.constexpr, TILE: tl.constexpr, VEC: tl.constexpr,
-               VALUES: tl.constexpr, NARROW: tl.constexpr, NT: tl.constexpr, R8: tl.constexpr):
+def _short_row(lrow, c0, c1, off, k, irow, vrow, nscr, CAP: tl.constexpr, TILE: tl.constexpr, VALUES: tl.constexpr,
+               NARROW: tl.constexpr, NT: tl.constexpr, R8: tl.constexpr):
     """A window of at most k live columns: every live entry, streamed; else one that fits a [CAP] block:
     its keys searched in registers, then the selected entries streamed. nscr: NARROW int32 of scratch (_kth)."""
     if c1 - c0 <= k:
-        n = _emit_row(lrow, c0, c1, off, -2147483647, 0, irow, vrow, TILE, VEC, False, VALUES)
+        n = _emit_row(lrow, c0, c1, off, -2147483647, 0, irow, vrow, TILE, False, VALUES)
     else:
-        key, _cols = _tile(lrow, c0 // VEC * VEC, c0, c1, CAP, VEC)
+        key, _cols = _tile(lrow, c0, c0, c1, CAP)
         live = key != -2147483648
         if R8:  # one reduction, not three (the interpreter runs a custom combine per element: three there)
             nlive, kmin, kmax = tl.reduce((live.to(tl.int32), tl.where(live, key, 2147483647), key), 0,
@@ -402,10 +398,10 @@ def _short_row(lrow, c0, c1, off, k, irow, vrow, nscr, CAP: tl.constexpr, TILE: 
         lo = tl.where(nlive <= k, -2147483647, kmin)
         T, n_ge = _kth(key, lo, nlive, kmax.to(tl.int64) + 1, 0, k, 0, nscr, NARROW, NT, R8)
         if n_ge <= k:
-            n = _emit_row(lrow, c0, c1, off, T, 0, irow, vrow, TILE, VEC, False, VALUES)
+            n = _emit_row(lrow, c0, c1, off, T, 0, irow, vrow, TILE, False, VALUES)
         else:  # ties at T: the lowest positions
             n_gt = tl.sum((key > T).to(tl.int32), axis=0)
-            n = _emit_row(lrow, c0, c1, off, T, k - n_gt, irow, vrow, TILE, VEC, True, VALUES)
+            n = _emit_row(lrow, c0, c1, off, T, k - n_gt, irow, vrow, TILE, True, VALUES)
     return n
 
 
@@ -434,14 +430,13 @@ def _sample_threshold(lrow, c0, c1, k, room: tl.constexpr, SAMPLE: tl.constexpr,
 
 
 @triton.jit
-def _compact(lrow, a0, a1, t, dst_key, dst_col, cap, TILE: tl.constexpr, VEC: tl.constexpr):
+def _compact(lrow, a0, a1, t, dst_key, dst_col, cap, TILE: tl.constexpr):
     """Keys >= t of columns [a0, a1) and their columns into dst (position order, the first `cap` kept).
     Returns how many there are (also past cap)."""
     run = tl.full([], 0, tl.int32)
-    start = a0 // VEC * VEC
-    x = _load(lrow, start, a1, TILE, VEC)
-    for t0 in range(start, a1, TILE):
-        x_next = _load(lrow, t0 + TILE, a1, TILE, VEC)  # two tiles in flight per program (the pass is latency-bound)
+    x = _load(lrow, a0, a1, TILE)
+    for t0 in range(a0, a1, TILE):
+        x_next = _load(lrow, t0 + TILE, a1, TILE)  # two tiles in flight per program (the pass is latency-bound)
         key, cols = _keys(x, t0, a0, a1, TILE)
         x = x_next
         ci = (key >= t).to(tl.int32)
@@ -454,8 +449,7 @@ def _compact(lrow, a0, a1, t, dst_key, dst_col, cap, TILE: tl.constexpr, VEC: tl
 
 
 @triton.jit
-def _exact_row(lrow, c0, c1, off, k, t, total, irow, vrow, TILE: tl.constexpr, VEC: tl.constexpr,
-               VALUES: tl.constexpr):
+def _exact_row(lrow, c0, c1, off, k, t, total, irow, vrow, TILE: tl.constexpr, VALUES: tl.constexpr):
     """The rare fallback (count(>= t) = total missed k or overflowed the candidates): 16 thresholds counted
     per pass over the row narrow [lo, hi) 16-fold until T is known, then one emitting pass. Returns the
     number written."""
@@ -470,8 +464,8 @@ def _exact_row(lrow, c0, c1, off, k, t, total, irow, vrow, TILE: tl.constexpr, V
         th = lo + jj.to(tl.int64) * step
         th32 = tl.minimum(th, 2147483647).to(tl.int32)  # no key reaches INT32_MAX
         cvec = tl.zeros([16], tl.int32)
-        for t0 in range(c0 // VEC * VEC, c1, FB):
-            fkey, _fc = _tile(lrow, t0, c0, c1, FB, VEC)
+        for t0 in range(c0, c1, FB):
+            fkey, _fc = _tile(lrow, t0, c0, c1, FB)
             cvec += tl.sum((fkey[:, None] >= th32[None, :]).to(tl.int32), axis=0)
         nge = tl.sum(((cvec >= k) & (th < hi)).to(tl.int32), axis=0)
         few = nge == 0  # only when lo was unverified: fewer than k live entries
@@ -485,10 +479,10 @@ def _exact_row(lrow, c0, c1, off, k, t, total, irow, vrow, TILE: tl.constexpr, V
         cnt_lo = tl.where(few, k, new_cnt)
     T = lo.to(tl.int32)
     n_gt = tl.full([], 0, tl.int32)
-    for t0 in range(c0 // VEC * VEC, c1, TILE):
-        key, _cols = _tile(lrow, t0, c0, c1, TILE, VEC)
+    for t0 in range(c0, c1, TILE):
+        key, _cols = _tile(lrow, t0, c0, c1, TILE)
         n_gt += tl.sum((key > T).to(tl.int32), axis=0)
-    return _emit_row(lrow, c0, c1, off, T, k - n_gt, irow, vrow, TILE, VEC, True, VALUES)
+    return _emit_row(lrow, c0, c1, off, T, k - n_gt, irow, vrow, TILE, True, VALUES)
 
 
 @triton.jit(repr=make_kernel_repr("topk_rows", KEYS))
@@ -499,13 +493,13 @@ def topk_rows(
     ctx_ptr,  # int32 context lens [B] or [B, next_n] (PAGED): row b * next_n + t
     idx_ptr,  # int32 [R, stride_idx]: output positions
     val_ptr,  # [R, stride_val] (VALUES): output values, in its own dtype
-    scratch_ptr,  # int32 [grid, NARROW (+ 2 CAP + PMAX when ncols + VEC > CAP)]: each program's narrowed search
+    scratch_ptr,  # int32 [grid, NARROW (+ 2 CAP + PMAX when ncols >= CAP)]: each program's narrowed search
     # keys (NARROW > 0), candidate keys, columns, count
     arrive_ptr,  # (topk_split only)
     stats_ptr,  # int32 [R] (STATS): 0 registers, 1 sampled candidates, 2 exact passes, 3 split + merge
     R, ncols, k, parts, stride_l, stride_ks, stride_ke, stride_ctx_b, stride_ctx_t, next_n, max_ctx, ctx_shift,
     stride_idx, stride_val,
-    CAP: tl.constexpr, SAMPLE: tl.constexpr, TILE: tl.constexpr, VEC: tl.constexpr,
+    CAP: tl.constexpr, SAMPLE: tl.constexpr, TILE: tl.constexpr,
     NW: tl.constexpr,  # = num_warps (names the variant)
     MARGIN: tl.constexpr, WINDOW: tl.constexpr, COMPRESSED: tl.constexpr, PAGED: tl.constexpr,
     VALUES: tl.constexpr, STATS: tl.constexpr,
@@ -518,7 +512,7 @@ def topk_rows(
     # per program: NARROW search keys, then (rows longer than CAP: config.py's long_rows, the same test)
     # candidate keys [CAP], columns [CAP], count
     if NARROW > 0:
-        scr_base = scratch_ptr + pid.to(tl.int64) * (NARROW + tl.where(ncols + VEC > CAP, 2 * CAP + PMAX, 0))
+        scr_base = scratch_ptr + pid.to(tl.int64) * (NARROW + tl.where(ncols >= CAP, 2 * CAP + PMAX, 0))
     else:
         scr_base = scratch_ptr + pid.to(tl.int64) * (2 * CAP + PMAX)
     for row in range(pid, R, nprog):
@@ -529,8 +523,8 @@ def topk_rows(
         c0, c1, off = _bounds(row, ks_ptr, ke_ptr, ctx_ptr, ncols, stride_ks, stride_ke, stride_ctx_b, stride_ctx_t,
                               next_n, max_ctx, ctx_shift, WINDOW, COMPRESSED, PAGED)
         nscr = scr_base  # NARROW keys; _kth's barriers order its reuse
-        if c1 - c0 // VEC * VEC <= CAP:
-            n = _short_row(lrow, c0, c1, off, k, irow, vrow, nscr, CAP, TILE, VEC, VALUES, NARROW, 32 * NW, R8)
+        if c1 - c0 <= CAP:
+            n = _short_row(lrow, c0, c1, off, k, irow, vrow, nscr, CAP, TILE, VALUES, NARROW, 32 * NW, R8)
             path = tl.full([], 0, tl.int32)
         else:
             t = _sample_threshold(lrow, c0, c1, k, CAP, SAMPLE, MARGIN, R8)
@@ -539,7 +533,7 @@ def topk_rows(
             scr_key = scr_base + (r64 // R) + NARROW
             scr_col = scr_key + CAP
             tl.debug_barrier()  # the previous row's scratch reads are done before this row writes it
-            total = _compact(lrow, c0, c1, t, scr_key, scr_col, CAP, TILE, VEC)
+            total = _compact(lrow, c0, c1, t, scr_key, scr_col, CAP, TILE)
             tl.store(scr_col + CAP, total)
             tl.debug_barrier()  # scratch writes visible to the whole program
             if (total >= k) & (total <= CAP):
@@ -547,7 +541,7 @@ def topk_rows(
                                   TILE, VALUES, NARROW, 32 * NW, R8)
                 path = tl.full([], 1, tl.int32)
             else:
-                n = _exact_row(lrow, c0, c1, off, k, t, total, irow, vrow, TILE, VEC, VALUES)
+                n = _exact_row(lrow, c0, c1, off, k, t, total, irow, vrow, TILE, VALUES)
                 path = tl.full([], 2, tl.int32)
         _pad(irow, vrow, n, k, TILE, VALUES)
         if STATS:
@@ -563,7 +557,7 @@ def topk_split(
     stats_ptr,
     R, ncols, k, parts, stride_l, stride_ks, stride_ke, stride_ctx_b, stride_ctx_t, next_n, max_ctx, ctx_shift,
     stride_idx, stride_val,
-    CAP: tl.constexpr, SAMPLE: tl.constexpr, TILE: tl.constexpr, VEC: tl.constexpr, NW: tl.constexpr,
+    CAP: tl.constexpr, SAMPLE: tl.constexpr, TILE: tl.constexpr, NW: tl.constexpr,
     MARGIN: tl.constexpr, WINDOW: tl.constexpr, COMPRESSED: tl.constexpr, PAGED: tl.constexpr,
     VALUES: tl.constexpr, STATS: tl.constexpr, R8: tl.constexpr, NARROW: tl.constexpr,
 ):
@@ -583,9 +577,9 @@ def topk_split(
     MC: tl.constexpr = 2 * CAP
     key_ptr = scratch_ptr + r64 * (2 * MC + PMAX + NARROW)
     nscr = key_ptr + 2 * MC + PMAX  # the row's NARROW search keys (one program of the row searches)
-    if c1 - c0 // VEC * VEC <= CAP:
+    if c1 - c0 <= CAP:
         if part == 0:
-            n = _short_row(lrow, c0, c1, off, k, irow, vrow, nscr, CAP, TILE, VEC, VALUES, NARROW, 32 * NW, R8)
+            n = _short_row(lrow, c0, c1, off, k, irow, vrow, nscr, CAP, TILE, VALUES, NARROW, 32 * NW, R8)
             _pad(irow, vrow, n, k, TILE, VALUES)
             if STATS:
                 tl.store(stats_ptr + r64, 0)
@@ -597,7 +591,7 @@ def topk_split(
         L = (c1 - c0).to(tl.int64)
         a0 = c0 + ((part * L) // parts).to(tl.int32)
         a1 = c0 + (((part + 1) * L) // parts).to(tl.int32)
-        n_part = _compact(lrow, a0, a1, t, key_ptr + part * capp, col_ptr + part * capp, capp, TILE, VEC)
+        n_part = _compact(lrow, a0, a1, t, key_ptr + part * capp, col_ptr + part * capp, capp, TILE)
         tl.store(cnt_ptr + part, n_part)
         tl.debug_barrier()  # every thread's candidates written before the count-in (release, below)
         done = tl.atomic_add(arrive_ptr + r64, 1, sem="acq_rel", scope="gpu")
@@ -610,7 +604,7 @@ def topk_split(
                                   TILE, VALUES, NARROW, 32 * NW, R8)
                 path = tl.full([], 3, tl.int32)
             else:
-                n = _exact_row(lrow, c0, c1, off, k, t, total, irow, vrow, TILE, VEC, VALUES)
+                n = _exact_row(lrow, c0, c1, off, k, t, total, irow, vrow, TILE, VALUES)
                 path = tl.full([], 2, tl.int32)
             _pad(irow, vrow, n, k, TILE, VALUES)
             if STATS:

@@ -1,6 +1,6 @@
 """The H200 (sm90) configs of the top-k selection, by regime ('rows': many rows, one program each at a
 time; 'split': few long rows, several programs each) and power-of-two row length: written by
-`python3 scripts/sweep_topk.py --write-table` on NVIDIA H200 (132 SMs), 2026-11-30, triton 3.6.0.
+`python3 tools/tune/sweep_topk.py --write-table` on NVIDIA H200 (132 SMs), 2026-11-30, triton 3.6.0.
 Every config was checked (exact top-k of the same fp32 logits) before it was timed; the one with the
 least total time over the bucket's shapes is kept. WORKSPACE: bytes of logits fp8_mqa_topk holds at
 once, by row length, where more than 256 MiB measured > 3 % faster."""

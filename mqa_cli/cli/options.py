@@ -167,7 +167,7 @@ def problem_options(fn):
 Target = Annotated[Optional[str], typer.Option("--target", help="sm90 | sm100 | gfx942 | gfx950 | cpu [the GPU found, else cpu]")]
 KernelSpec = Annotated[Optional[str], typer.Option(
     "--kernel", help="a dispatch row by name (see `explain`), optionally with config overrides: "
-                     "NAME:KEY=VALUE,... e.g. tiled:BLOCK_Q=8,num_warps=8; ':KEY=VALUE' overrides the dispatched "
+                     "NAME:KEY=VALUE,... e.g. tiled:BLOCK_Q=8,num_stages=4; ':KEY=VALUE' overrides the dispatched "
                      "row. dump compiles any constexpr, launch option or schedule entry as given; run, verify and "
                      "explain rebuild the row's config with the keys it takes, so its schedule follows")]
 Force = Annotated[bool, typer.Option("--force", help="overwrite existing files; run a --kernel whose conditions fail")]

@@ -57,8 +57,7 @@ def write(entries: dict, device: str, say) -> Path:
     for (H, D), e in table.items():  # a table the config refuses is never written
         gluon_ws_sm90_config(heads=H, dim=D, S=4096, N=4096, clean=True, groups=tuple(e["groups"]),
                              stages=e["stages"], q_in_lanes=e.get("q_in_lanes"), n=e.get("n"),
-                             splits=e.get("splits"), tma_store=e.get("tma_store"), chains=e.get("chains"),
-                             override={"PINGPONG": e["pingpong"]} if e.get("pingpong") else None)
+                             splits=e.get("splits"), tma_store=e.get("tma_store"), chains=e.get("chains"))
     doc = ["The H200 (sm90) configs of the Gluon prefill kernel by (heads, dim); a shape listed here is one dispatch",
            "gives this kernel. Two writers, each rewriting only the keys it swept (tools/tune/gluon_table.py):",
            "`python3 tools/tune/sweep_gluon_prefill.py --write-table` (H 32 and 64 at D 128: warpgroup layout on the",

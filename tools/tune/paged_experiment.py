@@ -128,24 +128,24 @@ def check(t, cfg, meta, ref, clean=False, dtype=torch.float32):
 # the pipeliner everywhere: dropped) and SUBS past the CTAs an SM holds (a late wave): these are the follow-ups.
 SWEEPS = {
     64: [
-        ("pl5-kv64-s4", {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 4}),
-        ("pl5-kv64-s5", {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 5}),
-        ("pl6-kv64-s5", {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 6, "SUBS": 5}),
-        ("pl7-kv64-s4", {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 7, "SUBS": 4}),
-        ("pl7-kv64-s5-r96", {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 7, "SUBS": 5, "maxnreg": 96}),
+        ("pl5-kv64-s4", {"BLOCK_KV": 64, "num_stages": 5, "SUBS": 4}),
+        ("pl5-kv64-s5", {"BLOCK_KV": 64, "num_stages": 5, "SUBS": 5}),
+        ("pl6-kv64-s5", {"BLOCK_KV": 64, "num_stages": 6, "SUBS": 5}),
+        ("pl7-kv64-s4", {"BLOCK_KV": 64, "num_stages": 7, "SUBS": 4}),
+        ("pl7-kv64-s5-r96", {"BLOCK_KV": 64, "num_stages": 7, "SUBS": 5, "maxnreg": 96}),
     ],
     128: [
-        ("r2-pl6-kv128-s2", {"BLOCK_KV": 128, "num_warps": 4, "num_stages": 6, "SUBS": 2}),
-        ("r1-pl5-kv64-s4", {"ROWS": 1, "BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 4}),
-        ("r1-pl7-kv64-s4", {"ROWS": 1, "BLOCK_KV": 64, "num_warps": 4, "num_stages": 7, "SUBS": 4}),
-        ("r1-pl6-kv128-s3", {"ROWS": 1, "BLOCK_KV": 128, "num_warps": 4, "num_stages": 6, "SUBS": 3}),
-        ("r1-pl5-kv64-s5-r96", {"ROWS": 1, "BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 5, "maxnreg": 96}),
+        ("r2-pl6-kv128-s2", {"BLOCK_KV": 128, "num_stages": 6, "SUBS": 2}),
+        ("r1-pl5-kv64-s4", {"ROWS": 1, "BLOCK_KV": 64, "num_stages": 5, "SUBS": 4}),
+        ("r1-pl7-kv64-s4", {"ROWS": 1, "BLOCK_KV": 64, "num_stages": 7, "SUBS": 4}),
+        ("r1-pl6-kv128-s3", {"ROWS": 1, "BLOCK_KV": 128, "num_stages": 6, "SUBS": 3}),
+        ("r1-pl5-kv64-s5-r96", {"ROWS": 1, "BLOCK_KV": 64, "num_stages": 5, "SUBS": 5, "maxnreg": 96}),
     ],
     256: [
-        ("r4-pl5-kv64-s2", {"BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 2}),
-        ("r2-pl5-kv64-s2", {"ROWS": 2, "BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 2}),
-        ("r2-pl7-kv64-s2", {"ROWS": 2, "BLOCK_KV": 64, "num_warps": 4, "num_stages": 7, "SUBS": 2}),
-        ("r2-pl5-kv64-s3-r168", {"ROWS": 2, "BLOCK_KV": 64, "num_warps": 4, "num_stages": 5, "SUBS": 3, "maxnreg": 168}),
+        ("r4-pl5-kv64-s2", {"BLOCK_KV": 64, "num_stages": 5, "SUBS": 2}),
+        ("r2-pl5-kv64-s2", {"ROWS": 2, "BLOCK_KV": 64, "num_stages": 5, "SUBS": 2}),
+        ("r2-pl7-kv64-s2", {"ROWS": 2, "BLOCK_KV": 64, "num_stages": 7, "SUBS": 2}),
+        ("r2-pl5-kv64-s3-r168", {"ROWS": 2, "BLOCK_KV": 64, "num_stages": 5, "SUBS": 3, "maxnreg": 168}),
     ],
 }
 

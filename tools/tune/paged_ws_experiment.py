@@ -198,7 +198,8 @@ def portable_runner(t, out):
 
 
 SWEEPS = {  # candidate choices by table key (live columns at H 64): STAGES (ring slots per math warpgroup), SUBS (programs per SM),
-    # PIPE (two accumulators), MATH_WG (math warpgroups per program, taking its blocks in turn)
+    # PIPE (two accumulators), MATH_WG (math warpgroups per program, taking its blocks in turn; four: one producer
+    # warp each)
     64: [dict(STAGES=4, SUBS=3), dict(STAGES=4, SUBS=1), dict(STAGES=6, SUBS=2), dict(STAGES=6, SUBS=1, MATH_WG=3), dict(STAGES=8, SUBS=1, MATH_WG=2),
          dict(STAGES=4, SUBS=2, MATH_WG=2), dict(STAGES=5, SUBS=1, MATH_WG=4)],
     128: [dict(STAGES=5, SUBS=2, PIPE=True), dict(STAGES=5, SUBS=1, MATH_WG=3), dict(STAGES=6, SUBS=1, MATH_WG=3),
@@ -209,8 +210,7 @@ SWEEPS = {  # candidate choices by table key (live columns at H 64): STAGES (rin
 # What a candidate leaves out: it is timed as labelled, never merged with the table's entry for the shape (before
 # 2026-12-01 a large shape's candidates without MATH_WG took the table's 2 or 3 warpgroups, and PIPE ones failed
 # beside them)
-COMPLETE = {"MATH_WG": 1, "PIPE": False, "Q_IN_LANES": False, "MMA_N": 0, "AHEAD": True, "PTX_SLOTS": False,
-            "WG_LOADERS": False}
+COMPLETE = {"MATH_WG": 1, "PIPE": False, "Q_IN_LANES": False, "MMA_N": 0, "AHEAD": True, "PTX_SLOTS": False}
 SWEEPS[64] += [dict(STAGES=6, SUBS=2, PIPE=True)]
 SWEEPS[128] += [dict(STAGES=6, SUBS=2, PIPE=True), dict(STAGES=4, SUBS=2, PIPE=True)]
 # MMA_N (a block's draft rows in parts of MMA_N / H rows, the next part's wgmma beside a part's epilogue): 128 at
@@ -240,10 +240,6 @@ for _n in (5, 6, 7, 8):
                        dict(STAGES=3, SUBS=1, MATH_WG=3, MMA_N=128, AHEAD=False, PTX_SLOTS=True),
                        dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64, AHEAD=False, PTX_SLOTS=True),
                        dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=128, AHEAD=False, PTX_SLOTS=True)]
-# WG_LOADERS (one producer warp per math warpgroup, each streaming its warpgroup's ring alone; 2026-12-01, tenth
-# session): next_n 2 at B 64-4096 0.92-0.96 of one producer's time with four warpgroups (tools/ab.py configs, rounds
-# in alternating order), next_n 3-6 0.99-1.01, next_n 8 1.07
-SWEEPS[128] += [dict(STAGES=4, SUBS=1, MATH_WG=4, WG_LOADERS=True), dict(STAGES=5, SUBS=1, MATH_WG=3, WG_LOADERS=True)]
 if os.environ.get("PAGED_WS_NO_WG") == "1":  # one math warpgroup per program only
     SWEEPS = {n: [c for c in cands if c.get("MATH_WG", 1) == 1] for n, cands in SWEEPS.items()}
 
@@ -252,7 +248,7 @@ def label_of(ch: dict) -> str:
     return (f"st{ch['STAGES']}-sub{ch['SUBS']}" + ("-pipe" if ch.get("PIPE") else "")
             + (f"-wg{ch['MATH_WG']}" if ch.get("MATH_WG", 1) > 1 else "") + ("-lanes" if ch.get("Q_IN_LANES") else "")
             + (f"-mma{ch['MMA_N']}" if ch.get("MMA_N") else "") + ("-seq" if ch.get("AHEAD") is False else "")
-            + ("-ptx" if ch.get("PTX_SLOTS") else "") + ("-wgl" if ch.get("WG_LOADERS") else ""))
+            + ("-ptx" if ch.get("PTX_SLOTS") else ""))
 
 
 LEGACY = {"-halves": "-mma128"}  # labels of CSVs written before MMA_N (2026-12-01): HALVES = MMA_N 128 at N 256

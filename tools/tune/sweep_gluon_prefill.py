@@ -42,20 +42,17 @@ BUDGET_S = float(os.environ.get("GLUON_SWEEP_BUDGET_S", "400"))
 REL_TOL = 2e-3
 NOISE = 0.02
 ROUNDS = int(os.environ.get("GLUON_SWEEP_ROUNDS", "4"))  # timing rounds per shape, the order reversed every round
-CANDIDATES = [  # (groups, stages, q_in_lanes, kv splits, tma_store, chains, pingpong); the first is the baseline
-    ((2, 1), 4, False, 1, False, 1, 0), ((2, 1), 4, True, 1, False, 1, 0), ((2, 1), 3, True, 1, False, 1, 0),
-    ((2, 1), 3, True, 2, False, 1, 0), ((2, 1), 3, True, 1, True, 1, 0), ((2, 1), 3, True, 1, False, 4, 0),
-    ((1, 3), 5, False, 1, False, 1, 0),
-    # the two warpgroups taking turns at the tensor cores by named barriers (side by side in this sweep, 2026-12-01:
-    # 0.99 of the same layout without turns at H 32 N 128, 1.02 at H 64 N 256)
-    ((2, 1), 3, True, 1, False, 1, 2),
+CANDIDATES = [  # (groups, stages, q_in_lanes, kv splits, tma_store, chains); the first is the baseline
+    ((2, 1), 4, False, 1, False, 1), ((2, 1), 4, True, 1, False, 1), ((2, 1), 3, True, 1, False, 1),
+    ((2, 1), 3, True, 2, False, 1), ((2, 1), 3, True, 1, True, 1), ((2, 1), 3, True, 1, False, 4),
+    ((1, 3), 5, False, 1, False, 1),
 ]
 BASE = CANDIDATES[0]
 
 
-def label(groups, stages, q_in_lanes=False, splits=1, tma_store=False, chains=1, pingpong=0) -> str:
+def label(groups, stages, q_in_lanes=False, splits=1, tma_store=False, chains=1) -> str:
     return (f"g{groups[0]}x{groups[1]}-st{stages}" + ("-lanes" if q_in_lanes else "") + (f"-x{splits}" if splits > 1 else "")
-            + ("-tma" if tma_store else "") + (f"-c{chains}" if chains > 1 else "") + (f"-pp{pingpong}" if pingpong else ""))
+            + ("-tma" if tma_store else "") + (f"-c{chains}" if chains > 1 else ""))
 
 
 def main() -> int:
@@ -116,12 +113,11 @@ def main() -> int:
                 f.flush()
 
             for cand in CANDIDATES:
-                groups, stages, lanes, splits, tma_store, chains, pp = cand
+                groups, stages, lanes, splits, tma_store, chains = cand
                 try:
                     cfg = gluon_ws_sm90_config(heads=t.heads, dim=t.dim, S=t.S, N=t.N, clean=clean, units=units,
                                                groups=groups, stages=stages, q_in_lanes=lanes, splits=splits,
-                                               tma_store=tma_store, chains=chains,
-                                               override={"PINGPONG": pp} if pp else None)
+                                               tma_store=tma_store, chains=chains)
                     out = launchers.output_for(t, cfg)
                 except Exception as e:  # noqa: BLE001  (a layout that does not fit is a result)
                     row(label(*cand), None, None, f"ERROR {type(e).__name__}: {str(e).splitlines()[0][:160]}")
@@ -206,9 +202,9 @@ def write_table(table: dict, say, device: str) -> None:
     day = time.strftime("%Y-%m-%d")
     entries = {(H, 128): ({"groups": tuple(groups), "stages": stages, "q_in_lanes": lanes,
                            **({"splits": splits} if splits > 1 else {}), **({"tma_store": True} if tma else {}),
-                           **({"chains": chains} if chains > 1 else {}), **({"pingpong": pp} if pp else {})},
+                           **({"chains": chains} if chains > 1 else {})},
                           f"sweep_gluon_prefill {day}: mean {r:.3f} of (2, 1) st4 over {n} runs")
-               for H, ((groups, stages, lanes, splits, tma, chains, pp), r, n) in table.items()}
+               for H, ((groups, stages, lanes, splits, tma, chains), r, n) in table.items()}
     gluon_table.write(entries, device, say)
 
 

@@ -44,7 +44,7 @@ Where the time goes, and so the candidates (H 8, D 128, 1x8192 causal: 0.069 TFL
   docs/PERFORMANCE.md). What still binds (ncu): at H 8-16 not the write path (DRAM 50 % busy), and not the
   warpgroup barriers around each tile's kv-slot wait and release either (removed by ptx_slots: 1.00 at H 8 D 128,
   2026-12-01); at D 64 the fp32 epilogue, as long as the MMA. After the first pass the two fastest Gluon layouts
-  are tried with ptx_slots and with the other store address form (tile_ptr): slot_variants.
+  are tried with ptx_slots: slot_variants.
 """
 from __future__ import annotations
 
@@ -214,28 +214,19 @@ def gluon_candidates(H: int, D: int, shape, units: int) -> list[Candidate]:
 
 def slot_variants(best: list, H: int, D: int, shape, units: int, tried: set) -> list[Candidate]:
     """The two fastest checked Gluon candidates (`best`: (Candidate, Result) pairs, fastest first) with their kv ring
-    waited for and released in PTX (ptx_slots) and with the other store address form (tile_ptr; per-thread stores
-    only). Measured side by side on the H200 (2026-12-01): each is worth 3-7 % on some head counts and costs as much
-    on others, so the table takes them per shape."""
+    waited for and released in PTX (ptx_slots). Measured side by side on the H200 (2026-12-01): worth 3-7 % on some
+    head counts and costing as much on others, so the table takes it per shape."""
     out = []
     for c, _ in best[:2]:
-        entry = dict(c.override or {})
-        flips = [{"ptx_slots": True}]
-        if not c.cfg.constexprs["TMA_STORE"]:
-            flips.append({"tile_ptr": not c.cfg.constexprs["TILE_PTR"]})
-        for flip in flips:
-            e = {**entry, **flip}
-            label = c.label + "".join(f" {k}{int(v)}" for k, v in flip.items())
-            if label in tried:
-                continue
-            override = {"PTX_SLOTS": int(e.get("ptx_slots", False))}
-            if "tile_ptr" in e:
-                override["TILE_PTR"] = int(e["tile_ptr"])
-            try:
-                g = gluon_config(H, D, shape, units, e, override)
-            except ValueError:
-                continue
-            out.append(Candidate("gluon_ws_sm90", label, g, e))
+        e = {**(c.override or {}), "ptx_slots": True}
+        label = c.label + " ptx_slots1"
+        if label in tried:
+            continue
+        try:
+            g = gluon_config(H, D, shape, units, e, {"PTX_SLOTS": 1})
+        except ValueError:
+            continue
+        out.append(Candidate("gluon_ws_sm90", label, g, e))
     return out
 
 

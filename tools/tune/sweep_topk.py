@@ -36,17 +36,14 @@ import sweep_common  # noqa: E402
 SMOKE = os.environ.get("TOPK_SMOKE") == "1"
 OUT = Path(os.environ.get("OUT") or "/tmp/out")
 
-# Candidates. Compile keys: num_warps, tile, vec, sample, maxnreg, narrow (programs_per_unit and parts are
-# launch-only).
+# Candidates. Compile keys: num_warps, tile, maxnreg, narrow (programs_per_unit and parts are launch-only).
 ROWS = [{"num_warps": 4, "tile": 1024}, {"num_warps": 4, "tile": 512}, {"num_warps": 4, "tile": 2048},
         {"num_warps": 8, "tile": 1024}, {"num_warps": 8, "tile": 2048}, {"num_warps": 4, "tile": 1024, "maxnreg": 96},
-        {"num_warps": 4, "tile": 1024, "sample": 2048}, {"num_warps": 8, "tile": 1024, "sample": 2048},
         {"num_warps": 4, "tile": 1024, "maxnreg": 96, "narrow": 256}, {"num_warps": 4, "tile": 512, "narrow": 256},
         {"num_warps": 4, "tile": 512, "narrow": 1024}]
 ROWS_PPU = (2, 4, 8)
 SPLIT = [{"kind": "split", "num_warps": 8, "tile": 1024}, {"kind": "split", "num_warps": 8, "tile": 2048},
          {"kind": "split", "num_warps": 8, "tile": 2048, "maxnreg": 128},
-         {"kind": "split", "num_warps": 8, "tile": 1024, "sample": 1024},
          {"kind": "split", "num_warps": 4, "tile": 1024},
          {"kind": "split", "num_warps": 8, "tile": 2048, "maxnreg": 128, "narrow": 256},
          {"kind": "split", "num_warps": 8, "tile": 1024, "narrow": 1024}]
@@ -54,8 +51,8 @@ SPLIT_PPU = (2, 4, 8)
 DECODE_OTHERS = [{"kind": "rows", "num_warps": 4, "tile": 1024, "programs_per_unit": 4}, {"kind": "torch"}]
 WORKSPACES = (256 << 20, 1 << 30, 2 << 30)
 if SMOKE:
-    ROWS, ROWS_PPU = ROWS[:1] + ROWS[6:7], (2,)
-    SPLIT, SPLIT_PPU = SPLIT[4:], (2,)
+    ROWS, ROWS_PPU = ROWS[:1] + ROWS[7:8], (2,)
+    SPLIT, SPLIT_PPU = SPLIT[3:], (2,)
     DECODE_OTHERS = DECODE_OTHERS[1:]
     WORKSPACES = (1 << 20, 16 << 20)
 
@@ -119,7 +116,7 @@ def _meta_launch(job: dict):
     from mqa_kernels.topk.config import topk_config
 
     cfg = topk_config(rows=job["rows"], cols=job["cols"], topk=job["k"], backend="cuda", units=job["units"],
-                      window=not job["paged"], paged=job["paged"], values=False, vec_ok=True, cap=job["cap"],
+                      window=not job["paged"], paged=job["paged"], values=False, cap=job["cap"],
                       **job["tuning"])
     if cfg.schedule["kind"] == "torch":
         return cfg, None
@@ -333,7 +330,7 @@ def sweep_shape(name: str, kind: str, p: dict, k: int, dev: str, dg, rows_out: l
         except Exception as e:  # noqa: BLE001
             err, rec, us = f"{type(e).__name__}: {str(e)[:160]}", 0.0, float("nan")
         cfg = T._config(R, cols, k, logits.device, window=paged is None, compressed=False, paged=paged is not None,
-                        values=False, stats=False, cap=cap, vec_ok=T._vec_ok(logits), tuning=cand)
+                        values=False, stats=False, cap=cap, tuning=cand)
         regs, spills = registers(cfg)
         rows_out.append({"shape": name, "cols": cols, "rows": R, "config": lab, "regs": regs, "spills": spills,
                          "kernel": cfg.kernel if cfg.schedule["kind"] != "torch" else "torch.topk",
