@@ -44,7 +44,12 @@ FACTS = {f.name: f for f in (
          "3.9 only as functions that raise)"),
     Fact("tree_reduce", ((3, 8), (3, 9)),
          "reductions add a thread's values as a tree, not in order: a plain gl.sum / tl.sum of products would lose "
-         "its FMAs (mqa_kernels.epilogue.fma_chain keeps them)"),
+         "its FMAs, so the head sums are FMA chains written out (mqa_kernels.epilogue.fma_chain, and the Gluon "
+         "kernels' lane_head_sum)"),
+    Fact("in_order_reduce", ((3, 6),),
+         "reductions add a thread's values in order, so a plain gl.sum of products is already one FMA chain: the "
+         "Gluon kernels' head sums are written so here (lane_head_sum: the code measured fastest on the H200; the "
+         "written-out chains compile to as many instructions, scheduled otherwise, and measured 4-18 % slower)"),
     Fact("launcher_3_6", ((3, 6),),
          "the CUDA launcher is a CudaLauncher whose compiled C launch takes the grid, stream, function, launch "
          "flags, metadata, hooks and the kernel arguments (mqa_cli.direct_launch calls it directly)"),

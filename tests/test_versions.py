@@ -134,8 +134,34 @@ def test_reduction_order_and_fp_fusion_warning_are_the_ones_the_facts_say(tmp_pa
     out = json.loads(p.stdout.strip().splitlines()[-1])
     chain = out["True"]["fma"] >= 15
     assert chain != versions.holds("tree_reduce"), out
+    assert chain == versions.holds("in_order_reduce"), out
     assert out["None"]["warned"] == versions.holds("fp_fusion_default_warns"), out
     assert not out["True"]["warned"], out
+
+
+def test_the_reduction_order_facts_split_every_release():
+    """Each release the kernels compile on reduces either in order or as a tree, never both or neither: the Gluon
+    head sums take one form or the other by them (lane_head_sum)."""
+    for rel in versions.FACTS["gluon_hopper"].releases:
+        v = f"{rel[0]}.{rel[1]}.0"
+        assert versions.holds("in_order_reduce", v) != versions.holds("tree_reduce", v), v
+
+
+@pytest.mark.skipif(not versions.holds("gluon_hopper"), reason="no Gluon on this triton")
+def test_the_gluon_head_sums_take_the_form_the_fact_says():
+    """The Gluon kernels read the fact for the triton they import: plain gl.sum head sums exactly where the release
+    reduces in order (PLAIN_SUMS, a constexpr the JIT folds), and explain names the fact on their rows."""
+    from mqa_kernels import gluon_compat
+    from mqa_kernels.gluon_ws_sm90 import kernel
+
+    assert gluon_compat.in_order_reduce == versions.holds("in_order_reduce")
+    assert bool(kernel.PLAIN_SUMS.value) == versions.holds("in_order_reduce")
+    p = dispatch.plan(dispatch.Shape("prefill", 8192, 8192, 64, 128), targets.get_target("sm90"),
+                      kernel="gluon_ws_sm90", force=True)
+    row = next(c for c in p.candidates if c.row.name == "gluon_ws_sm90")
+    said = " ".join(c.required for c in row.checks)
+    assert ("in_order_reduce" in said) == versions.holds("in_order_reduce"), said
+    assert ("tree_reduce" in said) == versions.holds("tree_reduce"), said
 
 
 @pytest.mark.skipif(interpreter.numpy_problem() is not None, reason="this numpy does not run this triton's interpreter")

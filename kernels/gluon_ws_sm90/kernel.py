@@ -352,24 +352,40 @@ def fma_chain(acc, x, w, K: gl.constexpr, FIRST: gl.constexpr):
         return fma_chain(acc, x1, w1, K // 2, False)
 
 
+PLAIN_SUMS = gl.constexpr(compat.in_order_reduce)  # fact in_order_reduce (triton 3.6): see lane_head_sum
+
+
+@gluon.jit
+def lane_head_sum(x, w, K: gl.constexpr, IN_ORDER: gl.constexpr = False):
+    """sum_k x[..., k] * w[..., k] over the last axis (K, one thread's registers), one FMA chain per value on every
+    release. Where the release reduces in order (fact in_order_reduce, PLAIN_SUMS: triton 3.6) it is the plain gl.sum
+    of the products, which 3.6 contracts into that chain itself: the code measured fastest there (the chains written
+    out compile to as many instructions, scheduled otherwise: the kv slot released later, fewer operand reuses; the
+    prefill kernel measured 4-18 % slower on the H200, docs/CODEGEN.md). Elsewhere (fact tree_reduce) the chain
+    written out: fma_chain, or with IN_ORDER fma_chain_in_order."""
+    if PLAIN_SUMS:
+        return gl.sum(x * w, axis=len(x.shape) - 1)
+    elif IN_ORDER:
+        return fma_chain_in_order(0.0, x, w, K, True)
+    else:
+        return fma_chain(0.0, x, w, K, True)
+
+
 @gluon.jit
 def quad_head_sum(x, w, KV: gl.constexpr, ROWS: gl.constexpr, H: gl.constexpr, IN_ORDER: gl.constexpr = False):
     """sum_h x * w over query-major columns (n = row * H + head, H >= 8) of a wgmma accumulator [KV, ROWS * H], where
     lane t of a quad holds columns 8j + 2t + {0, 1}: a row's heads h = 8j + 2t + e, H / 4 of them in each lane. The
-    lane's share is one FMA chain (fma_chain), then the quad's 4 partial sums are added by two shuffle rounds."""
+    lane's share is one FMA chain (lane_head_sum), then the quad's 4 partial sums are added by two shuffle rounds."""
     # [kv, row, j, t, e] -> [kv, row, t, (j, e)]: each lane's heads of a row on the last axis
     xs = gl.reshape(gl.permute(gl.reshape(x, [KV, ROWS, H // 8, 4, 2]), (0, 1, 3, 2, 4)), [KV, ROWS, 4, H // 4])
     ws = gl.reshape(gl.permute(gl.reshape(w, [KV, ROWS, H // 8, 4, 2]), (0, 1, 3, 2, 4)), [KV, ROWS, 4, H // 4])
-    if IN_ORDER:
-        return gl.sum(fma_chain_in_order(0.0, xs, ws, H // 4, True), axis=2)
-    else:
-        return gl.sum(fma_chain(0.0, xs, ws, H // 4, True), axis=2)
+    return gl.sum(lane_head_sum(xs, ws, H // 4, IN_ORDER), axis=2)
 
 
 @gluon.jit
 def _head_sum(x, w, t):
     """[BLOCK_KV, BLOCK_Q * H] (wgmma accumulator layout) -> [BLOCK_KV, BLOCK_Q]: sum over heads of x * w (x the
-    relu'd scores, w the weights broadcast to x's shape), as FMA chains (fma_chain).
+    relu'd scores, w the weights broadcast to x's shape), as FMA chains (lane_head_sum).
 
     The accumulator gives lane t of each quad the columns 8j + 2t + {0, 1}. In query-major column order
     (n = q * H + h) a query row's heads are spread over the 4 lanes: an in-thread chain, then two shuffle rounds
@@ -388,9 +404,9 @@ def _head_sum(x, w, t):
         if t.CHAINS > 1:  # CHAINS independent chains of H / CHAINS FMAs per logit, then their sum: less latency
             xs = gl.reshape(xs, [t.BLOCK_KV, t.BLOCK_Q, t.CHAINS, t.H // t.CHAINS])
             ws = gl.reshape(ws, [t.BLOCK_KV, t.BLOCK_Q, t.CHAINS, t.H // t.CHAINS])
-            return gl.sum(fma_chain(0.0, xs, ws, t.H // t.CHAINS, True), axis=2)
+            return gl.sum(lane_head_sum(xs, ws, t.H // t.CHAINS), axis=2)
         else:  # (an else, not a fall-through: the JIT compiles the code after a taken static if's return too)
-            return fma_chain(0.0, xs, ws, t.H, True)
+            return lane_head_sum(xs, ws, t.H)
     else:
         return quad_head_sum(x, w, t.BLOCK_KV, t.BLOCK_Q, t.H)
 

@@ -26,6 +26,7 @@ covers reads id 0 there, not past the row.
 import triton
 import triton.language as tl
 
+from ..epilogue import weighted_head_sum
 from ..naming import make_kernel_repr
 from . import KEYS
 
@@ -90,18 +91,17 @@ def _tile_kv(kv_ptr, blk, start, seg_hi, stride_kv_block, BS: tl.constexpr, D: t
 def _chunk_logits(kv, scale, q_t, w, ends, out_ptr, b, k, k_ok, stride_out,
                   C0: tl.constexpr, NEXT_N: tl.constexpr, H: tl.constexpr, ROWS: tl.constexpr,
                   BLOCK_KV: tl.constexpr, CLEAN: tl.constexpr):
-    """One dot [BLOCK_KV, D] x [D, ROWS*H], relu, x weight, head sum, x scale; store [BLOCK_KV, ROWS]."""
-    s = tl.dot(kv, q_t)
-    s = tl.maximum(s, 0.0) * w[None, :]
+    """One dot [BLOCK_KV, D] x [D, ROWS*H], relu, x weight, head sum, x scale; store [BLOCK_KV, ROWS]. The head sum
+    is the shared one (epilogue.weighted_head_sum: FMA chains on every triton release)."""
+    lg = weighted_head_sum(tl.dot(kv, q_t), w, scale, BLOCK_KV, ROWS, H)  # [BLOCK_KV, ROWS]
     t = C0 + tl.arange(0, ROWS)
     rows = tl.cast(b, tl.int64) * NEXT_N + t
     if ROWS == 1:
-        lg = tl.sum(s, axis=1) * scale
+        lg = tl.sum(lg, axis=1)  # (one column: no add)
         if CLEAN and NEXT_N > 1:  # (at NEXT_N == 1 the row's end is the tile's bound)
             lg = tl.where(k < tl.max(ends, axis=0), lg, float("-inf"))
         tl.store(out_ptr + rows * stride_out + k, lg.to(out_ptr.dtype.element_ty), mask=k_ok)
     else:
-        lg = tl.sum(tl.reshape(s, (BLOCK_KV, ROWS, H)), axis=2) * scale[:, None]
         if CLEAN:
             lg = tl.where(k[:, None] < ends[None, :], lg, float("-inf"))
         tl.store(out_ptr + rows[None, :] * stride_out + k[:, None], lg.to(out_ptr.dtype.element_ty),

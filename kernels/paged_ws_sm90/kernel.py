@@ -66,7 +66,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.language.core import _aggregate as aggregate
 
 from .. import gluon_compat as compat
-from ..gluon_ws_sm90.kernel import Scalar, _release_slot, _ring, _scalar, _wait_slot, fma_chain_in_order, quad_head_sum
+from ..gluon_ws_sm90.kernel import Scalar, _release_slot, _ring, _scalar, _wait_slot, lane_head_sum, quad_head_sum
 from ..naming import make_kernel_repr
 from . import KEYS
 
@@ -457,7 +457,7 @@ def _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout: gl.constexpr):
 def _head_sum(x, w, s):
     """[BS, NP * H] (wgmma accumulator layout, lane t of a quad holding columns 8j + 2t + {0, 1}) -> [BS, NP]: the
     sum over heads of x * w (x the relu'd scores, w the weights broadcast to x's shape), each lane's share as one FMA
-    chain (fma_chain: it stays one whatever order triton reduces in).
+    chain in the accumulator's order (lane_head_sum: it stays one whatever order triton reduces in).
 
     Row-major columns (n = row * H + head) spread each draft row's heads over the 4 lanes: two shuffle rounds per
     sum (quad_head_sum). With LANES the q block is loaded (host: the [H / R, B * next_n, R, D] view, R = 8 / NP) so
@@ -470,7 +470,7 @@ def _head_sum(x, w, s):
         # [kv, j, row, lane bit, e] -> [kv, row, lane bit, (j, e)]: each lane's heads of a row on the last axis
         xs = gl.reshape(gl.permute(gl.reshape(x, [s.BS, J, s.NP, L, 2]), (0, 2, 3, 1, 4)), [s.BS, s.NP, L, 2 * J])
         ws = gl.reshape(gl.permute(gl.reshape(w, [s.BS, J, s.NP, L, 2]), (0, 2, 3, 1, 4)), [s.BS, s.NP, L, 2 * J])
-        return gl.sum(fma_chain_in_order(0.0, xs, ws, 2 * J, True), axis=2)
+        return gl.sum(lane_head_sum(xs, ws, 2 * J, True), axis=2)
     else:
         return quad_head_sum(x, w, s.BS, s.NP, s.H, True)
 
