@@ -185,14 +185,27 @@ def test_contexts_jitter_and_scattered_table():
 
 
 @pytest.mark.parametrize("batch,next_n,context_len,block_size", [
-    (3, 1, 300, 16), (3, 2, 300, 64), (3, 3, 300, 32), (9, 1, 3000, 64), (2, 4, 200, 64)])
+    (3, 1, 300, 16), (3, 2, 300, 64), (3, 3, 300, 32), (9, 1, 700, 64), (2, 4, 200, 64)])
 def test_sm90_config_runs_correctly_in_the_interpreter(batch, next_n, context_len, block_size):
     """The portable row's tuned Hopper configs (their tiles over 16/32/64-token pages, their schedule) compute the
     same function: run them through the interpreter (launch options do not apply there). The Gluon row that
-    Hopper dispatches at block size 64 has no interpreter path: the GPU script checks it."""
+    Hopper dispatches at block size 64 has no interpreter path: the GPU script checks it.
+
+    The config is the one dispatch gives sm90 (same constexprs and options, asserted), over 7 schedule ranges
+    instead of the H200's 132: the interpreter runs every program in turn, and 132 x SUBS programs of mostly
+    empty ranges cost minutes without reaching another line. With 7 ranges each holds several cache blocks, ranges
+    cut sequences mid-way, and some of each range's SUBS sub-programs get no tile (batch 9: the split's chunks of 4
+    sequences end in a partial one); empty ranges and other widths are test_paged_kernel.test_any_schedule_width's."""
+    from mqa_kernels.paged.config import paged_config
+
     spec = PagedSpec(batch=batch, next_n=next_n, context_len=context_len, context_jitter=0.3, block_size=block_size,
                      heads=8 if batch > 8 else 16, dim=64, seed=5)
     prob = source.from_spec(spec)
-    cfg = dispatch.plan(prob.shape, targets.TARGETS["sm90"], kernel="paged").config
-    r = verify(prob.materialise("cpu"), cfg, True, prob.label)
+    sm90 = dispatch.plan(prob.shape, targets.TARGETS["sm90"], kernel="paged").config
+    t = prob.materialise("cpu")
+    cfg = paged_config(heads=t.heads, dim=t.dim, next_n=next_n, block_size=block_size, batch=batch,
+                       max_context_len=t.max_context_len, clean=True, backend="cuda", units=7)
+    assert (cfg.name, cfg.constexprs, cfg.options) == (sm90.name, sm90.constexprs, sm90.options)
+    assert sm90.grid[0] > cfg.grid[0] == 7 * cfg.constexprs["SUBS"]
+    r = verify(t, cfg, True, prob.label)
     assert r.ok, r.as_dict()

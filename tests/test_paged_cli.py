@@ -1,7 +1,10 @@
-"""Paged decode through the CLI: file round trip, explain, and every bad-input case (exit 2, one line)."""
+"""Paged decode through the CLI: file round trip, explain, and every bad-input case (exit 2, one line). All of the
+file's runs go to one child (tests/cli_batch.py: each as its own process would see it), run once by `runs`."""
+import pytest
 import torch
 
-from .conftest import assert_one_line_error, cli
+from .cli_batch import run_many
+from .conftest import assert_one_line_error
 from mqa_cli import io
 from mqa_cli.paged_problem import PagedSpec
 from mqa_cli.paged_reference import reference_paged
@@ -9,6 +12,9 @@ from mqa_cli.paged_tensors import load_paged, random_paged
 
 SMALL = ["--paged", "--batch", "2", "--next-n", "3", "--context-len", "90", "--block-size", "16", "--heads", "16",
          "--dim", "64"]
+
+
+pytestmark = pytest.mark.xdist_group("test_paged_cli")  # one worker runs the batch
 
 
 def _save(tmp_path, name, t, **changes):
@@ -19,49 +25,7 @@ def _save(tmp_path, name, t, **changes):
     return p
 
 
-def test_file_round_trip(tmp_path):
-    prob = tmp_path / "p.safetensors"
-    logits = tmp_path / "l.safetensors"
-    r = cli("run", *SMALL, "--save-problem", prob, "--output", logits)
-    assert r.returncode == 0, r.stderr
-    t = load_paged(prob)
-    assert t.next_n == 3 and t.batch == 2 and t.block_size == 16 and t.kv_cache.dtype == torch.uint8
-    spec = PagedSpec(batch=2, next_n=3, context_len=90, block_size=16, heads=16, dim=64)
-    ref = random_paged(spec)
-    for k in ("q", "kv_cache", "weights", "context_lens", "block_table"):
-        assert torch.equal(getattr(t, k).view(torch.uint8) if k == "q" else getattr(t, k),
-                           getattr(ref, k).view(torch.uint8) if k == "q" else getattr(ref, k))
-    assert t.max_context_len == ref.max_context_len
-    from safetensors.torch import load_file
-
-    out = load_file(str(logits))["logits"]
-    assert out.shape == (6, t.max_context_len)
-    assert torch.equal(torch.isneginf(out), torch.isneginf(reference_paged(t)))
-    v = cli("verify", "--input", prob)
-    assert v.returncode == 0, v.stdout + v.stderr
-    assert "pass" in v.stdout and "paged B 2" in v.stdout
-
-
-def test_context_lens_from_file(tmp_path):
-    f = tmp_path / "ctx.txt"
-    f.write_text("300\n5, 17\n64\n")
-    r = cli("verify", "--paged", "--context-lens-from", f, "--next-n", "4", "--block-size", "32", "--heads", "8",
-            "--dim", "64", "--json")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "\"ok\": true" in r.stdout and "c300_5_17_64" in r.stdout  # the label lists the four lengths
-
-
-def test_explain_paged_rules_out_prefill_rows():
-    r = cli("explain", *SMALL)
-    assert r.returncode == 0, r.stderr
-    assert "→" in r.stdout and "paged: paged decode" in r.stdout.split("→")[1].splitlines()[0]
-    assert r.stdout.count("ruled out: problem must be == prefill, is paged") >= 1
-    assert "selected: paged" in r.stdout
-    p = cli("explain", "--batch", "1", "--seq", "64")
-    assert "ruled out: problem must be == paged, is prefill" in p.stdout
-
-
-def test_bad_files(tmp_path):
+def _bad_file_cases(d) -> dict:
     t = random_paged(PagedSpec(batch=2, next_n=2, context_len=80, block_size=16, heads=8, dim=64))
     nb = t.kv_cache.shape[0]
     table = t.block_table.clone()
@@ -76,28 +40,100 @@ def test_bad_files(tmp_path):
         "context_lens must be int32": dict(context_lens=t.context_lens.long()),
         "weights must be float32": dict(weights=t.weights[:1].contiguous()),
     }
+    runs = {}
     for i, (msg, change) in enumerate(cases.items()):
-        p = _save(tmp_path, f"bad{i}.safetensors", t, **change)
-        assert_one_line_error(cli("verify", "--input", p), contains=msg)
-    missing = tmp_path / "missing.safetensors"
-    d = t.as_dict()
-    d.pop("block_table")
-    io.save_tensors(missing, d)
-    assert_one_line_error(cli("run", "--input", missing), contains="missing key")
+        runs[f"bad-file:{msg}"] = ("verify", "--input", _save(d, f"bad{i}.safetensors", t, **change))
+    missing = d / "missing.safetensors"
+    m = t.as_dict()
+    m.pop("block_table")
+    io.save_tensors(missing, m)
+    runs["bad-file:missing key"] = ("run", "--input", missing)
+    return runs
 
 
-def test_bad_flags(tmp_path):
-    assert_one_line_error(cli("run", "--paged", "--block-size", "48"), contains="--block-size")
-    assert_one_line_error(cli("run", "--paged", "--next-n", "9", "--context-len", "64"), contains="next_n")
-    assert_one_line_error(cli("run", "--paged", "--seq", "64"), contains="prefill flag")
-    assert_one_line_error(cli("run", "--next-n", "2"), contains="add --paged")
-    assert_one_line_error(cli("run", "--paged", "--context-lens-from", tmp_path / "nope.txt"), contains="no such file")
-    negative = tmp_path / "negative.txt"
+def _bad_flag_cases(d) -> dict:
+    negative, zeros = d / "negative.txt", d / "zeros.txt"
     negative.write_text("100 -2 50")
-    assert_one_line_error(cli("run", "--paged", "--next-n", "3", "--context-lens-from", negative),
-                          contains="must be >= 0")
-    zeros = tmp_path / "zeros.txt"
     zeros.write_text("0 0")
-    assert_one_line_error(cli("run", "--paged", "--context-lens-from", zeros), contains="every context length is 0")
-    assert_one_line_error(cli("run", "--paged", "--context-jitter", "1.5"), contains="--context-jitter")
-    assert_one_line_error(cli("run", "--paged", "--heads", "128"), contains="heads")
+    return {"bad-flag:--block-size": ("run", "--paged", "--block-size", "48"),
+            "bad-flag:next_n": ("run", "--paged", "--next-n", "9", "--context-len", "64"),
+            "bad-flag:prefill flag": ("run", "--paged", "--seq", "64"),
+            "bad-flag:add --paged": ("run", "--next-n", "2"),
+            "bad-flag:no such file": ("run", "--paged", "--context-lens-from", d / "nope.txt"),
+            "bad-flag:must be >= 0": ("run", "--paged", "--next-n", "3", "--context-lens-from", negative),
+            "bad-flag:every context length is 0": ("run", "--paged", "--context-lens-from", zeros),
+            "bad-flag:--context-jitter": ("run", "--paged", "--context-jitter", "1.5"),
+            "bad-flag:heads": ("run", "--paged", "--heads", "128")}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Every run of this file, in one child, in order (the verify reads the file the run before it saved)."""
+    d = tmp_path_factory.mktemp("paged_cli")
+    ctx = d / "ctx.txt"
+    ctx.write_text("300\n5, 17\n64\n")
+    cases = {
+        "run-save": ("run", *SMALL, "--save-problem", d / "p.safetensors", "--output", d / "l.safetensors"),
+        "verify-saved": ("verify", "--input", d / "p.safetensors"),
+        "context-lens-from": ("verify", "--paged", "--context-lens-from", ctx, "--next-n", "4", "--block-size", "32",
+                              "--heads", "8", "--dim", "64", "--json"),
+        "explain-paged": ("explain", *SMALL),
+        "explain-prefill": ("explain", "--batch", "1", "--seq", "64"),
+        **_bad_file_cases(d),
+        **_bad_flag_cases(d),
+    }
+    return run_many(cases), d
+
+
+def test_file_round_trip(runs):
+    got, d = runs
+    prob = d / "p.safetensors"
+    logits = d / "l.safetensors"
+    r = got["run-save"]
+    assert r.returncode == 0, r.stderr
+    t = load_paged(prob)
+    assert t.next_n == 3 and t.batch == 2 and t.block_size == 16 and t.kv_cache.dtype == torch.uint8
+    spec = PagedSpec(batch=2, next_n=3, context_len=90, block_size=16, heads=16, dim=64)
+    ref = random_paged(spec)
+    for k in ("q", "kv_cache", "weights", "context_lens", "block_table"):
+        assert torch.equal(getattr(t, k).view(torch.uint8) if k == "q" else getattr(t, k),
+                           getattr(ref, k).view(torch.uint8) if k == "q" else getattr(ref, k))
+    assert t.max_context_len == ref.max_context_len
+    from safetensors.torch import load_file
+
+    out = load_file(str(logits))["logits"]
+    assert out.shape == (6, t.max_context_len)
+    assert torch.equal(torch.isneginf(out), torch.isneginf(reference_paged(t)))
+    v = got["verify-saved"]
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert "pass" in v.stdout and "paged B 2" in v.stdout
+
+
+def test_context_lens_from_file(runs):
+    r = runs[0]["context-lens-from"]
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "\"ok\": true" in r.stdout and "c300_5_17_64" in r.stdout  # the label lists the four lengths
+
+
+def test_explain_paged_rules_out_prefill_rows(runs):
+    r = runs[0]["explain-paged"]
+    assert r.returncode == 0, r.stderr
+    assert "→" in r.stdout and "paged: paged decode" in r.stdout.split("→")[1].splitlines()[0]
+    assert r.stdout.count("ruled out: problem must be == prefill, is paged") >= 1
+    assert "selected: paged" in r.stdout
+    p = runs[0]["explain-prefill"]
+    assert "ruled out: problem must be == paged, is prefill" in p.stdout
+
+
+def test_bad_files(runs):
+    cases = {n: r for n, r in runs[0].items() if n.startswith("bad-file:")}
+    assert len(cases) == 9
+    for name, r in cases.items():
+        assert_one_line_error(r, contains=name.split(":", 1)[1])
+
+
+def test_bad_flags(runs):
+    cases = {n: r for n, r in runs[0].items() if n.startswith("bad-flag:")}
+    assert len(cases) == 9
+    for name, r in cases.items():
+        assert_one_line_error(r, contains=name.split(":", 1)[1])
