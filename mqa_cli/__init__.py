@@ -1,6 +1,6 @@
 """mqa-logits: the fp8 MQA-logits kernel (DeepSeek sparse attention's lightning indexer) as a library and CLI.
 
-The public functions live in mqa_cli.api (and mqa_cli.topk) and are loaded on first use, so
+The public functions live in mqa_cli.api.logits (and mqa_cli.api.topk) and are loaded on first use, so
 `mqa-logits explain --target ...` imports neither torch nor triton; each is the real function, with its
 real signature.
 """
@@ -15,9 +15,9 @@ __all__ = [*_API, *_TOPK]
 
 def __getattr__(name: str):
     if name in _API:
-        from . import api as module
+        from .api import logits as module
     elif name in _TOPK:
-        from . import topk as module
+        from .api import topk as module
     else:
         raise AttributeError(f"module 'mqa_cli' has no attribute {name!r}")
     value = globals()[name] = getattr(module, name)  # later lookups skip this function (hot path)

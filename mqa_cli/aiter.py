@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from . import api
+from .api import logits as api
 from .errors import UserError
 
 

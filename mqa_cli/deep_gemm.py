@@ -42,7 +42,7 @@ __all__ = list(SERVED)
 
 def __getattr__(name: str):
     if name in SERVED:
-        from . import api
+        from .api import logits as api
 
         value = globals()[name] = getattr(api, name)  # later lookups find it directly
         return value
@@ -61,7 +61,7 @@ def __dir__():
 
 def set_num_sms(num_sms: int) -> None:
     """DeepGEMM's set_num_sms: this library's kernels follow it, and so do the real DeepGEMM's when installed."""
-    from . import api
+    from .api import logits as api
 
     api.set_num_sms(num_sms)
     real = _real()

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from mqa_cli import interpreter
+from mqa_cli.launch import interpreter
 
 interpreter.enable_if_no_gpu(note=False)
 

@@ -1,5 +1,5 @@
 """A float64 reference for the API tests, written from the contract alone (it shares no code with
-mqa_cli.reference, so the tests judge the library against an independent computation).
+mqa_cli.check.reference, so the tests judge the library against an independent computation).
 
 logit(i, j) = sum_h w[i, h] * relu(q[i, h] . kv[j]) * scale[j], with every input dequantised exactly
 (fp8 -> float64). Next to each reference the helpers return `mag`, the same sum with |w|: an upper

@@ -56,7 +56,7 @@ class Outcome(BaseException):
 def _torch():
     import torch
 
-    from mqa_cli import interpreter
+    from mqa_cli.launch import interpreter
 
     interpreter.enable_if_no_gpu(note=False)
     return torch
@@ -70,7 +70,7 @@ def _guard_outputs():
     """Every logits buffer the library allocates gets GUARD_ROWS guard rows before and after it, and its padding
     columns, filled with a value no kernel writes; _check_guards() says whether any of it changed."""
     torch = _torch()
-    from mqa_cli import launch
+    from mqa_cli.launch import common as launch
 
     if getattr(launch, "_guarded", False):
         return
@@ -180,7 +180,7 @@ def expect_refused(fn, needle: str = ""):
 # ------------------------------------------------------------------------------------------ schedules
 
 def own_schedule(ctx, P: int, block_kv: int = 64):
-    from mqa_cli.schedule import get_paged_mqa_logits_metadata
+    from mqa_cli.launch.schedule import get_paged_mqa_logits_metadata
 
     return get_paged_mqa_logits_metadata(ctx, block_kv, P)
 
@@ -509,7 +509,8 @@ def _paged_topk_schedule():
 def cli_main(*argv, forbid_kernel: bool = False):
     """`mqa-logits ARGV` in this process: (exit code, stderr lines without notes, seconds). forbid_kernel: a launch
     (or the timing that runs it) is a failure: the input must be refused before any kernel runs."""
-    from mqa_cli import cli, timing
+    from mqa_cli import cli
+    from mqa_cli.bench import timing
 
     real = timing.time_and_result
     if forbid_kernel:

@@ -3,10 +3,10 @@ import pytest
 import torch
 
 from mqa_cli import fp8_mqa_logits, mqa_logits
+from mqa_cli.check.reference import reference_logits
 from mqa_cli.errors import UserError
-from mqa_cli.problem import ProblemSpec
-from mqa_cli.reference import reference_logits
-from mqa_cli.tensors import random_prefill
+from mqa_cli.problem.prefill import ProblemSpec
+from mqa_cli.problem.tensors import random_prefill
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 

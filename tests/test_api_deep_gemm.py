@@ -143,7 +143,7 @@ def test_readme_python_lines_then_each_engines_wrapper(tmp_path):
             import subprocess
             import sys
 
-            from mqa_cli import interpreter
+            from mqa_cli.launch import interpreter
             interpreter.enable_if_no_gpu(note=False)
             exec(compile(README_LINES, "README.md", "exec"))
             import deep_gemm

@@ -3,13 +3,13 @@ import re
 
 import pytest
 
-from mqa_cli.compile import apply_overrides, key_values, split_kernel_spec
 from mqa_cli.errors import UserError
-from mqa_cli.inspect_asm import (AMD_GROUPS, CUDA_GROUPS, _group, amd_resources, cuda_resources, diff_table,
+from mqa_cli.plan.overrides import apply_overrides, key_values, split_kernel_spec
+from mqa_cli.inspect.asm import (AMD_GROUPS, CUDA_GROUPS, _group, amd_resources, cuda_resources, diff_table,
                                  gcn_opcodes, sass_opcodes, summary_table)
-from mqa_cli.sass_loops import loop_mix, op_name, tile_loops
-from mqa_kernels.tiled.config import tiled_config
-from mqa_kernels.naming import kernel_name
+from mqa_cli.inspect.sass_loops import loop_mix, op_name, tile_loops
+from mqa_kernels.common.naming import kernel_name
+from mqa_kernels.prefill.tiled.config import tiled_config
 
 SASS = """
         /*0000*/                   LDC R1, c[0x0][0x28] ;                                       /* 0x00000a00ff017b82 */

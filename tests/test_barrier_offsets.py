@@ -1,4 +1,4 @@
-"""mqa_cli.barrier_offsets: the kv ring's barrier offsets read from a build's PTX, and the resolve step that a
+"""mqa_cli.launch.barrier_offsets: the kv ring's barrier offsets read from a build's PTX, and the resolve step that a
 PTX_SLOTS launch takes before its compile (the real kernel's offsets: tests/test_paged_ws.py cross-compiles it)."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from mqa_cli import barrier_offsets
 from mqa_cli.errors import UserError
-from mqa_cli.launch import LaunchArgs
+from mqa_cli.launch import barrier_offsets
+from mqa_cli.launch.common import LaunchArgs
 
 
 def ptx_with_ring(full: int, empty: int, slots: int = 2, q_at: int = 64, count: int = 128) -> str:

@@ -50,7 +50,7 @@ def test_indexer_suite_runs_and_writes_csv(run_cli, tmp_path):
 
 def test_drafts_suite_is_next_n_3_to_8_on_the_decode_kernel_shapes():
     """bench --suite drafts: every draft-row count DeepGEMM leaves out on sm90, at H 64 D 128 block 64."""
-    from mqa_cli import matrix, suites
+    from mqa_cli.problem import matrix, suites
 
     assert "drafts" in suites.NAMES
     assert sorted({s.next_n for s in matrix.DRAFTS_SUITE}) == list(range(3, 9))

@@ -7,9 +7,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from mqa_cli.problem import ProblemSpec
-from mqa_cli.reference import reference_logits
-from mqa_cli.tensors import random_prefill
+from mqa_cli.check.reference import reference_logits
+from mqa_cli.problem.prefill import ProblemSpec
+from mqa_cli.problem.tensors import random_prefill
 
 from .cli_batch import run_many
 from .conftest import assert_one_line_error
@@ -92,7 +92,7 @@ def test_run_saves_problem_and_logits_that_match_reference(runs):
     t = load_file(str(prob))
     assert t["q"].dtype == torch.float8_e4m3fn and t["q"].shape == (40, 8, 32)
     logits = load_file(str(out))["logits"]
-    from mqa_cli.tensors import Prefill
+    from mqa_cli.problem.tensors import Prefill
 
     ref = reference_logits(Prefill(**{k: t[k] for k in ("q", "kv", "kv_scales", "weights", "ks", "ke")}))
     live = torch.isfinite(ref)
@@ -119,8 +119,9 @@ def test_input_round_trip_and_verify(runs, suffix):
 def test_verify_matrix_passes(run_cli):
     """`mqa-logits verify` over the built-in matrix, the dispatched kernel of each problem against the float64
     reference (test_kernels checks the other rows' configs on the same matrix, not this one again)."""
-    from mqa_cli import dispatch, source, targets
-    from mqa_cli.matrix import VERIFY_MATRIX
+    from mqa_cli.plan import dispatch, targets
+    from mqa_cli.problem import source
+    from mqa_cli.problem.matrix import VERIFY_MATRIX
 
     r = run_cli("verify", "--dtype", "float64", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -181,7 +182,8 @@ def test_unknown_command_or_flag_is_bad_input(runs):
 def test_internal_error_is_exit_3_with_one_line(monkeypatch, capsys):
     """A failure that is not bad input (here: a bug planted in explain's report) is exit 3 and one line on
     stderr; --debug shows the traceback instead."""
-    from mqa_cli import cli, report
+    from mqa_cli import cli
+    from mqa_cli.cli import report
 
     def broken(*a, **k):
         raise RuntimeError("planted bug\nsecond line")

@@ -1,5 +1,5 @@
 """The code the dispatched rows compile to, per triton release, pinned: tests/codegen/triton-<release>.json hold what
-`python -m mqa_cli.codegen --write` measured (registers, spills, each tensor-core loop's length) for every row's
+`python -m mqa_cli.inspect.codegen --write` measured (registers, spills, each tensor-core loop's length) for every row's
 configs on 3.6, 3.8 and 3.9 (docs/CODEGEN.md shows them as a table).
 
 - The stored tables meet the bar: on 3.8 and 3.9 each tensor-core loop is at most 3.6's length (+2 %) and no config
@@ -17,17 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from mqa_cli import codegen, versions
+from mqa_cli.inspect import codegen
+from mqa_cli.plan import versions
 
 pytestmark = pytest.mark.versions
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = sorted((ROOT / "tests" / "codegen").glob("triton-*.json"))
 RELEASE = codegen.release(version("triton"))
 
-# Where 3.8 / 3.9 still compile worse than 3.6 ("release case" as mqa_cli.codegen.regressions names it), and why:
+# Where 3.8 / 3.9 still compile worse than 3.6 ("release case" as mqa_cli.inspect.codegen.regressions names it), and why:
 # the list to clear next; an entry that no longer regresses fails the test, so the list stays true.
 _SETMAXNREG = "2 registers saved across the partitions' setmaxnreg (3.8's warp_specialize lowering), outside every loop"
-_PAGED = "kernels/paged/kernel.py (another issue's file) sums heads with tl.sum: a tree on 3.8+ (epilogue.weighted_head_sum chains)"
+_PAGED = "kernels/decode/paged/kernel.py (another issue's file) sums heads with tl.sum: a tree on 3.8+ (epilogue.weighted_head_sum chains)"
 _N8 = "next_n 8's parts at 3.8: +2.0 % / 2 spill instructions, not yet looked into"
 _T39 = "triton 3.9 changes codegen beyond the reduction order (R2UR moves, more spills): not yet looked into"
 KNOWN: dict = {
@@ -55,10 +56,10 @@ def _tables() -> dict:
 def test_a_table_for_every_release_the_facts_name():
     have = set(_tables())
     want = {f"{a}.{b}" for a, b in versions.FACTS["triton_kernels"].releases}
-    assert want <= have, f"no stored table for triton {sorted(want - have)}: python -m mqa_cli.codegen --write ..."
+    assert want <= have, f"no stored table for triton {sorted(want - have)}: python -m mqa_cli.inspect.codegen --write ..."
     labels = {c.label for c in codegen.cases()}
     for rel, t in _tables().items():
-        assert set(t["cases"]) == labels, f"triton {rel}'s table has other cases than mqa_cli.codegen.cases()"
+        assert set(t["cases"]) == labels, f"triton {rel}'s table has other cases than mqa_cli.inspect.codegen.cases()"
 
 
 def test_newer_releases_compile_no_worse_than_3_6():
@@ -85,7 +86,7 @@ def test_pinned_cases_compile_as_this_release_s_table_says(tmp_path):
     stored = _tables()[RELEASE]["cases"]
     out = tmp_path / "pinned.json"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # (a compiling process)
-    p = subprocess.run([sys.executable, "-m", "mqa_cli.codegen", "--pinned", "--write", str(out)], capture_output=True,
+    p = subprocess.run([sys.executable, "-m", "mqa_cli.inspect.codegen", "--pinned", "--write", str(out)], capture_output=True,
                        text=True, env=env, cwd=ROOT, timeout=1800)
     assert p.returncode == 0, p.stderr[-3000:]
     now = json.loads(out.read_text())["cases"]

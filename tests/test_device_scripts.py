@@ -167,8 +167,8 @@ def _race_lines(row: str, log: Path) -> subprocess.CompletedProcess:
 
 
 def _kernel_lines(row: str) -> tuple[int, int, int]:
-    """(the kernel's `def` line, its warp_specialize line or 0, an ordinary line) of kernels/<row>/kernel.py."""
-    src = (ROOT / "kernels" / row / "kernel.py").read_text().splitlines()
+    """(the kernel's `def` line, its warp_specialize line or 0, an ordinary line) of kernels/<op>/<row>/kernel.py."""
+    src = next((ROOT / "kernels").glob(f"*/{row}/kernel.py")).read_text().splitlines()
     entry = next(i for i, line in enumerate(src, 1) if line.startswith("def "))
     ws = next((i for i, line in enumerate(src, 1) if "gl.warp_specialize(" in line), 0)
     other = next(i for i, line in enumerate(src, 1) if line.strip().startswith("return "))

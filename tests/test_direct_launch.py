@@ -1,4 +1,4 @@
-"""mqa_cli.direct_launch on the CPU: the installed triton's own launcher wrapper (CudaLauncher.__call__ around
+"""mqa_cli.launch.direct on the CPU: the installed triton's own launcher wrapper (CudaLauncher.__call__ around
 wrap_handle_tensordesc's closure, in whichever form this triton builds it: 3.6's, or 3.8's and 3.9's) built around
 a recording stand-in for the compiled C launcher. The direct call must hand the C launcher exactly what the wrapper
 hands it, encode a descriptor only when it is not the one of the call before, and give up (None) wherever the
@@ -11,7 +11,8 @@ hopper = pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
 import triton  # noqa: E402
 from triton.experimental.gluon import language as gl  # noqa: E402
 
-from mqa_cli import direct_launch, versions  # noqa: E402
+from mqa_cli.launch import direct as direct_launch
+from mqa_cli.plan import versions  # noqa: E402
 
 # How this triton builds its launcher, by feature: 3.8's keeps the kernel's argument annotations beside the launch.
 FORM = "3.8" if hasattr(driver, "annotate_arguments") else "3.6"

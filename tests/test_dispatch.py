@@ -7,9 +7,9 @@ import sys
 import pytest
 from importlib.metadata import version
 
-from mqa_cli import dispatch, targets, versions
-from mqa_cli.dispatch import Shape
 from mqa_cli.errors import UserError
+from mqa_cli.plan import dispatch, targets, versions
+from mqa_cli.problem.shape import Shape
 
 # The Gluon rows hold on the releases of version fact gluon_hopper; on another triton they are ruled out.
 GLUON = versions.holds("gluon_hopper")
@@ -140,7 +140,7 @@ def test_plan_spec_rebuilds_a_variant_with_its_schedule(monkeypatch):
     or a row that cannot rebuild its config, is a one-line refusal."""
     if not GLUON:
         pytest.skip(f"the Gluon rows need triton {versions.FACTS['gluon_hopper'].required()}; this is triton {version('triton')}")
-    from mqa_kernels.gluon_ws_sm90 import tuned
+    from mqa_kernels.prefill.gluon_ws_sm90 import tuned
 
     monkeypatch.setattr(tuned, "CUDA_TUNED", {(8, 128): {"groups": (2, 1), "stages": 4, "q_in_lanes": True, "n": 128}})
     sm90 = targets.get_target("sm90")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mqa_cli.inspect_asm import elf_symbols
-from mqa_cli.sass_loops import tile_loops
+from mqa_cli.inspect.asm import elf_symbols
+from mqa_cli.inspect.sass_loops import tile_loops
 
 from .conftest import assert_one_line_error, cli
 

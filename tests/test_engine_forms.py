@@ -2,13 +2,15 @@
 DeepGEMM 54e2261's tests), replayed with the views, strides and positionals the engines pass, judged as each caller
 reads the result: against the float64 reference (tests/reference64.py), exact -inf where the caller relies on it,
 compressed spans read where the caller reads them. Also: the positional rule that tells the three DeepGEMM
-generations apart (mqa_cli.forms) and its refusals, set_num_sms in every grid, fp8_mqa_topk(relative=True)."""
+generations apart (mqa_cli.api.forms) and its refusals, set_num_sms in every grid, fp8_mqa_topk(relative=True)."""
 import pytest
 import torch
 
 import mqa_cli
-from mqa_cli import api, dispatch, launchers, sms, targets
+from mqa_cli.api import logits as api, sms
 from mqa_cli.errors import UserError
+from mqa_cli.launch import families as launchers
+from mqa_cli.plan import dispatch, targets
 
 from .reference64 import FP8, assert_logits, compress64, fp8_q, fp8_rows, gen, paged64, prefill64
 from .test_api_forms import DEVICE, meta, paged_problem, prefill_problem
@@ -490,7 +492,7 @@ def test_gpu_plans_take_their_program_count_from_set_num_sms(monkeypatch):
 
 def test_topk_programs_follow_set_num_sms(monkeypatch):
     """The top-k selection plans with the set SM count (its config's grid is programs per SM x units)."""
-    from mqa_cli import topk
+    from mqa_cli.api import topk
     from mqa_kernels.topk.config import topk_config
 
     units = []
@@ -516,7 +518,7 @@ def test_topk_programs_follow_set_num_sms(monkeypatch):
 def test_topk_relative_to_ks(compressed):
     """fp8_mqa_topk(relative=True): each index minus its row's ks (what vLLM's prefill top-k hands on), -1 padding
     unchanged; the absolute picks are a top-k of the float64 reference."""
-    from mqa_cli.topk import fp8_mqa_topk, topk_recall
+    from mqa_cli.api.topk import fp8_mqa_topk, topk_recall
 
     p = prefill_problem(S=14, N=40, seed=90)
     k = 6

@@ -1,4 +1,4 @@
-"""The API's fast path (mqa_cli.fastpath): the signature key, what gets recorded, and what a hit launches.
+"""The API's fast path (mqa_cli.api.fastpath): the signature key, what gets recorded, and what a hit launches.
 
 No GPU needed: the key is a plain function of tensor metadata, and the GPU-only pieces (the CUDA gate, the
 current device and stream, the compiled launcher) are replaced by recorders in `fake_gpu`, while the full path
@@ -12,12 +12,13 @@ import pytest
 import torch
 
 import mqa_cli
-from mqa_cli import api, fastpath, interpreter, launch
+from mqa_cli.api import logits as api, fastpath
 from mqa_cli.errors import UserError
-from mqa_cli.paged_problem import PagedSpec
-from mqa_cli.paged_tensors import random_paged
-from mqa_cli.problem import ProblemSpec
-from mqa_cli.tensors import random_prefill
+from mqa_cli.launch import interpreter, common as launch
+from mqa_cli.problem.paged import PagedSpec
+from mqa_cli.problem.paged_tensors import random_paged
+from mqa_cli.problem.prefill import ProblemSpec
+from mqa_cli.problem.tensors import random_prefill
 
 PAGED = PagedSpec(batch=2, next_n=1, context_len=40, context_jitter=0.0, block_size=64, heads=8, dim=64)
 PREFILL = ProblemSpec(seq=8, heads=8, dim=32)
@@ -273,8 +274,8 @@ def _launched(a, out, kernel_names):
 def test_a_rebuild_that_disagrees_with_the_argument_list_is_not_recorded():
     t = _paged(device="cpu")
     cfg = _paged_cfg(t)
-    out = mqa_cli.launchers.output_for(t, cfg)
-    from mqa_cli.launch_paged import config_for, paged_args
+    out = mqa_cli.launch.families.output_for(t, cfg)
+    from mqa_cli.launch.paged import config_for, paged_args
 
     cfg = config_for(cfg, None)
     a = paged_args(t, cfg, out, None)
@@ -289,7 +290,7 @@ def test_a_rebuild_that_disagrees_with_the_argument_list_is_not_recorded():
 
 
 def _paged_cfg(t):
-    from mqa_cli import dispatch
+    from mqa_cli.plan import dispatch
 
     shape = dispatch.Shape("paged", t.S, t.max_context_len, t.heads, t.dim, False, "e4m3fn", batch=t.batch,
                            next_n=t.next_n, block_size=t.block_size)
@@ -298,10 +299,10 @@ def _paged_cfg(t):
 
 def test_tma_rebuild_matches_the_argument_list():
     pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
-    from mqa_cli.launch import alloc_logits
-    from mqa_cli.launch_tma import tma_args
-    from mqa_cli.tensors import Prefill
-    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+    from mqa_cli.launch.common import alloc_logits
+    from mqa_cli.launch.tma import tma_args
+    from mqa_cli.problem.tensors import Prefill
+    from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
     f8, m = torch.float8_e4m3fn, dict(device="meta")
     S, N, H = 100, 300, 64

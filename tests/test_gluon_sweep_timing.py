@@ -16,8 +16,11 @@ FAKE = textwrap.dedent(r'''
     sys.path.insert(0, root)
     import torch
     import sweep_gluon_prefill as m
-    from mqa_cli import launchers, matrix, source, timing, reference, verify
-    import mqa_kernels.gluon_ws_sm90.config as gc
+    from mqa_cli.launch import families as launchers
+    from mqa_cli.problem import matrix, source
+    from mqa_cli.bench import timing
+    from mqa_cli.check import reference, verify
+    import mqa_kernels.prefill.gluon_ws_sm90.config as gc
 
     torch.cuda.get_device_properties = lambda i: types.SimpleNamespace(multi_processor_count=132)
     torch.cuda.get_device_name = lambda *a: "fake H200"

@@ -1,7 +1,7 @@
 """Cross-compile the warp-specialised Gluon Hopper kernel for sm90 on the CPU (no GPU) and check what came out.
 
-The kernel is signed the way dump signs it: its config (mqa_kernels.gluon_ws_sm90.config) and the TMA
-launcher's LaunchArgs (mqa_cli.launch_tma.tma_args) on "meta" tensors in the forms engines pass (q and kv row
+The kernel is signed the way dump signs it: its config (mqa_kernels.prefill.gluon_ws_sm90.config) and the TMA
+launcher's LaunchArgs (mqa_cli.launch.tma.tma_args) on "meta" tensors in the forms engines pass (q and kv row
 slices, strided kv scales / ks / ke, a padded weights row). For every clean / compressed / bf16 variant:
 the symbol carries the config keys, the math is fp8 wgmma, nothing spills to local memory, setmaxnreg is
 honoured, and the IR forms row x stride products in 64 bits (output rows, weights rows, strided ks/ke/scales).
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from mqa_cli import versions
-from mqa_cli.sass_loops import tile_loops
+from mqa_cli.inspect.sass_loops import tile_loops
+from mqa_cli.plan import versions
 
 TRITON = version("triton")
 pytestmark = [pytest.mark.versions, pytest.mark.skipif(
@@ -38,16 +38,16 @@ SCRIPT = textwrap.dedent(r'''
     import json, os, subprocess, sys
     os.environ.pop("TRITON_INTERPRET", None)
     import torch
-    from mqa_cli import compile as comp
+    from mqa_cli.inspect import compile as comp
     comp.prepare()
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import make_backend
     from triton.experimental.gluon._runtime import GluonASTSource
-    from mqa_cli.launch import alloc_logits
-    from mqa_cli.launch_tma import tma_args
-    from mqa_cli.tensors import Prefill
-    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+    from mqa_cli.launch.common import alloc_logits
+    from mqa_cli.launch.tma import tma_args
+    from mqa_cli.problem.tensors import Prefill
+    from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
     clean, compressed, bf16 = (a == "1" for a in sys.argv[1:4])
     S, N, H, msk, folder = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
@@ -217,7 +217,7 @@ def test_row_offsets_are_64_bit(builds, variant):
 def _meta_prefill(q, kv, S, N, H=64):
     import torch
 
-    from mqa_cli.tensors import Prefill
+    from mqa_cli.problem.tensors import Prefill
 
     m = dict(device="meta")
     return Prefill(q, kv, torch.empty(N, **m), torch.empty(S, H, **m), torch.empty(S, dtype=torch.int32, **m),
@@ -231,9 +231,9 @@ def test_tma_args_reads_engine_forms_in_place():
     (q_in_lanes=False) q is the [S*H, D] row view and a head slice is copied."""
     import torch
 
-    from mqa_cli.launch import alloc_logits
-    from mqa_cli.launch_tma import tma_args
-    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+    from mqa_cli.launch.common import alloc_logits
+    from mqa_cli.launch.tma import tma_args
+    from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
     f8, m = torch.float8_e4m3fn, dict(device="meta")
     S, N = 100, 300
@@ -268,9 +268,9 @@ def test_tma_store_descriptor_follows_each_calls_logits():
     import torch
 
     from mqa_cli.errors import UserError
-    from mqa_cli.launch import alloc_logits
-    from mqa_cli.launch_tma import tma_args
-    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+    from mqa_cli.launch.common import alloc_logits
+    from mqa_cli.launch.tma import tma_args
+    from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
     f8, m = torch.float8_e4m3fn, dict(device="meta")
     S, N = 300, 1000
@@ -294,13 +294,13 @@ def test_tma_store_descriptor_follows_each_calls_logits():
 
 def test_tma_args_resolve_the_ring_offsets_of_a_ptx_slots_launch(monkeypatch):
     """A PTX_SLOTS launch of the prefill kernel gets its ring barriers' offsets from the launcher's hook (on a GPU: a
-    first build, mqa_cli.barrier_offsets), before the launch compiles; other launches are left alone."""
+    first build, mqa_cli.launch.barrier_offsets), before the launch compiles; other launches are left alone."""
     import torch
 
-    from mqa_cli import barrier_offsets
-    from mqa_cli.launch import alloc_logits
-    from mqa_cli.launch_tma import tma_args
-    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+    from mqa_cli.launch import barrier_offsets
+    from mqa_cli.launch.common import alloc_logits
+    from mqa_cli.launch.tma import tma_args
+    from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
     seen = []
 
@@ -327,9 +327,9 @@ def test_tma_args_refuses_what_the_kernel_cannot_write():
     import torch
 
     from mqa_cli.errors import UserError
-    from mqa_cli.launch import alloc_logits
-    from mqa_cli.launch_tma import tma_args
-    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+    from mqa_cli.launch.common import alloc_logits
+    from mqa_cli.launch.tma import tma_args
+    from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
     f8, m = torch.float8_e4m3fn, dict(device="meta")
     S, N = 64, 200
@@ -353,7 +353,7 @@ def test_tma_args_refuses_what_the_kernel_cannot_write():
 
 
 def test_config_schedule():
-    from mqa_kernels.gluon_ws_sm90 import config
+    from mqa_kernels.prefill.gluon_ws_sm90 import config
 
     c = config.gluon_ws_sm90_config(heads=64, dim=128, S=4096, N=4096, clean=False, compressed=True, bf16=True,
                                     units=132)

@@ -1,4 +1,4 @@
-"""Head counts and dims the reference cannot run on Hopper: the tiled kernel's swept table (kernels/tiled/tuned.py)
+"""Head counts and dims the reference cannot run on Hopper: the tiled kernel's swept table (kernels/prefill/tiled/tuned.py)
 and what reads it, the head-major column order the sweep chooses from, and the floor bench measures them against."""
 import importlib.util
 import sys
@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from mqa_cli import bench, matrix, source, suites, targets, timing, versions
+from mqa_cli.bench import suite as bench, timing
+from mqa_cli.check.verify import verify
 from mqa_cli.cli.options import ProblemOptions
-from mqa_cli.problem import ProblemSpec, counts
-from mqa_cli.verify import verify
-from mqa_kernels.tiled import config as tiled
+from mqa_cli.plan import targets, versions
+from mqa_cli.problem import matrix, source, suites
+from mqa_cli.problem.prefill import ProblemSpec, counts
+from mqa_kernels.prefill.tiled import config as tiled
 
 ROOT = Path(__file__).resolve().parents[1]
 SM90 = targets.get_target("sm90")
@@ -68,7 +70,7 @@ TABLE = sorted(tiled.CUDA_TUNED.items())
 
 
 @pytest.mark.parametrize("key, entry", TABLE or [pytest.param(None, None, marks=pytest.mark.skip(
-    reason="kernels/tiled/tuned.py holds no entry yet: tools/tune/sweep_heads.py --write-table fills it on the H200"))])
+    reason="kernels/prefill/tiled/tuned.py holds no entry yet: tools/tune/sweep_heads.py --write-table fills it on the H200"))])
 def test_every_table_entry_makes_a_config_the_kernel_runs(key, entry):
     H, D = key
     c = cfg(H, D)
@@ -138,7 +140,8 @@ def test_side_by_side_times_replace_the_first_pass(tmp_path, monkeypatch):
     import types
 
     sw = _sweep_module(monkeypatch)
-    from mqa_cli import launchers, timing
+    from mqa_cli.bench import timing
+    from mqa_cli.launch import families as launchers
 
     monkeypatch.setattr(launchers, "run", lambda t, cfg, out: cfg)  # a candidate's "time" is its cfg
     count = itertools.count()
@@ -181,8 +184,8 @@ def test_gluon_candidates_leave_out_the_options_a_check_failed(monkeypatch):
 def test_slot_variants_try_the_fastest_gluon_layouts_with_ptx_slots(monkeypatch):
     """After the first pass the two fastest Gluon layouts are tried again with the kv ring in PTX (ptx_slots); each
     variant's table entry gives, through the table, the config that was timed."""
-    from mqa_kernels.gluon_ws_sm90 import tuned
-    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+    from mqa_kernels.prefill.gluon_ws_sm90 import tuned
+    from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
     sw = _sweep_module(monkeypatch)
     shape = source.from_spec(ProblemSpec(batch=1, seq=8192, heads=16, dim=64, layout="causal")).shape

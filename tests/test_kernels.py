@@ -3,11 +3,12 @@ exact -inf pattern, relative error, calc_diff, every entry written, bitwise repe
 import pytest
 import torch
 
-from mqa_cli import dispatch, source, targets
-from mqa_cli.api import mqa_logits
-from mqa_cli.matrix import VERIFY_MATRIX
-from mqa_cli.problem import ProblemSpec
-from mqa_cli.verify import DIFF_TOL, REL_TOL, verify
+from mqa_cli.api.logits import mqa_logits
+from mqa_cli.check.verify import DIFF_TOL, REL_TOL, verify
+from mqa_cli.plan import dispatch, targets
+from mqa_cli.problem import source
+from mqa_cli.problem.matrix import VERIFY_MATRIX
+from mqa_cli.problem.prefill import ProblemSpec
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 TARGET = targets.detect()
@@ -52,7 +53,7 @@ def test_inputs_are_random_and_nonzero():
 
 
 def test_clean_off_leaves_live_entries_exact_and_is_a_padded_view():
-    from mqa_cli.reference import reference_logits
+    from mqa_cli.check.reference import reference_logits
 
     spec = VERIFY_MATRIX[7].with_(heads=8)  # N = 77 per sequence, not clean (8 heads: 8x fewer programs to interpret)
     t = source.from_spec(spec).materialise(DEVICE)
@@ -65,7 +66,7 @@ def test_clean_off_leaves_live_entries_exact_and_is_a_padded_view():
 
 
 def test_reference_matches_float64_definition():
-    from mqa_cli.reference import reference_logits
+    from mqa_cli.check.reference import reference_logits
 
     spec = VERIFY_MATRIX[5]
     t = source.from_spec(spec).materialise("cpu")
@@ -100,7 +101,7 @@ def test_h64d128_block_orders_and_dead_widths(order, dead):
 @pytest.mark.parametrize("row", [r.name for r in dispatch.PREFILL_ROWS])
 def test_every_row_dispatch_can_pick_here(row):
     """On a GPU: every prefill row whose conditions hold there, on the odd-sized GPU shapes it holds for."""
-    from mqa_cli.matrix import GPU_EXTRA
+    from mqa_cli.problem.matrix import GPU_EXTRA
 
     ran = 0
     for spec in (s for s in GPU_EXTRA if s.S <= 8192):

@@ -5,13 +5,15 @@ import math
 import pytest
 import torch
 
-from mqa_cli import dispatch, launchers, matrix, source, targets
+from mqa_cli.check.paged_reference import reference_paged
+from mqa_cli.check.verify import verify
 from mqa_cli.errors import UserError
-from mqa_cli.paged_problem import PagedSpec, spec_counts
-from mqa_cli.paged_reference import reference_paged
-from mqa_cli.paged_tensors import Paged, pack_cache, random_paged, unpack_blocks, validate_paged
-from mqa_cli.verify import verify
-from mqa_kernels.paged.config import paged_rows
+from mqa_cli.launch import families as launchers
+from mqa_cli.plan import dispatch, targets
+from mqa_cli.problem import matrix, source
+from mqa_cli.problem.paged import PagedSpec, spec_counts
+from mqa_cli.problem.paged_tensors import Paged, pack_cache, random_paged, unpack_blocks, validate_paged
+from mqa_kernels.decode.paged.config import paged_rows
 
 CPU = targets.TARGETS["cpu"]
 FP8 = torch.float8_e4m3fn
@@ -139,7 +141,7 @@ def test_two_d_context_lens():
 
 def test_api_matches_reference_with_and_without_schedule():
     from mqa_cli import fp8_paged_mqa_logits
-    from mqa_cli.api import get_paged_mqa_logits_metadata
+    from mqa_cli.api.logits import get_paged_mqa_logits_metadata
 
     t = random_paged(PagedSpec(batch=2, next_n=2, context_len=100, block_size=16, heads=32, dim=64))
     meta = get_paged_mqa_logits_metadata(t.context_lens, 16, 132)
@@ -196,7 +198,7 @@ def test_sm90_config_runs_correctly_in_the_interpreter(batch, next_n, context_le
     empty ranges cost minutes without reaching another line. With 7 ranges each holds several cache blocks, ranges
     cut sequences mid-way, and some of each range's SUBS sub-programs get no tile (batch 9: the split's chunks of 4
     sequences end in a partial one); empty ranges and other widths are test_paged_kernel.test_any_schedule_width's."""
-    from mqa_kernels.paged.config import paged_config
+    from mqa_kernels.decode.paged.config import paged_config
 
     spec = PagedSpec(batch=batch, next_n=next_n, context_len=context_len, context_jitter=0.3, block_size=block_size,
                      heads=8 if batch > 8 else 16, dim=64, seed=5)

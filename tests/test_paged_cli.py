@@ -3,12 +3,12 @@ file's runs go to one child (tests/cli_batch.py: each as its own process would s
 import pytest
 import torch
 
+from mqa_cli.check.paged_reference import reference_paged
+from mqa_cli.problem import io
+from mqa_cli.problem.paged import PagedSpec
+from mqa_cli.problem.paged_tensors import load_paged, random_paged
 from .cli_batch import run_many
 from .conftest import assert_one_line_error
-from mqa_cli import io
-from mqa_cli.paged_problem import PagedSpec
-from mqa_cli.paged_reference import reference_paged
-from mqa_cli.paged_tensors import load_paged, random_paged
 
 SMALL = ["--paged", "--batch", "2", "--next-n", "3", "--context-len", "90", "--block-size", "16", "--heads", "16",
          "--dim", "64"]

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from mqa_cli.errors import UserError
-from mqa_cli.launch_paged import launch_paged
-from mqa_cli.paged_tensors import Paged, validate_paged_values, validate_schedule
-from mqa_kernels.paged.config import paged_config
+from mqa_cli.launch.paged import launch_paged
+from mqa_cli.problem.paged_tensors import Paged, validate_paged_values, validate_schedule
+from mqa_kernels.decode.paged.config import paged_config
 from tests.reference64 import assert_logits
 from tests.test_adversarial import (CTX, deepgemm_schedule, garbage_schedule, own_schedule, paged_inputs,
                                     paged_reference)

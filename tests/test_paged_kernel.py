@@ -1,15 +1,15 @@
-"""The persistent paged decode kernel (mqa_kernels.paged) through the interpreter, against a float64 reference,
-and its device-side schedule metadata (mqa_cli.schedule)."""
+"""The persistent paged decode kernel (mqa_kernels.decode.paged) through the interpreter, against a float64 reference,
+and its device-side schedule metadata (mqa_cli.launch.schedule)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from mqa_cli.errors import UserError
-from mqa_cli.launch_paged import launch_paged, paged_args
-from mqa_cli.paged_tensors import Paged as PagedInputs
-from mqa_cli.schedule import get_paged_mqa_logits_metadata
-from mqa_kernels.paged.config import paged_config, paged_rows
+from mqa_cli.launch.paged import launch_paged, paged_args
+from mqa_cli.launch.schedule import get_paged_mqa_logits_metadata
+from mqa_cli.problem.paged_tensors import Paged as PagedInputs
+from mqa_kernels.decode.paged.config import paged_config, paged_rows
 
 FP8 = torch.float8_e4m3fn
 POISON = 12345.0
@@ -253,7 +253,7 @@ def test_args_and_config_shapes():
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from mqa_kernels.paged.kernel import _split_point  # noqa: E402
+from mqa_kernels.decode.paged.kernel import _split_point  # noqa: E402
 
 
 @triton.jit
@@ -283,7 +283,7 @@ def _split_points(ctx: torch.Tensor, next_n: int, block_kv: int, P: int) -> torc
 ])
 def test_self_schedule_matches_the_metadata(ctx, next_n, block_kv, P):
     """The split each program computes for itself (schedule_meta=None) is the metadata's, entry for entry."""
-    from mqa_cli.schedule import _metadata_torch
+    from mqa_cli.launch.schedule import _metadata_torch
 
     c = torch.tensor(ctx, dtype=torch.int32)
     assert torch.equal(_split_points(c, next_n, block_kv, P), _metadata_torch(c, block_kv, P))

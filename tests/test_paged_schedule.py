@@ -1,4 +1,4 @@
-"""The one-launch schedule kernel (mqa_kernels.paged_schedule) against the torch split it replaces: bit for bit,
+"""The one-launch schedule kernel (mqa_kernels.decode.paged_schedule) against the torch split it replaces: bit for bit,
 through the interpreter, over the context-length forms engines pass (1-D, 2-D, strided, zeros)."""
 import json
 import subprocess
@@ -8,9 +8,9 @@ import textwrap
 import pytest
 import torch
 
-from mqa_cli import schedule
 from mqa_cli.errors import UserError
-from mqa_cli.schedule import _metadata_torch, get_paged_mqa_logits_metadata
+from mqa_cli.launch import schedule
+from mqa_cli.launch.schedule import _metadata_torch, get_paged_mqa_logits_metadata
 
 INT32_MAX = 2**31 - 1
 
@@ -125,13 +125,13 @@ COMPILE = textwrap.dedent(r'''
     import json, os, sys
     os.environ.pop("TRITON_INTERPRET", None)
     import torch
-    from mqa_cli import compile as comp
+    from mqa_cli.inspect import compile as comp
     comp.prepare()
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import make_backend
-    from mqa_cli.launch import LaunchArgs
-    from mqa_kernels.paged_schedule.config import paged_schedule_config
+    from mqa_cli.launch.common import LaunchArgs
+    from mqa_kernels.decode.paged_schedule.config import paged_schedule_config
 
     gpu = GPUTarget("cuda", 90, 128)
     res = []

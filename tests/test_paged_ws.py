@@ -1,4 +1,4 @@
-"""The Gluon paged decode kernel (mqa_kernels.paged_ws_sm90) on a machine without a GPU: what dispatch picks, when
+"""The Gluon paged decode kernel (mqa_kernels.decode.paged_ws_sm90) on a machine without a GPU: what dispatch picks, when
 the launcher hands a cache TMA cannot describe to the portable kernel, that the fast relaunch rebuilds the very
 arguments of the first launch, and the kernel cross-compiled for sm90 (TMA loads into fp8 wgmma, no spills).
 Its numbers are checked on the H200 by tools/tune/paged_ws_experiment.py (Gluon has no interpreter path)."""
@@ -11,19 +11,20 @@ import textwrap
 
 import pytest
 
-from mqa_cli import versions
+from mqa_cli.plan import versions
 import torch
 
-from mqa_cli import dispatch, fastpath, targets
-from mqa_cli.launch import alloc_logits
-from mqa_cli.launch_paged_ws import describable, paged_ws_args, runnable
-from mqa_cli.paged_tensors import Paged
-from mqa_kernels.paged_ws_sm90.config import (SMEM_PER_SM, padded_rows, paged_ws_sm90_config, q_rows, regime,
-                                              smem_bytes)
-from mqa_kernels.paged_ws_sm90.config import parts as config_parts
-from mqa_kernels.paged_ws_sm90.tuned import CUDA_TUNED
+from mqa_cli.api import fastpath
+from mqa_cli.launch.common import alloc_logits
+from mqa_cli.launch.paged_ws import describable, paged_ws_args, runnable
+from mqa_cli.plan import dispatch, targets
+from mqa_cli.problem.paged_tensors import Paged
+from mqa_kernels.decode.paged_ws_sm90.config import (SMEM_PER_SM, padded_rows, paged_ws_sm90_config, q_rows, regime,
+                                                     smem_bytes)
+from mqa_kernels.decode.paged_ws_sm90.config import parts as config_parts
+from mqa_kernels.decode.paged_ws_sm90.tuned import CUDA_TUNED
 
-from mqa_cli.sass_loops import tile_loops
+from mqa_cli.inspect.sass_loops import tile_loops
 
 SM90 = targets.TARGETS["sm90"]
 
@@ -146,16 +147,16 @@ COMPILE = textwrap.dedent(r'''
     import json, os, re, subprocess, sys
     os.environ.pop("TRITON_INTERPRET", None)
     import torch
-    from mqa_cli import compile as comp
+    from mqa_cli.inspect import compile as comp
     comp.prepare()
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import make_backend
     from triton.experimental.gluon._runtime import GluonASTSource
-    from mqa_cli.launch import alloc_logits
-    from mqa_cli.launch_paged_ws import paged_ws_args
-    from mqa_kernels.paged.config import with_schedule_source
-    from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
+    from mqa_cli.launch.common import alloc_logits
+    from mqa_cli.launch.paged_ws import paged_ws_args
+    from mqa_kernels.decode.paged.config import with_schedule_source
+    from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
     sys.path.insert(0, os.path.dirname(sys.argv[1]))  # the repository root: tests is a package
     from tests.test_paged_ws import meta_paged
 
@@ -174,7 +175,7 @@ COMPILE = textwrap.dedent(r'''
     la = paged_ws_args(t, cfg, out, meta)
     gpu = GPUTarget("cuda", 90, 128)
     fn = cfg.jitted()
-    from mqa_cli import barrier_offsets
+    from mqa_cli.launch import barrier_offsets
     barrier_offsets.resolve(fn, la, gpu, comp.compile_launch)  # PTX_SLOTS: FULL_AT / EMPTY_AT from a first build
     sig = comp.build_signature(fn, la, make_backend(gpu))
     k = triton.compile(GluonASTSource(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
@@ -314,9 +315,9 @@ def test_q_in_lanes_descriptor(T, R):
     """Q_IN_LANES (a sweep option): q is described as [H/R, B*T, R, D] (R = 8 / NP) so that a block's shared row
     n holds draft row (n % 8) // R and head (n // 8) * R + n % R, the order the kernel's head sum reads; the same
     bytes as the [B*T*H, D] rows, read in place. Off by default and where NP is 1."""
-    from mqa_cli.launch import alloc_logits
-    from mqa_cli.launch_paged_ws import paged_ws_args
-    from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
+    from mqa_cli.launch.common import alloc_logits
+    from mqa_cli.launch.paged_ws import paged_ws_args
+    from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
 
     t = meta_paged(B=4, T=T)
     kw = dict(heads=64, dim=128, next_n=T, block_size=64, batch=4, max_context_len=8192, clean=False, units=132)
@@ -327,7 +328,7 @@ def test_q_in_lanes_descriptor(T, R):
     assert a.args[0].base is t.q
     assert a.args[0].shape == [64 // R, 4 * T, R, 128] and a.args[0].strides == [R * 128, 64 * 128, 128, 1]
     assert a.args[0].block_shape == [64 // R, NP, R, 128]
-    from mqa_kernels.paged_ws_sm90.config import regime, table_entry
+    from mqa_kernels.decode.paged_ws_sm90.config import regime, table_entry
 
     chosen = table_entry(T, 64, regime(4, 8192, 64)).get("Q_IN_LANES", False)
     assert paged_ws_sm90_config(**kw).constexprs["Q_IN_LANES"] == chosen  # the table's choice (the sweep's)
@@ -338,7 +339,7 @@ def test_q_in_lanes_descriptor(T, R):
 def test_table_is_read_by_live_columns_then_padded_n():
     """config.table_entry: next_n 3 at H 64 (192 live columns) has its own entry, apart from next_n 4 (256); a head
     count the sweep did not run falls back to the entry of its padded N (H 32 next_n 3: NP 4 x 32 = 128)."""
-    from mqa_kernels.paged_ws_sm90.config import table_entry
+    from mqa_kernels.decode.paged_ws_sm90.config import table_entry
 
     assert table_entry(3, 64, "large") == CUDA_TUNED[192]["large"]
     assert table_entry(4, 64, "large") == CUDA_TUNED[256]["large"]
@@ -377,7 +378,7 @@ def test_split_inside_moves_only_the_computed_split():
     """SPLIT_INSIDE (the rule: the small class with one math warpgroup) makes each partition compute its range after
     warp_specialize; a given schedule is read as before: with SELF_SCHEDULE off the two builds (the other one
     compiled by `dump`, which sets any constexpr) are the same code."""
-    from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
+    from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
 
     kw = dict(heads=64, dim=128, next_n=1, block_size=64, max_context_len=8192, clean=False, units=132)
     cfg = paged_ws_sm90_config(**kw, batch=1)

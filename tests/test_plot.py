@@ -1,8 +1,9 @@
 """bench --plot: a PNG of made-up bench rows against the H200's ceilings, and no file overwritten without --force."""
 import pytest
 
-from mqa_cli import bench, targets, timing
-from mqa_cli.problem import ProblemSpec, counts
+from mqa_cli.bench import suite as bench, timing
+from mqa_cli.plan import targets
+from mqa_cli.problem.prefill import ProblemSpec, counts
 
 from .conftest import assert_one_line_error
 
@@ -19,7 +20,7 @@ def _row(shape, kernel, spec, us, reference_us=None):
 
 def test_plot_draws_ceilings_ours_and_the_reference(tmp_path):
     pytest.importorskip("matplotlib")
-    from mqa_cli import plot
+    from mqa_cli.bench import plot
 
     rows = [_row("1x8192 causal H8 D128", "tiled", ProblemSpec(seq=8192, heads=8, dim=128), 482.0),
             _row("1x8192 causal", "gluon_ws_sm90", ProblemSpec(seq=8192, heads=64, dim=128), 547.5, 617.0),
@@ -34,7 +35,7 @@ def test_plot_draws_ceilings_ours_and_the_reference(tmp_path):
 
 def test_plot_without_ceilings_still_draws(tmp_path):
     pytest.importorskip("matplotlib")
-    from mqa_cli import plot
+    from mqa_cli.bench import plot
 
     row = _row("tiny", "tiled", ProblemSpec(seq=64, heads=16, dim=32), 5e5)
     row.floor_us = row.pct_floor = row.bound = None  # what the interpreter target gives

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from mqa_cli.errors import UserError
-from mqa_cli.problem import ProblemSpec, counts, windows
+from mqa_cli.problem.prefill import ProblemSpec, counts, windows
 
 
 def test_causal_bottom_right_aligned():
@@ -68,7 +68,7 @@ def test_closed_form_counts_match_the_windows_of_random_specs():
     the per-row windows, over random layouts, ratios, windows and lengths."""
     import random
 
-    from mqa_cli.problem import live_per_sequence, sequence_windows
+    from mqa_cli.problem.prefill import live_per_sequence, sequence_windows
 
     rng = random.Random(7)
     checked = 0
@@ -104,15 +104,15 @@ def test_counts_of_a_huge_problem_are_instant():
 
 
 def test_memory_is_what_the_tools_allocate():
-    """The sizes a command is refused by: the logits buffer as mqa_cli.launch allocates it, the inputs as held."""
+    """The sizes a command is refused by: the logits buffer as mqa_cli.launch.common allocates it, the inputs as held."""
     import torch
 
-    from mqa_cli import launch
-    from mqa_cli.paged_problem import PagedSpec
-    from mqa_cli.paged_problem import memory as paged_memory
-    from mqa_cli.paged_tensors import random_paged
-    from mqa_cli.problem import check_memory, memory
-    from mqa_cli.tensors import random_prefill
+    from mqa_cli.launch import common as launch
+    from mqa_cli.problem.paged import memory as paged_memory
+    from mqa_cli.problem.paged import PagedSpec
+    from mqa_cli.problem.paged_tensors import random_paged
+    from mqa_cli.problem.prefill import check_memory, memory
+    from mqa_cli.problem.tensors import random_prefill
 
     for seq in (100, 300, 1100):  # under one padded row, between, several
         spec = ProblemSpec(batch=2, seq=seq, heads=8, dim=64)

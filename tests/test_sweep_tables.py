@@ -45,7 +45,7 @@ def test_gluon_prefill_table_from_its_csv(tmp_path, monkeypatch):
     assert got[(8, 64)]["n"] == 128 and "the head-count sweep's" in table.read_text()  # another writer's key kept
     assert got[(64, 128)] == {"groups": (2, 1), "stages": 3, "q_in_lanes": True}
     assert got[(32, 128)] == {"groups": (2, 1), "stages": 4, "q_in_lanes": False}  # 0.995: within the noise
-    from mqa_kernels.gluon_ws_sm90 import config, tuned
+    from mqa_kernels.prefill.gluon_ws_sm90 import config, tuned
 
     monkeypatch.setattr(tuned, "CUDA_TUNED", got)
     c64 = config.gluon_ws_sm90_config(heads=64, dim=128, S=4096, N=4096, clean=True).constexprs
@@ -82,8 +82,8 @@ def test_head_sweep_gives_a_shape_to_the_gluon_kernel_only_where_it_wins(tmp_pat
     gluon_table.write(entries, "test", print)
     got = _load(tmp_path / "gluon_tuned.py").CUDA_TUNED
     assert set(got) == {(8, 64), (64, 128)}
-    from mqa_cli import dispatch, targets
-    from mqa_kernels.gluon_ws_sm90 import config, tuned
+    from mqa_cli.plan import dispatch, targets
+    from mqa_kernels.prefill.gluon_ws_sm90 import config, tuned
 
     monkeypatch.setattr(tuned, "CUDA_TUNED", got)
     assert config.tuned_shapes() == [(8, 64), (64, 128)]

@@ -2,7 +2,7 @@
 timed first."""
 import itertools
 
-from mqa_cli.timing import median_in_rounds, ratio_in_rounds, side_by_side
+from mqa_cli.bench.timing import median_in_rounds, ratio_in_rounds, side_by_side
 
 
 def _falling_clock(step: float = 0.01):

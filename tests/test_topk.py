@@ -1,4 +1,4 @@
-"""Top-k selection (mqa_cli.topk, mqa_kernels.topk) on the interpreter: index semantics (ties to the lowest
+"""Top-k selection (mqa_cli.api.topk, mqa_kernels.topk) on the interpreter: index semantics (ties to the lowest
 positions, -inf/NaN, short and empty rows, -1 padding, windows, compressed rows, decode ends read from the
 context lengths), every selection path and variant (rows kernel, split kernel with its merge, aligned reads,
 the 8-way reduction, the torch kind), row blocks and part borders that straddle rows, the config's regimes,
@@ -11,15 +11,15 @@ import textwrap
 import pytest
 import torch
 
-from mqa_cli import topk as T
-from mqa_cli import versions
-from mqa_cli.paged_problem import PagedSpec
-from mqa_cli.paged_reference import reference_paged
-from mqa_cli.paged_tensors import random_paged
-from mqa_cli.problem import ProblemSpec
-from mqa_cli.reference import reference_logits
-from mqa_cli.tensors import random_prefill
-from mqa_cli.topk import fp8_mqa_topk, fp8_paged_mqa_topk, topk_recall, topk_select
+from mqa_cli.api import topk as T
+from mqa_cli.api.topk import fp8_mqa_topk, fp8_paged_mqa_topk, topk_recall, topk_select
+from mqa_cli.check.paged_reference import reference_paged
+from mqa_cli.check.reference import reference_logits
+from mqa_cli.plan import versions
+from mqa_cli.problem.paged import PagedSpec
+from mqa_cli.problem.paged_tensors import random_paged
+from mqa_cli.problem.prefill import ProblemSpec
+from mqa_cli.problem.tensors import random_prefill
 from mqa_kernels.topk import config as C
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -125,7 +125,7 @@ SENTINEL = 0x5A5A5A5A  # scratch words the kernels never wrote
 
 
 def _scratch_spy(monkeypatch, narrow):
-    """Makes the selection's scratch (the int32 1-D allocation mqa_cli.topk makes) start as SENTINEL and records
+    """Makes the selection's scratch (the int32 1-D allocation mqa_cli.api.topk makes) start as SENTINEL and records
     each; returns a function giving, of the last one, the narrowed search's areas (per program or row)."""
     seen = []
     empty = torch.empty
@@ -416,12 +416,12 @@ COMPILE = textwrap.dedent(r'''
     import os, re, sys
     os.environ.pop("TRITON_INTERPRET", None)
     import torch
-    from mqa_cli import compile as comp
+    from mqa_cli.inspect import compile as comp
     comp.prepare()
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import make_backend
-    from mqa_cli.topk import select_args
+    from mqa_cli.api.topk import select_args
     from mqa_kernels.topk import tuned
     from mqa_kernels.topk.config import topk_config
 
@@ -478,7 +478,8 @@ def test_repeated_selection_relaunches_with_the_full_paths_arguments(monkeypatch
     """The selection's fast path (a repeated call signature): the compiled launcher is called directly, with
     exactly the argument list the full path builds for the new call's tensors (fresh scratch and zeroed arrive
     counters, the same integers). The launch itself is replaced here (the fast path exists on CUDA only)."""
-    from mqa_cli import fastpath, launch
+    from mqa_cli.api import fastpath
+    from mqa_cli.launch import common as launch
 
     calls = {"full": [], "fast": []}
 

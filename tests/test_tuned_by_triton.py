@@ -1,8 +1,8 @@
-"""Tuned tables by triton release (mqa_kernels.tuned_by_triton): a release's entries override tuned.py's on that
+"""Tuned tables by triton release (mqa_kernels.common.tuned_by_triton): a release's entries override tuned.py's on that
 release alone, and every variant's config reads them, so the GPU sweep on 3.8 / 3.9 only has to fill them."""
 import pytest
 
-from mqa_kernels import tuned_by_triton as T
+from mqa_kernels.common import tuned_by_triton as T
 
 
 def test_a_release_entry_overrides_and_removes_on_that_release_only(monkeypatch):
@@ -18,18 +18,18 @@ def test_every_variant_reads_the_installed_release_s_entries(monkeypatch, varian
     rel = T.installed_release()
     assert rel is not None and rel >= (3, 6)
     if variant == "tiled":
-        from mqa_kernels.tiled.config import tiled_config
+        from mqa_kernels.prefill.tiled.config import tiled_config
 
         monkeypatch.setitem(T.BY_RELEASE, variant, {rel: {(64, 128): {"BLOCK_Q": 2, "HEAD_MAJOR": True}}})
         c = tiled_config(heads=64, dim=128, S=8192, N=8192, clean=True, backend="cuda", units=132)
         assert c.constexprs["BLOCK_Q"] == 2 and c.constexprs["HEAD_MAJOR"]
     elif variant == "gluon_ws_sm90":
-        from mqa_kernels.gluon_ws_sm90.config import tuned_entry, tuned_shapes
+        from mqa_kernels.prefill.gluon_ws_sm90.config import tuned_entry, tuned_shapes
 
         monkeypatch.setitem(T.BY_RELEASE, variant, {rel: {(64, 128): None, (8, 32): {"groups": (2, 1)}}})
         assert (64, 128) not in tuned_shapes() and (8, 32) in tuned_shapes() and tuned_entry(64, 128) is None
     elif variant == "paged_ws_sm90":
-        from mqa_kernels.paged_ws_sm90.config import table_entry
+        from mqa_kernels.decode.paged_ws_sm90.config import table_entry
 
         monkeypatch.setitem(T.BY_RELEASE, variant, {rel: {128: {"small": {"STAGES": 7}}}})
         assert table_entry(2, 64, "small") == {"STAGES": 7}

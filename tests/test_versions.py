@@ -1,4 +1,4 @@
-"""The version facts (mqa_cli/versions.py) agree with the installed triton, found by feature: the Gluon names the
+"""The version facts (mqa_cli/plan/versions.py) agree with the installed triton, found by feature: the Gluon names the
 kernels call, the launcher the direct launch takes, how a reduction orders its adds, whether a compile without an
 fp-fusion setting warns, whether the interpreter can run with this numpy. Run on each release the project takes
 (.ci/run: 3.8 in full, 3.6 and 3.9 with `-m versions`), this is what keeps a fact from drifting."""
@@ -11,7 +11,8 @@ from importlib.metadata import version
 
 import pytest
 
-from mqa_cli import dispatch, interpreter, targets, versions
+from mqa_cli.launch import interpreter
+from mqa_cli.plan import dispatch, targets, versions
 
 pytestmark = pytest.mark.versions
 TRITON = version("triton")
@@ -35,7 +36,7 @@ def test_installed_triton_is_a_release_the_facts_cover():
 
 @pytest.mark.skipif(not versions.holds("gluon_hopper"), reason="no Gluon on this triton")
 def test_gluon_names_are_the_ones_the_facts_say():
-    from mqa_kernels import gluon_compat
+    from mqa_kernels.common import gluon_compat
 
     api = gluon_compat.api()
     if versions.holds("gluon_names_3_8"):
@@ -151,8 +152,8 @@ def test_the_reduction_order_facts_split_every_release():
 def test_the_gluon_head_sums_take_the_form_the_fact_says():
     """The Gluon kernels read the fact for the triton they import: plain gl.sum head sums exactly where the release
     reduces in order (PLAIN_SUMS, a constexpr the JIT folds), and explain names the fact on their rows."""
-    from mqa_kernels import gluon_compat
-    from mqa_kernels.gluon_ws_sm90 import kernel
+    from mqa_kernels.common import gluon_compat
+    from mqa_kernels.prefill.gluon_ws_sm90 import kernel
 
     assert gluon_compat.in_order_reduce == versions.holds("in_order_reduce")
     assert bool(kernel.PLAIN_SUMS.value) == versions.holds("in_order_reduce")

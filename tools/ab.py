@@ -19,7 +19,7 @@ beside DeepGEMM's same three, each checked against the float32 reference on 64 s
 decode and prefill take --smoke: tiny shapes on the CPU through the Triton interpreter, every time 1.0 (the
 checks and the table's plumbing only; the tests run it).
 
-Timing (every mode): mqa_cli.timing.side_by_side, each call one CUDA-graph replay after an L2 flush, ROUNDS rounds
+Timing (every mode): mqa_cli.bench.timing.side_by_side, each call one CUDA-graph replay after an L2 flush, ROUNDS rounds
 in alternating order; a time is the median over the rounds, a ratio the median of the rounds' ratios (a card at
 its 700 W cap clocks down during a measurement: comparing bests favours the call timed first). DeepGEMM's column
 needs `import deep_gemm` (h200_check.sh puts it in place from the anchor kit). A Markdown table on stdout, a CSV
@@ -87,8 +87,8 @@ def harness_decode(B: int, C: int, n: int):
     contexts uniform in [0.7C, 1.3C), a shuffled block table, row t of sequence b seeing k < ctx_b - n + t + 1."""
     import torch
 
-    from mqa_cli.paged_problem import PagedSpec
-    from mqa_cli.paged_tensors import Paged, random_paged
+    from mqa_cli.problem.paged import PagedSpec
+    from mqa_cli.problem.paged_tensors import Paged, random_paged
 
     t = random_paged(PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, clean_logits=False,
                                seed=B + C), device=DEV)
@@ -106,7 +106,7 @@ def copy_pct(ctx, B: int, n: int, maxlen: int, us: float, dim: int = 128) -> flo
 
 def timed(calls: dict, rounds: int) -> tuple[dict, callable]:
     """The calls side by side: ({name: median µs}, ratio(a, b) = median of the rounds' a / b)."""
-    from mqa_cli import timing
+    from mqa_cli.bench import timing
 
     if DEV == "cpu":  # --smoke: each call once, no timing
         r = [{k: (f(), 1.0)[1] for k, f in calls.items()} for _ in range(2)]
@@ -139,11 +139,12 @@ class Report:
 def configs_prefill(args, names: list[str]) -> int:
     import torch
 
-    from mqa_cli import launchers, matrix, source
-    from mqa_cli.compile import key_values
-    from mqa_cli.reference import reference_logits
-    from mqa_cli.verify import compare
-    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+    from mqa_cli.check.reference import reference_logits
+    from mqa_cli.check.verify import compare
+    from mqa_cli.launch import families as launchers
+    from mqa_cli.plan.overrides import key_values
+    from mqa_cli.problem import matrix, source
+    from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
     units = torch.cuda.get_device_properties(0).multi_processor_count
     rep = Report("configs", ["shape", "layout", *(f"µs {n or 'table'}" for n in names),
@@ -192,10 +193,10 @@ def configs_decode(args, names: list[str]) -> int:
     import torch
 
     import mqa_cli
-    from mqa_cli.compile import key_values
-    from mqa_cli.launch_paged_ws import paged_ws_args
-    from mqa_cli.paged_reference import reference_paged
-    from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config
+    from mqa_cli.check.paged_reference import reference_paged
+    from mqa_cli.launch.paged_ws import paged_ws_args
+    from mqa_cli.plan.overrides import key_values
+    from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
 
     dg, why = deep_gemm()
     sms = mqa_cli.get_num_sms()
@@ -317,10 +318,10 @@ def prefill_forms(args) -> int:
     import torch
 
     import mqa_cli
-    from mqa_cli import matrix
-    from mqa_cli.reference import compress_logits, reference_logits
-    from mqa_cli.suites import longest_row
-    from mqa_cli.tensors import random_prefill
+    from mqa_cli.check.reference import compress_logits, reference_logits
+    from mqa_cli.problem import matrix
+    from mqa_cli.problem.suites import longest_row
+    from mqa_cli.problem.tensors import random_prefill
 
     dg, why = deep_gemm()
     if dg is None:
@@ -332,7 +333,7 @@ def prefill_forms(args) -> int:
     if DEV == "cpu":  # --smoke: one tiny causal shape and one ratio-4 shape
         from types import SimpleNamespace
 
-        from mqa_cli.problem import ProblemSpec
+        from mqa_cli.problem.prefill import ProblemSpec
 
         benches = [SimpleNamespace(name="smoke 1x40 causal", spec=ProblemSpec(seq=40, heads=8, dim=32)),
                    SimpleNamespace(name="smoke 2x32 ratio 4", spec=ProblemSpec(batch=2, seq=32, ratio=4, heads=8,
@@ -410,7 +411,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT))
     if getattr(args, "smoke", False):
         DEV = "cpu"
-        from mqa_cli import interpreter
+        from mqa_cli.launch import interpreter
 
         interpreter.enable_if_no_gpu(note=False)
     import torch

@@ -1,4 +1,4 @@
-"""The fast path's direct launch (mqa_cli.direct_launch) against the full path, and what each costs the host.
+"""The fast path's direct launch (mqa_cli.launch.direct) against the full path, and what each costs the host.
 
 A decode call (B 8, next_n 2, 2-D context lengths) is recorded once; then calls alternate two q tensors, pass q
 at a new address, at a reused address with new data, and a cache copied to a new address and then zeroed in
@@ -12,9 +12,10 @@ import sys
 import torch
 
 import mqa_cli
-from mqa_cli import api, fastpath, timing
-from mqa_cli.paged_problem import PagedSpec
-from mqa_cli.paged_tensors import random_paged
+from mqa_cli.api import logits as api, fastpath
+from mqa_cli.bench import timing
+from mqa_cli.problem.paged import PagedSpec
+from mqa_cli.problem.paged_tensors import random_paged
 
 
 def main() -> int:

@@ -25,7 +25,7 @@
 # racecheck: every (access, source line) its reports name, counted (SAN_RACE_LIMIT reports printed per run,
 # default 100000). A run whose hazards all name a line the kernel explains (its `def` line or its
 # gl.warp_specialize call: the partition table triton's warp_specialize lowering writes late and its workers read
-# first, ordered by a named barrier; kernels/gluon_ws_sm90/kernel.py says why) is KNOWN, not a failure.
+# first, ordered by a named barrier; kernels/prefill/gluon_ws_sm90/kernel.py says why) is KNOWN, not a failure.
 # Exit 0 when every run finished with 0 errors (and 0 unexplained hazards), 1 otherwise.
 # Dry run on CPU: SAN_SMOKE=1 CS=<a fake compute-sanitizer> bash tools/gpu_sanitize.sh (toy problems).
 set -uo pipefail
@@ -236,7 +236,7 @@ race_lines() {  # row log -> lines on stdout; exit 0 when every named line is on
   "$PY" - "$1" "$2" <<'PYEOF'
 import collections, pathlib, re, sys
 row, log = sys.argv[1].split(":")[0], pathlib.Path(sys.argv[2])
-src = pathlib.Path("kernels") / row / "kernel.py"
+src = next(pathlib.Path("kernels").glob(f"*/{row}/kernel.py"), pathlib.Path("kernels") / row / "kernel.py")
 lines = src.read_text().splitlines() if src.exists() else []
 pat = re.compile(r"(Write|Read) Thread \([0-9,]+\) at [^ ]+ in ([A-Za-z0-9_./-]+\.py):([0-9]+)")
 seen = collections.Counter((m.group(1), m.group(2), int(m.group(3)))

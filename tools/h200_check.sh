@@ -41,7 +41,7 @@
 #             "PTX_SLOTS=0;PTX_SLOTS=1"'), to $OUT/ab.md
 #   pagedws   python3 tools/tune/paged_ws_experiment.py --check-only (the Gluon decode kernel through the API: 41
 #             forms)
-#   sweeps    the checked, timed sweeps that write kernels/{paged_ws_sm90,tiled,topk}/tuned.py (copies in $OUT)
+#   sweeps    the checked, timed sweeps that write kernels/{decode/paged_ws_sm90,prefill/tiled,topk}/tuned.py (copies in $OUT)
 #   pagedsweep  the decode kernel's sweep alone (tools/tune/paged_ws_experiment.py --write-table; copy in $OUT)
 #   gluonsweep  the Gluon prefill kernel's warpgroup layouts (tools/tune/sweep_gluon_prefill.py --write-table)
 #   headsverify  tools/tune/verify_heads.py: every (heads, dim) the Gluon prefill table dispatches, in four forms
@@ -293,15 +293,15 @@ step_topk() {  # the top-k sweep (writes kernels/topk/tuned.py, copied to $OUT) 
   "$PY" tools/tune/sweep_topk.py ${TOPK_ARGS:---write-table}  # e.g. TOPK_ARGS="--only paged": decode rows, no table
 }
 
-step_pagedsweep() {  # the decode kernel's checked, timed sweep alone (writes kernels/paged_ws_sm90/tuned.py + copy)
+step_pagedsweep() {  # the decode kernel's checked, timed sweep alone (writes kernels/decode/paged_ws_sm90/tuned.py + copy)
   PAGED_WS_BUDGET_S=$(( $1 - 30 )) "$PY" tools/tune/paged_ws_experiment.py --write-table
 }
 
-step_gluonsweep() {  # the Gluon prefill kernel's warpgroup layouts (writes kernels/gluon_ws_sm90/tuned.py + copy)
+step_gluonsweep() {  # the Gluon prefill kernel's warpgroup layouts (writes kernels/prefill/gluon_ws_sm90/tuned.py + copy)
   GLUON_SWEEP_BUDGET_S=$(( $1 - 40 )) "$PY" tools/tune/sweep_gluon_prefill.py --write-table
 }
 
-step_heads() {  # the head-count sweep: kernels/tiled/tuned.py and the Gluon kernel's head-count keys (copies: $OUT)
+step_heads() {  # the head-count sweep: kernels/prefill/tiled/tuned.py and the Gluon kernel's head-count keys (copies: $OUT)
   # shellcheck disable=SC2086
   # an option a `variants` check failed is left out (a fault would end the sweep's process)
   local skip

@@ -19,10 +19,10 @@ def main(argv: list[str]) -> int:
     import torch
 
     import mqa_cli
-    from mqa_cli import source
-    from mqa_cli.paged_problem import PagedSpec
-    from mqa_cli.paged_tensors import random_paged
-    from mqa_cli.problem import ProblemSpec
+    from mqa_cli.problem import source
+    from mqa_cli.problem.paged import PagedSpec
+    from mqa_cli.problem.paged_tensors import random_paged
+    from mqa_cli.problem.prefill import ProblemSpec
 
     kind, *nums = argv
     if kind == "prefill":
@@ -35,8 +35,9 @@ def main(argv: list[str]) -> int:
         ctx = (t.context_lens[:, None] - T + 1 + torch.arange(T, device="cuda", dtype=torch.int32)[None, :])
         ctx = ctx.clamp_min(0).to(torch.int32).contiguous()  # 2-D, as the harness and vLLM pass them
         if kind == "pagedcfg":
-            from mqa_cli import dispatch, launchers, targets
-            from mqa_cli.paged_tensors import Paged
+            from mqa_cli.launch import families as launchers
+            from mqa_cli.plan import dispatch, targets
+            from mqa_cli.problem.paged_tensors import Paged
 
             shape = dispatch.Shape("paged", B * T, t.max_context_len, 64, 128, False, batch=B, next_n=T, block_size=64)
             cfg = dispatch.plan_spec(shape, targets.TARGETS["sm90"], f"paged_ws_sm90:{nums[3]}").config

@@ -30,11 +30,12 @@ if SMOKE:
 import torch  # noqa: E402
 
 import mqa_cli  # noqa: E402
-from mqa_cli import api, fastpath, timing  # noqa: E402
-from mqa_cli.paged_problem import PagedSpec  # noqa: E402
-from mqa_cli.paged_tensors import random_paged  # noqa: E402
-from mqa_cli.problem import ProblemSpec  # noqa: E402
-from mqa_cli.tensors import random_prefill  # noqa: E402
+from mqa_cli.api import logits as api, fastpath
+from mqa_cli.bench import timing  # noqa: E402
+from mqa_cli.problem.paged import PagedSpec  # noqa: E402
+from mqa_cli.problem.paged_tensors import random_paged  # noqa: E402
+from mqa_cli.problem.prefill import ProblemSpec  # noqa: E402
+from mqa_cli.problem.tensors import random_prefill  # noqa: E402
 
 DEV = "cpu" if SMOKE else "cuda"
 OUT = os.environ.get("OUT") or "/tmp/out"

@@ -20,7 +20,7 @@ compacted into N scratch words. What each step measured (instructions, registers
 """
 from __future__ import annotations
 
-from ..config import KernelConfig, cdiv, pow2_ceil
+from ..common.config import KernelConfig, cdiv, pow2_ceil
 from . import KEYS
 
 MIN_CAP = 1024  # rows up to this many live entries are selected in registers
@@ -77,7 +77,7 @@ def tuned(kind: str, cols: int, backend: str) -> dict:
     """The measured config for this regime and row length (tuned.py), over DEFAULTS; CUDA only."""
     out = dict(DEFAULTS[kind])
     if backend == "cuda":
-        from ..tuned_by_triton import table
+        from ..common.tuned_by_triton import table
         from .tuned import CUDA_TUNED
 
         out.update(_bucket_entry(table("topk", CUDA_TUNED).get(kind, {}), cols) or {})

@@ -27,7 +27,7 @@ Row bases are 64-bit.
 import triton
 import triton.language as tl
 
-from ..naming import make_kernel_repr
+from ..common.naming import make_kernel_repr
 from . import KEYS
 
 PMAX = tl.constexpr(64)  # most programs per row in topk_split (config.py holds the same bound)

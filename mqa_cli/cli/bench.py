@@ -36,14 +36,15 @@ def bench(suite: Suite = None, kernels: Kernels = None, kernel_only: KernelOnly 
     Examples: `mqa-logits bench --suite seed`; `mqa-logits bench --suite decode --no-clean --csv d.csv`;
     `mqa-logits bench --suite seed --kernels gluon_ws_sm90,h64d128_sm90`.
     """
-    from .. import interpreter
+    from ..launch import interpreter
 
     interpreter.enable_if_no_gpu()
     from rich.progress import Progress
 
-    from .. import bench as B
-    from .. import io, matrix, suites, targets
+    from ..bench import suite as B
     from ..errors import UserError
+    from ..plan import targets
+    from ..problem import io, matrix, suites
 
     for path in (csv_path, plot_path):
         if path is not None:
@@ -61,7 +62,7 @@ def bench(suite: Suite = None, kernels: Kernels = None, kernel_only: KernelOnly 
                         "--logits-dtype and --max-bytes apply to a suite)")
     goal_us = B.read_goals(goals) if goals else {}
     if suite == "indexer":  # logits + top-k (k = 2048) three ways; DeepGEMM's column when it imports here
-        from .. import indexer_bench
+        from ..bench import indexer as indexer_bench
 
         indexer_bench.main(["--no-variants"] + (["--csv", csv_path] if csv_path else []))
         return
@@ -95,7 +96,7 @@ def bench(suite: Suite = None, kernels: Kernels = None, kernel_only: KernelOnly 
             for r in rows:
                 w.writerow(r.as_dict())
     if plot_path:
-        from .. import plot
+        from ..bench import plot
 
         plot.render(rows, plot_path, tgt, f"fp8 MQA logits on {tgt.device_name or tgt.name}",
                     reference_label=matrix.REFERENCE_SOURCE)

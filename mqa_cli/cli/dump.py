@@ -20,11 +20,13 @@ Diff = Annotated[Optional[Tuple[str, str]], typer.Option(
 
 
 def _artifact(spec, tgt, prob, force):
-    from .. import compile as comp, dispatch
+    from ..inspect import compile as comp
+    from ..plan.overrides import apply_overrides, split_kernel_spec
+    from ..plan import dispatch
 
-    name, overrides = comp.split_kernel_spec(spec)
+    name, overrides = split_kernel_spec(spec)
     plan = dispatch.plan(prob.shape, tgt, kernel=name, force=force)
-    cfg = comp.apply_overrides(plan.config, overrides)
+    cfg = apply_overrides(plan.config, overrides)
     return comp.compile_config(tgt, cfg, prob.shape, plan.chosen.row.name, prob.label)
 
 
@@ -49,11 +51,14 @@ def dump(target: Target = None, kernel: KernelSpec = None, dump_dir: DumpDir = "
     `mqa-logits dump --target gfx950 --seq 8192 --stage amdgcn`;
     `mqa-logits dump --target sm90 --diff tiled tiled:BLOCK_KV=128,num_warps=8`.
     """
-    from .. import compile as comp
+    from ..inspect import compile as comp
+    from ..plan.overrides import apply_overrides, split_kernel_spec
 
     comp.prepare()  # before anything imports triton: the interpreter stays off in this process
-    from .. import inspect_asm, source, targets
     from ..errors import UserError
+    from ..inspect import asm as inspect_asm
+    from ..plan import targets
+    from ..problem import source
 
     tgt = targets.resolve(target)
     if not tgt.is_gpu:
@@ -70,7 +75,7 @@ def dump(target: Target = None, kernel: KernelSpec = None, dump_dir: DumpDir = "
     prob = source.from_options(problem, tgt.fp8)
     cache_dir = comp.cache_dir()
     if stage is None and diff is None:
-        from .. import io
+        from ..problem import io
 
         io.check_dump_dir(dump_dir)
 
@@ -86,10 +91,10 @@ def dump(target: Target = None, kernel: KernelSpec = None, dump_dir: DumpDir = "
         return
 
     if stage is None:  # refuse before compiling
-        name, overrides = comp.split_kernel_spec(kernel)
-        from .. import dispatch
+        name, overrides = split_kernel_spec(kernel)
+        from ..plan import dispatch
 
-        cfg = comp.apply_overrides(dispatch.plan(prob.shape, tgt, kernel=name, force=force).config, overrides)
+        cfg = apply_overrides(dispatch.plan(prob.shape, tgt, kernel=name, force=force).config, overrides)
         comp.check_folder(comp.dump_folder_for(dump_dir, tgt.name, cfg), force)
     art = _artifact(kernel, tgt, prob, force)
     if stage is not None or json_:

@@ -21,14 +21,16 @@ def explain(target: Target = None, kernel: KernelSpec = None, json_: Json = Fals
     Examples: `mqa-logits explain --heads 64 --dim 128 --seq 8192`; `mqa-logits explain --target gfx950 --seq 4096 --json`;
     `mqa-logits explain --heads 8 --seq 8192 --target sm90 --kernel :TMA_STORE=1` (the config `run` would run).
     """
-    from .. import dispatch, report, source, targets
+    from ..plan import dispatch, targets
+    from ..problem import source
+    from . import report
 
     tgt = targets.resolve(target)
     prob = source.from_options(problem, tgt.fp8)
     plan = dispatch.plan_spec(prob.shape, tgt, kernel, force=True)
     tk = None
     if topk is not None and prob.shape.kind == "prefill":
-        from ..topk import topk_memory  # imports torch: only when asked
+        from ..api.topk import topk_memory  # imports torch: only when asked
 
         import torch
 

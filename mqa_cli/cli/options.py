@@ -10,8 +10,8 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UserError
-from ..paged_problem import PagedSpec, read_context_lens
-from ..problem import ProblemSpec
+from ..problem.paged import PagedSpec, read_context_lens
+from ..problem.prefill import ProblemSpec
 
 PANEL = "Problem"
 

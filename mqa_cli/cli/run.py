@@ -52,11 +52,15 @@ def run(target: Target = None, kernel: KernelSpec = None, output: Output = None,
     for sm90); `mqa-logits run --paged --batch 8 --context-len 8192 --logits-dtype bf16`;
     `mqa-logits run --seq 4096 --heads 8 --kernel gluon_ws_sm90:TMA_STORE=1 --verify` (a config variant).
     """
-    from .. import interpreter
+    from ..launch import interpreter
 
     interpreter.enable_if_no_gpu()
-    from .. import asm_dump, calls, dispatch, io, report, source, targets, timing
+    from ..bench import calls, timing
     from ..errors import UserError
+    from ..inspect import dump as asm_dump
+    from ..plan import dispatch, targets
+    from ..problem import io, source
+    from . import report
 
     for path in (output, save_problem):
         if path is not None:
@@ -75,14 +79,22 @@ def run(target: Target = None, kernel: KernelSpec = None, output: Output = None,
     plan = dispatch.plan_spec(prob.shape, run_tgt, kernel, force=force)
     if dump_asm:
         asm_dump.check_folder(run_tgt, plan, dump_dir, force)
-    prob.check_fits(device, reference_size=4 if verify and topk is None else 0, topk=topk)
+    held = None  # with --topk (prefill) the bounded plan's bytes stand in for the logits buffer
+    if topk is not None and prob.shape.kind == "prefill":
+        import torch
+
+        from ..api.topk import topk_memory
+
+        held = topk_memory(prob.shape.S, prob.shape.N, topk, max_seqlen_k=prob.max_seqlen_k,
+                           logits_dtype=torch.bfloat16 if prob.shape.bf16 else torch.float32)["total_bytes"]
+    prob.check_fits(device, reference_size=4 if verify and topk is None else 0, logits_bytes=held)
     t = prob.materialise(device)
     if save_problem:
         io.save_tensors(save_problem, t.as_dict(), force)
     result = {"problem": report.counts_dict(prob.counts), "label": prob.label, "target": run_tgt.name,
               "kernel": plan.chosen.row.name, "kernel_name": plan.config.name, "config": plan.config.as_dict()}
     if topk is not None:
-        from .. import indexer
+        from ..check import recall as indexer
 
         call = indexer.topk_call(t, prob.shape, topk, prob.max_seqlen_k)
     else:
@@ -95,10 +107,10 @@ def run(target: Target = None, kernel: KernelSpec = None, output: Output = None,
         io.save_tensors(output, {"indices": out[0], "values": out[1]} if topk is not None else {"logits": out}, force)
     check = None
     if verify:
-        from .. import verify as V
+        from ..check import verify as V
 
         if topk is not None:
-            from .. import indexer
+            from ..check import recall as indexer
 
             check = indexer.recall(t, prob.shape, topk, out[0])
         else:
@@ -124,7 +136,7 @@ def run(target: Target = None, kernel: KernelSpec = None, output: Output = None,
             if path:
                 print(f"saved {label} to {path}", file=sys.stderr)
         if dump_asm:
-            from ..inspect_asm import summary_table
+            from ..inspect.asm import summary_table
 
             d = result["dump"]
             print(f"\nwrote    {d['dump_dir']}/ (compiled for {d['target']})\n" + summary_table(d["summary"]))

@@ -34,15 +34,16 @@ def verify(target: Target = None, kernel: KernelSpec = None, dtype: Dtype = "flo
     Examples: `mqa-logits verify` (the built-in matrix); `mqa-logits verify --paged`;
     `mqa-logits verify --seq 1024 --max-seqlen-k 512 --no-clean`; `mqa-logits verify --kernel tiled --large`; `mqa-logits verify --kernel tiled:BLOCK_Q=8` (a config variant).
     """
-    from .. import interpreter
+    from ..launch import interpreter
 
     interpreter.enable_if_no_gpu()
     import torch
     from tabulate import tabulate
 
-    from .. import dispatch, matrix, source, suites, targets
+    from ..check.verify import DIFF_TOL, verify as verify_one
     from ..errors import UserError
-    from ..verify import DIFF_TOL, verify as verify_one
+    from ..plan import dispatch, targets
+    from ..problem import matrix, source, suites
 
     if dtype not in ("float32", "float64"):
         raise UserError(f"--dtype must be float32 or float64, got {dtype!r}")
@@ -75,7 +76,7 @@ def verify(target: Target = None, kernel: KernelSpec = None, dtype: Dtype = "flo
         results.append(verify_one(t, plan.config, prob.shape.clean_logits, prob.label, getattr(torch, dtype),
                                   rel_tol=rel_tol, max_seqlen_k=prob.max_seqlen_k))
         if topk is not None:
-            from .. import indexer
+            from ..check import recall as indexer
 
             idx, _ = indexer.topk_call(t, prob.shape, topk, prob.max_seqlen_k)()
             recalls.append((prob.label, indexer.recall(t, prob.shape, topk, idx)))

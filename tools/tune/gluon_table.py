@@ -1,4 +1,4 @@
-"""The Gluon prefill kernel's table (kernels/gluon_ws_sm90/tuned.py), keyed by (heads, dim), has two writers:
+"""The Gluon prefill kernel's table (kernels/prefill/gluon_ws_sm90/tuned.py), keyed by (heads, dim), has two writers:
 sweep_gluon_prefill.py (the warpgroup layout at H 32 and 64, D 128, timed on the seed shapes) and sweep_heads.py
 (every other head count and dim, timed on 1x8192 causal against the portable kernel; an entry there is also
 what makes dispatch give the shape to this kernel). Each rewrites only the keys it swept and keeps the others'.
@@ -20,7 +20,7 @@ OWN_LAYOUT = {(32, 128), (64, 128)}  # the keys sweep_gluon_prefill.py owns; swe
 
 
 def path() -> Path:
-    return Path(os.environ.get("GLUON_WS_TABLE") or ROOT / "kernels" / "gluon_ws_sm90" / "tuned.py")
+    return Path(os.environ.get("GLUON_WS_TABLE") or ROOT / "kernels" / "prefill" / "gluon_ws_sm90" / "tuned.py")
 
 
 def read(p: Path) -> tuple[dict, dict]:
@@ -44,7 +44,7 @@ def write(entries: dict, device: str, say) -> Path:
     """Merge entries {(H, D): (entry dict, comment) or None (drop the key)} into the table and write it."""
     import triton
 
-    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+    from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
     p = path()
     table, comments = read(p)

@@ -1,4 +1,4 @@
-"""Checked, timed sweep of the portable paged decode kernel (mqa_kernels.paged) on the GPU: every config checked
+"""Checked, timed sweep of the portable paged decode kernel (mqa_kernels.decode.paged) on the GPU: every config checked
 against the float32 reference, then a shape's checked configs and the default one timed side by side
 (sweep_common: graph replay after an L2 flush, PAGED_ROUNDS (4) rounds of alternating order; until 2026-12-01 one
 after another, back-to-back replays); the inputs, argument list, output buffer and reference are the library's
@@ -47,18 +47,19 @@ DEEPGEMM = {(1, 8192): (6.8, 7.2), (8, 8192): (9.5, 10.7), (64, 8192): (28.8, 31
 NUM_SMS = 4 if SMOKE else torch.cuda.get_device_properties(0).multi_processor_count
 
 if SMOKE:  # before any kernel module is imported
-    from mqa_cli import interpreter
+    from mqa_cli.launch import interpreter
 
     interpreter.enable_if_no_gpu(note=False)
 
 import triton  # noqa: E402
 
-from mqa_cli import launch, schedule, timing  # noqa: E402
-from mqa_cli.launch_paged import paged_args  # noqa: E402
-from mqa_cli.paged_problem import PagedSpec  # noqa: E402
-from mqa_cli.paged_reference import reference_paged  # noqa: E402
-from mqa_cli.paged_tensors import random_paged  # noqa: E402
-from mqa_kernels.paged.config import paged_config  # noqa: E402
+from mqa_cli.bench import timing  # noqa: E402
+from mqa_cli.check.paged_reference import reference_paged  # noqa: E402
+from mqa_cli.launch import common as launch, schedule
+from mqa_cli.launch.paged import paged_args  # noqa: E402
+from mqa_cli.problem.paged import PagedSpec  # noqa: E402
+from mqa_cli.problem.paged_tensors import random_paged  # noqa: E402
+from mqa_kernels.decode.paged.config import paged_config  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py beside this file
 import sweep_common  # noqa: E402
@@ -264,14 +265,14 @@ def main():
 
 
 def write_table(rows_by_n: dict) -> None:
-    """kernels/paged/tuned.py: per dot width N (next_n x H), the checked config with the least total time over
+    """kernels/decode/paged/tuned.py: per dot width N (next_n x H), the checked config with the least total time over
     the swept shapes. The config reads this table; nothing is copied by hand."""
     table = {}
     for n, per_label in sorted(rows_by_n.items()):
         full = {lb: v for lb, v in per_label.items() if v["count"] == max(x["count"] for x in per_label.values())}
         label = min(full, key=lambda lb: full[lb]["total"])
         table[n] = (label, dict(SWEEPS[n])[label] if n in SWEEPS else {}, full[label]["total"], full[label]["count"])
-    path = Path(os.environ.get("PAGED_TABLE") or ROOT / "kernels" / "paged" / "tuned.py")
+    path = Path(os.environ.get("PAGED_TABLE") or ROOT / "kernels" / "decode" / "paged" / "tuned.py")
     doc = ["The H200 (sm90) configs of the paged decode kernel, by the dot's width N = next_n x H: written by",
            f"`python3 tools/tune/paged_experiment.py --write-table` on {torch.cuda.get_device_name(0)}, "
            f"{time.strftime('%Y-%m-%d')}, triton {triton.__version__}.",

@@ -1,17 +1,17 @@
-"""GPU experiment for the Gluon paged decode kernel (mqa_kernels.paged_ws_sm90), one call on the H200:
+"""GPU experiment for the Gluon paged decode kernel (mqa_kernels.decode.paged_ws_sm90), one call on the H200:
 
 1. correctness of the public API (mqa_cli.fp8_paged_mqa_logits, which dispatches this kernel on Hopper) on a
    matrix of forms: next_n 1-8 (5-8 at H 64 in parts), H 8-64, D 64/128, clean on/off, fp32/bf16 logits,
    1-D/2-D context lens, zero contexts, schedule given/None, strided block table, q and weights slices, a padded cache block stride, a
    cache TMA cannot describe (the portable kernel runs); each against the float32 reference (exact -inf pattern
    with clean, relative error of live entries < 2e-3, no unwritten live entry) and bitwise repeatable;
-2. a checked, timed sweep of (STAGES, SUBS) beside the portable paged kernel (kernels/paged), one CUDA-graph replay
+2. a checked, timed sweep of (STAGES, SUBS) beside the portable paged kernel (kernels/decode/paged), one CUDA-graph replay
    per sample after an L2 flush (the cold cache a decode step meets, as the harness times it), every checked
    candidate of a shape and the portable kernel side by side in PAGED_WS_ROUNDS (4) rounds of alternating order
    (each time the median over the rounds, each candidate's weight its median ratio to the portable kernel), 2-D
    context lengths [B, next_n] (the form vLLM passes; PAGED_WS_ONE_D=1: 1-D), schedule computed in the kernel (as the
    API runs with schedule_meta=None); `--write-table` writes the winners by wgmma N to
-   kernels/paged_ws_sm90/tuned.py.
+   kernels/decode/paged_ws_sm90/tuned.py.
 
     python3 tools/tune/paged_ws_experiment.py [--write-table]      (log and CSV under $OUT)
     python3 tools/tune/paged_ws_experiment.py --table-from paged_ws_sweep.csv [more.csv ...]   (the table from sweep
@@ -19,7 +19,7 @@
     PAGED_WS_NEXT_N=3,4 python3 tools/tune/paged_ws_experiment.py --sweep-only    (those draft-row counts only)
 
 Bytes = sum(ctx) * (D + 4) + B * next_n * max_context_len * 4 (docs/REFERENCE.md's formula); the floor is the
-larger of bytes / 4.3 TB/s and live FLOP / the fp8 wgmma rate measured on this card (mqa_cli.targets).
+larger of bytes / 4.3 TB/s and live FLOP / the fp8 wgmma rate measured on this card (mqa_cli.plan.targets).
 """
 from __future__ import annotations
 
@@ -41,14 +41,16 @@ LOG = open(OUT / "paged_ws.log", "w")
 import triton  # noqa: E402
 
 import mqa_cli  # noqa: E402
-from mqa_cli import dispatch, launch, targets, timing  # noqa: E402
-from mqa_cli.launch_paged import paged_args  # noqa: E402
-from mqa_cli.launch_paged_ws import paged_ws_args  # noqa: E402
-from mqa_cli.paged_problem import PagedSpec  # noqa: E402
-from mqa_cli.paged_reference import reference_paged  # noqa: E402
-from mqa_cli.paged_tensors import Paged, random_paged  # noqa: E402
-from mqa_kernels.paged.config import paged_config  # noqa: E402
-from mqa_kernels.paged_ws_sm90.config import paged_ws_sm90_config, regime, table_key  # noqa: E402
+from mqa_cli.bench import timing  # noqa: E402
+from mqa_cli.check.paged_reference import reference_paged  # noqa: E402
+from mqa_cli.launch import common as launch
+from mqa_cli.launch.paged import paged_args  # noqa: E402
+from mqa_cli.launch.paged_ws import paged_ws_args  # noqa: E402
+from mqa_cli.plan import dispatch, targets
+from mqa_cli.problem.paged import PagedSpec  # noqa: E402
+from mqa_cli.problem.paged_tensors import Paged, random_paged  # noqa: E402
+from mqa_kernels.decode.paged.config import paged_config  # noqa: E402
+from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config, regime, table_key  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py beside this file
 import sweep_common  # noqa: E402
@@ -179,7 +181,7 @@ TWO_D = os.environ.get("PAGED_WS_ONE_D") != "1"
 # Each launch timed from a cold L2, as the harness times decode (one graph replay after each L2 flush): a small
 # batch's cache fits the L2, so back-to-back replays (do_bench_cudagraph, this sweep until 2026-11-30 17:40 UTC)
 # timed it warm and ranked the small-shape configs on latencies no caller sees. ROUNDS rounds of alternating order
-# per shape (mqa_cli.timing.side_by_side).
+# per shape (mqa_cli.bench.timing.side_by_side).
 ROUNDS = int(os.environ.get("PAGED_WS_ROUNDS", "4"))
 
 
@@ -334,7 +336,7 @@ def sweep(write: bool):
 
 
 def write_table(totals: dict) -> None:
-    """kernels/paged_ws_sm90/tuned.py: per table key (config.table_key) and size class (config.regime), the checked choice with the least
+    """kernels/decode/paged_ws_sm90/tuned.py: per table key (config.table_key) and size class (config.regime), the checked choice with the least
     summed time relative to the portable kernel over the shapes where every candidate ran. The config reads it;
     nothing is copied by hand."""
     doc = ["The H200 (sm90) choices of the Gluon paged decode kernel, by live columns next_n x H (H 64 in the sweep;",
@@ -359,7 +361,7 @@ def write_table(totals: dict) -> None:
         body.append("    },")
     body.append("}")
     table = os.environ.get("PAGED_WS_TABLE")
-    sweep_common.write_table(Path(table or ROOT / "kernels" / "paged_ws_sm90" / "tuned.py"), doc, body, say,
+    sweep_common.write_table(Path(table or ROOT / "kernels" / "decode" / "paged_ws_sm90" / "tuned.py"), doc, body, say,
                              copy_as=None if table else "paged_ws_tuned.py")
 
 

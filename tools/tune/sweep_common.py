@@ -4,7 +4,7 @@ side by side, write the table module the configs read (validated first, a copy u
 Check: the output poisoned with NaN, one launch, a sync, then the sweep's own comparison (prefill: exact -inf
 pattern and relative error against the float32 reference; decode: live entries against it; top-k: the exact
 set); a launch that raises (shared memory, registers, a layout the config refuses) is a result, not a crash.
-Time: mqa_cli.timing.side_by_side, each candidate one CUDA-graph replay after an L2 flush, in rounds of
+Time: mqa_cli.bench.timing.side_by_side, each candidate one CUDA-graph replay after an L2 flush, in rounds of
 alternating order; a candidate's time is its median over the rounds. Timed one after another, the later
 candidates of a shape met a card further into its 700 W cap (found 2026-12-01; docs/EXPERIMENTS.md).
 """
@@ -40,7 +40,7 @@ def check(run, out, compare) -> tuple[bool, float | None, str]:
 
 def side_by_side(calls: dict, rounds: int, rep_ms: int | None = None) -> tuple[dict, list]:
     """({key: median µs over the rounds}, the rounds) of the checked candidates timed side by side."""
-    from mqa_cli import timing
+    from mqa_cli.bench import timing
 
     if not calls:
         return {}, []

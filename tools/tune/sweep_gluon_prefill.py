@@ -1,4 +1,4 @@
-"""Checked, timed sweep on the H200 of the Gluon prefill kernel's warpgroup layouts (mqa_kernels.gluon_ws_sm90).
+"""Checked, timed sweep on the H200 of the Gluon prefill kernel's warpgroup layouts (mqa_kernels.prefill.gluon_ws_sm90).
 
 Why: with two math warpgroups at wgmma N 256 (the layout until now) each tile's epilogue is ~380 instructions a
 warp against a 512-cycle wgmma, so the tensor core waits whenever an epilogue runs long; DeepGEMM runs four
@@ -16,8 +16,8 @@ slower the same day: neither is in the kernel any more.)
 Every candidate is first checked against the float32 reference (exact -inf pattern with clean, relative error
 < 2e-3 on live entries, nothing left unwritten), then timed alone (graph replay, L2 flushed, median), all of a
 shape's checked candidates side by side in GLUON_SWEEP_ROUNDS (4) rounds of alternating order
-(mqa_cli.timing.side_by_side; each time the median over the rounds), on the seed suite's shapes, clean and not.
-The table (--write-table: its (H, 128) keys of kernels/gluon_ws_sm90/tuned.py, tools/tune/gluon_table.py) keeps, per
+(mqa_cli.bench.timing.side_by_side; each time the median over the rounds), on the seed suite's shapes, clean and not.
+The table (--write-table: its (H, 128) keys of kernels/prefill/gluon_ws_sm90/tuned.py, tools/tune/gluon_table.py) keeps, per
 head count, the candidate with the least time summed over the shapes relative to the old layout (each shape weighs
 alike), when it beats it by more than NOISE.
 
@@ -60,10 +60,12 @@ def main() -> int:
     import torch
     import triton
 
-    from mqa_cli import launchers, matrix, source, timing
-    from mqa_cli.reference import reference_logits
-    from mqa_cli.verify import compare
-    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+    from mqa_cli.bench import timing
+    from mqa_cli.check.reference import reference_logits
+    from mqa_cli.check.verify import compare
+    from mqa_cli.launch import families as launchers
+    from mqa_cli.problem import matrix, source
+    from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write-table", action="store_true")

@@ -3,20 +3,20 @@
 For each (H, D) in {8, 16, 32, 64, 128} x {64, 128, 256} on 1x8192 causal with clean logits, every candidate config
 of the kernels that can run the shape is first checked against the float32 reference (exact -inf pattern, relative
 error < 2e-3 on live entries, nothing left unwritten) and only then timed alone (one CUDA-graph replay per sample
-after an L2 flush, do_bench median: mqa_cli.timing.time_kernel); then a shape's checked candidates are timed again
+after an L2 flush, do_bench median: mqa_cli.bench.timing.time_kernel); then a shape's checked candidates are timed again
 side by side in SWEEP_HEADS_ROUNDS (4) rounds of alternating order, and their medians rank them
 (Sweep.side_by_side: a card at its power cap runs the later candidates of a shape at a lower clock). The table: H, D,
 kernel, config, µs, TF/s, floor µs, % of the floor and which floor binds (fp8 compute or memory: at clean logits
-the [S, N] fp32 write); the floor's ceilings come from mqa_cli.targets.
+the [S, N] fp32 write); the floor's ceilings come from mqa_cli.plan.targets.
 
     python3 tools/tune/sweep_heads.py [--write-table] [--shapes 8x128,16x64]     (the H200: about 4 minutes)
     SWEEP_SMOKE=1 python3 tools/tune/sweep_heads.py [--write-table]              (CPU: tiny shapes, the interpreter)
 
 Writes sweep_heads.csv (every candidate) and sweep_heads.log under $OUT (default /tmp/out). --write-table rewrites
-kernels/tiled/tuned.py (and copies it to $OUT/tuned.py; smoke: only there): per swept (H, D), the fastest checked
+kernels/prefill/tiled/tuned.py (and copies it to $OUT/tuned.py; smoke: only there): per swept (H, D), the fastest checked
 tiled config when it beats the rule by more than NOISE; other shapes keep their entries. On sm90 the Gluon kernel's
 layouts (N 128/256, 3/4 stages, a query row per lane of a quad) are candidates too: where the fastest beats every
-portable config by more than NOISE, --write-table puts its (H, D) entry in kernels/gluon_ws_sm90/tuned.py (copy:
+portable config by more than NOISE, --write-table puts its (H, D) entry in kernels/prefill/gluon_ws_sm90/tuned.py (copy:
 $OUT/gluon_tuned.py), and that entry is what makes dispatch give the shape to the Gluon kernel; where it does not,
 the entry goes. SWEEP_BUDGET_S (255) stops starting shapes; compiles run ahead in worker processes.
 
@@ -80,7 +80,7 @@ HEADS, DIMS = (8, 16, 32, 64, 128), (64, 128, 256)
 FIRST = [(8, 128), (8, 64), (16, 64), (16, 128), (64, 64), (32, 128), (128, 128), (64, 256)]  # bench's heads suite
 
 if SMOKE:  # before any kernel module is imported
-    from mqa_cli import interpreter
+    from mqa_cli.launch import interpreter
 
     interpreter.enable_if_no_gpu(note=False)
 
@@ -135,8 +135,8 @@ def tiled_overrides(H: int, D: int) -> list[dict]:
 
 def candidates(H: int, D: int, shape, tgt, units: int, gluon_only: bool = False) -> list[Candidate]:
     """The rule, the dispatched row (when not tiled), tiled variants, and on sm90 the Gluon kernel's layouts."""
-    from mqa_cli import dispatch
-    from mqa_kernels.tiled.config import tiled_config
+    from mqa_cli.plan import dispatch
+    from mqa_kernels.prefill.tiled.config import tiled_config
 
     def tiled(ov, use_table=False):
         return tiled_config(heads=H, dim=D, S=shape.S, N=shape.N, clean=True, backend=tgt.backend, units=units,
@@ -162,7 +162,7 @@ def candidates(H: int, D: int, shape, tgt, units: int, gluon_only: bool = False)
 def gluon_config(H: int, D: int, shape, units: int, entry: dict, override: dict | None = None):
     """The Gluon kernel's config for a table entry (groups, stages, n, q_in_lanes, splits, tma_store, chains) on the
     sweep's problem, with `override` keys on top: the config a candidate is timed with is the one its entry gives."""
-    from mqa_kernels.gluon_ws_sm90.config import gluon_ws_sm90_config
+    from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
     return gluon_ws_sm90_config(heads=H, dim=D, S=shape.S, N=shape.N, clean=True, units=units,
                                 groups=tuple(entry["groups"]), stages=entry["stages"], n=entry["n"],
@@ -172,14 +172,14 @@ def gluon_config(H: int, D: int, shape, units: int, entry: dict, override: dict 
 
 
 def gluon_candidates(H: int, D: int, shape, units: int) -> list[Candidate]:
-    """The Gluon prefill kernel (mqa_kernels.gluon_ws_sm90): two math warpgroups with their own query rows at wgmma
+    """The Gluon prefill kernel (mqa_kernels.prefill.gluon_ws_sm90): two math warpgroups with their own query rows at wgmma
     N 128 and 256, 3 and 4 kv stages, 1, 2 or 4 work items per query block (kv splits); three sharing one query
     block and splitting 192-row kv tiles (N 128, 160 registers: more warps to hide each epilogue's latency where
     the fp32 epilogue, not the MMA, is the longer part, as at D 64); a query row per lane of a quad wherever
     BLOCK_Q = N / H is a multiple of 4; a few with the logits stored through shared memory by TMA (tma_store)
     or the head sum as 4 independent FMA chains (chains); the layouts shared memory cannot hold are left out. (H 32
     and 64 at D 128 are sweep_gluon_prefill.py's: there the dispatched config is the candidate.)"""
-    from mqa_kernels.gluon_ws_sm90.config import HEADS, DIMS
+    from mqa_kernels.prefill.gluon_ws_sm90.config import HEADS, DIMS
 
     out = []
     if H not in HEADS or D not in DIMS:
@@ -232,7 +232,7 @@ def slot_variants(best: list, H: int, D: int, shape, units: int, tried: set) -> 
 
 def split_variants(best: list[Result], H: int, D: int, shape, tgt, units: int, tried: set) -> list[Candidate]:
     """SPLIT_TILES on the two fastest checked tiled configs (no compile: the split is a runtime argument)."""
-    from mqa_kernels.tiled.config import tiled_config
+    from mqa_kernels.prefill.tiled.config import tiled_config
 
     out = []
     for r in [] if SMOKE else best[:2]:
@@ -254,10 +254,10 @@ def split_variants(best: list[Result], H: int, D: int, shape, tgt, units: int, t
 
 def _compile_one(target: str, cfg, shape, row):
     """Worker: cross-compile one config for `target` into Triton's cache (the launch then loads it)."""
-    from mqa_cli import compile as comp
+    from mqa_cli.inspect import compile as comp
 
     comp.prepare()
-    from mqa_cli import targets
+    from mqa_cli.plan import targets
 
     t0 = time.time()
     comp.compile_config(targets.get_target(target), cfg, shape, row)
@@ -303,7 +303,7 @@ class Sweep:
         import torch
         import triton
 
-        from mqa_cli import targets
+        from mqa_cli.plan import targets
 
         self.torch, self.triton = torch, triton
         self.out_dir = out_dir
@@ -328,22 +328,24 @@ class Sweep:
         return time.time() - self.t0
 
     def prepare(self, H: int, D: int):
-        from mqa_cli import launchers, source
-        from mqa_cli.problem import ProblemSpec
-        from mqa_cli.reference import reference_logits
+        from mqa_cli.check.reference import reference_logits
+        from mqa_cli.launch import families as launchers
+        from mqa_cli.problem import source
+        from mqa_cli.problem.prefill import ProblemSpec
 
         spec = ProblemSpec(batch=1, seq=SEQ, heads=H, dim=D, layout="causal")
         prob = source.from_spec(spec)
         t = prob.materialise(self.dev)
         ref = reference_logits(t)
-        from mqa_kernels.tiled.config import tiled_config
+        from mqa_kernels.prefill.tiled.config import tiled_config
 
         probe = tiled_config(heads=H, dim=D, S=t.S, N=t.N, clean=True, backend="cuda", units=1, use_table=False)
         return prob, t, ref, launchers.output_for(t, probe)
 
     def evaluate(self, H, D, c: Candidate, prob, t, ref, out, note="") -> Result:
-        from mqa_cli import launchers, timing
-        from mqa_cli.verify import compare
+        from mqa_cli.bench import timing
+        from mqa_cli.check.verify import compare
+        from mqa_cli.launch import families as launchers
 
         fl = timing.binding_floor(prob.counts.flop, prob.counts.bytes, self.floor_tgt)
         binds = "fp8" if fl.bound == "compute" else "write"
@@ -377,8 +379,8 @@ class Sweep:
 
     def plan(self, shapes, prewarm: Prewarm, gluon_only: bool = False) -> dict:
         """(H, D) -> candidates, every one handed to the compile workers now, in the order they will run."""
-        from mqa_cli import source
-        from mqa_cli.problem import ProblemSpec
+        from mqa_cli.problem import source
+        from mqa_cli.problem.prefill import ProblemSpec
 
         plans, shapes_of = {}, {}
         for H, D in shapes:
@@ -415,7 +417,8 @@ class Sweep:
         """The shape's checked candidates timed again, side by side in ROUNDS rounds of alternating order; their
         medians replace the one-after-another times, which favoured the candidates timed while the card was cooler
         (the A/B comparisons' finding, 2026-12-01). A row "ok, side by side" per candidate in the CSV."""
-        from mqa_cli import launchers, timing
+        from mqa_cli.bench import timing
+        from mqa_cli.launch import families as launchers
 
         calls = {i: (lambda c=c: launchers.run(t, c.cfg, out)) for i, (c, r) in enumerate(pairs) if r.us is not None}
         if not calls:
@@ -513,7 +516,7 @@ def gluon_entries(results: list[Result]) -> dict:
 
 def write_table(entries: dict, path: Path, device: str, triton_version: str, torch_version: str, say) -> None:
     """Merge this run's entries into the table module at `path` (validated before it is written)."""
-    from mqa_kernels.tiled.config import check_override
+    from mqa_kernels.prefill.tiled.config import check_override
 
     table = {k: (v, "kept from an earlier run") for k, v in sweep_common.load_table(path)[0].items()}
     for key, entry in entries.items():
@@ -533,7 +536,7 @@ def write_table(entries: dict, path: Path, device: str, triton_version: str, tor
            "Keys: config.OVERRIDE_KEYS. The sweep's CSV and log: sweep_heads.csv / sweep_heads.log under $OUT."]
     body = ["CUDA_TUNED = {"] + [f"    ({H}, {D}): {ov!r},  # {comment}" for (H, D), (ov, comment) in sorted(table.items())]
     sweep_common.write_table(path, doc, body + ["}"], say,
-                             copy_as="tiled_tuned.py" if path == ROOT / "kernels" / "tiled" / "tuned.py" else None)
+                             copy_as="tiled_tuned.py" if path == ROOT / "kernels" / "prefill" / "tiled" / "tuned.py" else None)
 
 
 # ------------------------------------------------------------------------------------------------- main
@@ -554,7 +557,7 @@ def parse_shapes(text: str | None) -> list[tuple[int, int]]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write-table", action="store_true", help="rewrite kernels/tiled/tuned.py from this sweep")
+    ap.add_argument("--write-table", action="store_true", help="rewrite kernels/prefill/tiled/tuned.py from this sweep")
     ap.add_argument("--shapes", help="comma-separated HxD (default: all fifteen)")
     ap.add_argument("--gluon-only", action="store_true",
                     help="only the Gluon layouts against the portable kernel's current config (its table untouched)")
@@ -565,7 +568,7 @@ def main(argv=None) -> int:
     sw = Sweep(out_dir)
     torch, triton = sw.torch, sw.triton
     device = "cpu (smoke: the interpreter; times mean nothing)" if SMOKE else torch.cuda.get_device_name(0)
-    from mqa_cli.timing import ceilings
+    from mqa_cli.bench.timing import ceilings
 
     fp8, copy, measured = ceilings(sw.floor_tgt)
     sw.say(f"device {device}, {sw.units} SMs, torch {torch.__version__}, triton {triton.__version__}; floor = max(FLOP"
@@ -584,7 +587,7 @@ def main(argv=None) -> int:
         sw.say("")
         summary(results, sw.say)
         if args.write_table and not args.gluon_only:
-            path = out_dir / "tuned.py" if SMOKE else ROOT / "kernels" / "tiled" / "tuned.py"
+            path = out_dir / "tuned.py" if SMOKE else ROOT / "kernels" / "prefill" / "tiled" / "tuned.py"
             write_table(table_entries(results), path, device, triton.__version__, torch.__version__, sw.say)
         if args.write_table:
             gluon = gluon_entries(results)

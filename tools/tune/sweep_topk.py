@@ -92,7 +92,7 @@ def shapes():
 
 
 def paged_spec(p: dict):
-    from mqa_cli.paged_problem import PagedSpec
+    from mqa_cli.problem.paged import PagedSpec
 
     H, D = (16, 64) if SMOKE else (64, 128)
     return PagedSpec(batch=p["B"], next_n=1, context_len=p["C"], context_jitter=0.3, block_size=16 if SMOKE else 64,
@@ -112,7 +112,7 @@ def _meta_launch(job: dict):
     """(cfg, LaunchArgs) of a candidate on "meta" tensors shaped as the real launch (same specialization)."""
     import torch
 
-    from mqa_cli.topk import select_args
+    from mqa_cli.api.topk import select_args
     from mqa_kernels.topk.config import topk_config
 
     cfg = topk_config(rows=job["rows"], cols=job["cols"], topk=job["k"], backend="cuda", units=job["units"],
@@ -140,7 +140,7 @@ def _compile_job(job: dict) -> tuple[str, float, str]:
         from triton.backends.compiler import GPUTarget
         from triton.compiler.compiler import make_backend
 
-        from mqa_cli import compile as comp
+        from mqa_cli.inspect import compile as comp
 
         comp.prepare()
         cfg, la = _meta_launch(job)
@@ -160,7 +160,7 @@ class Precompile:
     first candidate runs."""
 
     def __init__(self, jobs: list[dict]):
-        from mqa_cli import launch
+        from mqa_cli.launch import common as launch
 
         seen, self.jobs = set(), []
         for j in jobs:
@@ -254,7 +254,7 @@ def bench(fn, dev: str, rep: int = 40) -> float:
 
 def registers(cfg) -> tuple:
     """(registers, spills) of a config's compiled kernel after its first launch (None on the interpreter)."""
-    from mqa_cli import launch
+    from mqa_cli.launch import common as launch
 
     for key, (compiled, _c) in list(launch._COMPILED.items()):
         if key[0] == cfg.name and key[1] == cfg.options_key:
@@ -268,7 +268,7 @@ def registers(cfg) -> tuple:
 
 def logits_in_blocks(t, rows: int) -> None:
     """The logits as fp8_mqa_topk computes them (clean off, one block of rows at a time, each block freed)."""
-    from mqa_cli.api import mqa_logits
+    from mqa_cli.api.logits import mqa_logits
 
     for a in range(0, t.q.shape[0], rows):
         b = a + rows
@@ -279,10 +279,10 @@ def sweep_shape(name: str, kind: str, p: dict, k: int, dev: str, dg, rows_out: l
                 pre=None) -> None:
     import torch
 
-    from mqa_cli import topk as T
-    from mqa_cli.api import fp8_paged_mqa_logits, mqa_logits
-    from mqa_cli.indexer_bench import prefill
-    from mqa_cli.paged_tensors import random_paged
+    from mqa_cli.api import topk as T
+    from mqa_cli.api.logits import fp8_paged_mqa_logits, mqa_logits
+    from mqa_cli.bench.indexer import prefill
+    from mqa_cli.problem.paged_tensors import random_paged
 
     H, D = (16, 64) if SMOKE else (64, 128)
     t0 = time.time()
@@ -406,8 +406,8 @@ def decode_graphs(r: dict, fused, best: dict, dg, q, cache, w, ctx2d, table, max
     API's host time whenever it exceeds the GPU time) and (a)'s host µs per call."""
     import torch
 
-    from mqa_cli import topk as T
-    from mqa_cli.timing import host_us, time_graph
+    from mqa_cli.api import topk as T
+    from mqa_cli.bench.timing import host_us, time_graph
 
     T.TUNING.update(best)
     try:
@@ -439,7 +439,7 @@ def write_table(summary: list, units: int, device: str | None = None) -> None:
     import torch
     import triton
 
-    from mqa_kernels.config import pow2_ceil
+    from mqa_kernels.common.config import pow2_ceil
 
     per_cand: dict = {}
     for row in ROWS_CSV:
@@ -541,7 +541,7 @@ def write_csv(path: Path, rows: list) -> None:
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))
-    from mqa_cli import interpreter
+    from mqa_cli.launch import interpreter
 
     interpreter.enable_if_no_gpu(note=False)
     import torch
@@ -566,8 +566,8 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     k = 16 if SMOKE else 2048
     cap = 64 if SMOKE else None  # smoke: small rows still take the sampled and split paths
-    from mqa_cli import launch
-    from mqa_cli.api import target_for
+    from mqa_cli.api.logits import target_for
+    from mqa_cli.launch import common as launch
 
     tgt = target_for(torch.device(dev))
     units = tgt.units or 1

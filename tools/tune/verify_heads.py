@@ -18,10 +18,11 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from mqa_cli import dispatch, source, suites, targets
-    from mqa_cli.problem import ProblemSpec
-    from mqa_cli.verify import verify
-    from mqa_kernels.gluon_ws_sm90.config import tuned_shapes
+    from mqa_cli.check.verify import verify
+    from mqa_cli.plan import dispatch, targets
+    from mqa_cli.problem import source, suites
+    from mqa_cli.problem.prefill import ProblemSpec
+    from mqa_kernels.prefill.gluon_ws_sm90.config import tuned_shapes
 
     tgt = targets.resolve(None)
     forms = {"causal clean": ({}, False, False), "window no-clean": ({"layout": "window", "window": 700,

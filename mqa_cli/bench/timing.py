@@ -1,0 +1,158 @@
+"""Timing: triton.testing.do_bench (CUDA events, L2 flushed between runs) median and spread on a GPU;
+one wall-clock run on the interpreter, flagged as meaningless for speed. And what a time is measured
+against: the binding floor, from the target's ceilings (mqa_cli.plan.targets holds the numbers, once)."""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class Timing:
+    median_us: float
+    p20_us: float
+    p80_us: float
+    method: str
+
+    @property
+    def spread(self) -> float:
+        """(p80 - p20) / median."""
+        return (self.p80_us - self.p20_us) / self.median_us if self.median_us else 0.0
+
+
+def time_fn(fn, on_gpu: bool, warmup_ms: int = 25, rep_ms: int = 100) -> Timing:
+    if on_gpu:
+        import triton
+
+        p20, p50, p80 = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.2, 0.5, 0.8])
+        return Timing(p50 * 1e3, p20 * 1e3, p80 * 1e3, "do_bench median, L2 flushed")
+    t0 = time.perf_counter()
+    fn()
+    dt = (time.perf_counter() - t0) * 1e6
+    return Timing(dt, dt, dt, "wall clock, interpreter (not GPU speed)")
+
+
+def time_and_result(fn, on_gpu: bool):
+    """(Timing, fn's result): on the interpreter fn runs once, timed by the wall clock."""
+    if on_gpu:
+        result = fn()
+        return time_fn(fn, True), result
+    t0 = time.perf_counter()
+    result = fn()
+    dt = (time.perf_counter() - t0) * 1e6
+    return Timing(dt, dt, dt, "wall clock, interpreter (not GPU speed)"), result
+
+
+def tflops(flop: int, us: float) -> float:
+    return flop / (us * 1e-6) / 1e12 if us > 0 else 0.0
+
+
+def host_us(fn, calls: int = 200, rounds: int = 3, warm: int = 5, on_gpu: bool = True) -> float:
+    """Host µs per call of `calls` back-to-back calls (no sync inside a round; the GPU is synced between
+    rounds), the best of `rounds`: what an eager call costs the host, whatever the GPU does."""
+    import torch
+
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    best = float("inf")
+    for _ in range(rounds):
+        for _ in range(warm):
+            fn()
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
+        sync()
+    return best
+
+
+def time_graph(fn, rep_ms: int = 100) -> float:
+    """Median µs of CUDA-graph replays of fn (launch overhead removed); needs a capturable fn."""
+    import triton
+
+    return triton.testing.do_bench_cudagraph(fn, rep=rep_ms, return_mode="median") * 1e3
+
+
+def time_kernel(fn, warmup_ms: int = 10, rep_ms: int = 40) -> float:
+    """Median µs of fn's GPU work alone with a cold L2: fn captured once in a CUDA graph, each sample one replay
+    after do_bench's L2 flush. A replay costs the host a few µs, less than the flush takes on the GPU, so the
+    host's launch work (and CPU contention, e.g. compiles running beside a sweep) never reaches the timing, as
+    it can with do_bench on fn itself once fn's host work outlasts the flush. fn must be capturable."""
+    import torch
+    import triton
+
+    fn()  # compile and warm outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return triton.testing.do_bench(graph.replay, warmup=warmup_ms, rep=rep_ms, return_mode="median") * 1e3
+
+
+SIDE_BY_SIDE_ROUNDS = 6
+
+
+def side_by_side(calls: dict, rounds: int = SIDE_BY_SIDE_ROUNDS, rep_ms: int = 30, time=None) -> list[dict]:
+    """Each call timed alone (time_kernel: graph replay after an L2 flush) once per round, the order reversed every
+    round: the rounds, {name: µs} each. Compare calls within a round (ratio_in_rounds), never by each one's best over
+    the rounds: a card at its power cap clocks down during a measurement, so the call timed first in a round gets
+    the higher clock, and the least of two rounds in opposite orders still favoured the first call (an A/A pair of
+    one binary measured 1.085 on the H200, 2026-12-01)."""
+    time = time or (lambda fn: time_kernel(fn, rep_ms=rep_ms))
+    order = list(calls)
+    return [{k: time(calls[k]) for k in (order if r % 2 == 0 else order[::-1])} for r in range(rounds)]
+
+
+def ratio_in_rounds(rounds: list[dict], num: str, den: str) -> float:
+    """The median over rounds of num's time over den's in the same round (a clock that drifts over the measurement
+    cancels: each round's two times are taken next to each other, in alternating order)."""
+    return statistics.median(r[num] / r[den] for r in rounds)
+
+
+def median_in_rounds(rounds: list[dict], name: str) -> float:
+    """The median of name's times over the rounds."""
+    return statistics.median(r[name] for r in rounds)
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The least time a problem can take on a target: its FLOP at the fp8 ceiling or its minimum bytes at the
+    copy rate, whichever is longer; that one binds."""
+
+    compute_us: float
+    memory_us: float
+    fp8_tflops: float
+    copy_tbs: float
+    measured: bool  # the project's measured ceilings (else the datasheet's peaks)
+
+    @property
+    def us(self) -> float:
+        return max(self.compute_us, self.memory_us)
+
+    @property
+    def bound(self) -> str:
+        return "compute" if self.compute_us >= self.memory_us else "memory"
+
+    def fraction(self, us: float) -> float:
+        """Floor / measured time (1.0 = at the ceiling)."""
+        return self.us / us if us > 0 else 0.0
+
+
+def ceilings(tgt) -> tuple[float, float, bool] | None:
+    """(fp8 TF/s, copy TB/s, measured?) of a target: the ceilings measured on it where targets.py has them (sm90:
+    1635 TF/s, 4.3 TB/s), else its datasheet peaks; None where it has neither (the interpreter)."""
+    if tgt.measured_fp8_tflops and tgt.measured_bandwidth_tbs:
+        return tgt.measured_fp8_tflops, tgt.measured_bandwidth_tbs, True
+    if tgt.peak_fp8_tflops and tgt.bandwidth_tbs:
+        return tgt.peak_fp8_tflops, tgt.bandwidth_tbs, False
+    return None
+
+
+def binding_floor(flop: int, nbytes: int, tgt) -> Floor | None:
+    """The floor of `flop` FLOP and `nbytes` minimum bytes on `tgt` (None without ceilings)."""
+    c = ceilings(tgt)
+    if c is None:
+        return None
+    fp8, copy, measured = c
+    return Floor(flop / (fp8 * 1e12) * 1e6, nbytes / (copy * 1e12) * 1e6, fp8, copy, measured)

@@ -1,0 +1,1 @@
+"""Checks: the float32 / float64 references, verification against them, top-k recall."""

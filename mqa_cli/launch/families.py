@@ -1,0 +1,90 @@
+"""One entry for every launch family: the config's `launcher` names it (pointer, tma, paged, paged_ws).
+
+`launch` launches into a given (or fresh) output and returns what ran, so the API can record a fast relaunch
+(mqa_cli.api.fastpath); `run` is the same returning only the output; `output_for` allocates the output a config
+writes; `args_builder` gives `compile` (dump) the argument list of any family, so dump signs kernels exactly
+as they run. A new family adds one branch to `launch` and one to `args_builder`.
+The Gluon (tma) family is imported on first use: it needs triton's Gluon, which not every triton has.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import UserError
+from . import interpreter, common as launch, paged as launch_paged
+
+
+@dataclass
+class Launched:
+    """One launch: the output, the kernel and its arguments, and the compiled kernel that ran (None in the
+    interpreter, or when it cannot be relaunched directly)."""
+
+    out: torch.Tensor
+    kernel: object  # the jitted kernel (its arg_names order the constexprs after the runtime arguments)
+    compiled: object
+    args: launch.LaunchArgs
+
+
+def output_for(t, cfg, max_seqlen_k: int = 0) -> torch.Tensor:
+    """The [rows, cols] logits view this config writes: cols = N, max_seqlen_k (compressed) or max_context_len."""
+    cols = int(max_seqlen_k) if cfg.constexprs.get("COMPRESSED") else t.N
+    return launch.alloc_logits(t.S, cols, t.q.device, launch.out_dtype(cfg))
+
+
+def args_builder(cfg):
+    """(t, cfg, out, extra) -> LaunchArgs for the config's family; extra is max_seqlen_k or schedule_meta."""
+    if cfg.launcher == "pointer":
+        return launch.pointer_args
+    if cfg.launcher == "paged":
+        return launch_paged.paged_args
+    if cfg.launcher == "paged_ws":
+        from . import paged_ws as launch_paged_ws
+
+        return launch_paged_ws.paged_ws_args
+    if cfg.launcher == "tma":
+        from . import tma as launch_tma
+
+        return launch_tma.tma_args
+    raise UserError(f"config {cfg.name} names an unknown launch family {cfg.launcher!r}")
+
+
+def launch_config(t, cfg, out=None, *, max_seqlen_k: int = 0, schedule_meta=None) -> Launched:
+    """Launch the planned kernel on tensors `t` into `out` (allocated when None); returns what ran."""
+    if out is None:
+        out = output_for(t, cfg, max_seqlen_k)
+    device = t.q.device
+    if cfg.launcher == "paged_ws":
+        from . import paged_ws as launch_paged_ws
+
+        cfg = launch_paged_ws.runnable(cfg, t)  # the portable paged config when TMA cannot describe the cache
+    if cfg.launcher == "paged":
+        cfg = launch_paged.config_for(cfg, schedule_meta)
+        kernel = launch.kernel_for(cfg, device)
+        a = launch_paged.paged_args(t, cfg, out, schedule_meta)
+    elif cfg.launcher == "paged_ws":
+        from . import paged_ws as launch_paged_ws
+
+        cfg = launch_paged.config_for(cfg, schedule_meta)
+        kernel = launch.kernel_for(cfg, device)
+        a = launch_paged_ws.paged_ws_args(t, cfg, out, schedule_meta)
+    elif cfg.launcher == "pointer":
+        kernel = launch.kernel_for(cfg, device)
+        a = launch.pointer_args(t, cfg, out, max_seqlen_k)
+    elif cfg.launcher == "tma":
+        if device.type != "cuda":
+            raise UserError(f"{cfg.kernel} needs CUDA tensors on a Hopper GPU (Gluon has no interpreter path)")
+        from . import tma as launch_tma
+
+        kernel = launch.kernel_for(cfg, device)
+        a = launch_tma.tma_args(t, cfg, out, max_seqlen_k)
+    else:
+        raise UserError(f"config {cfg.name} names an unknown launch family {cfg.launcher!r}")
+    compiled = launch.run_kernel(kernel, cfg, a, interpreter.active())
+    return Launched(out, kernel, compiled, a)
+
+
+def run(t, cfg, out=None, *, max_seqlen_k: int = 0, schedule_meta=None) -> torch.Tensor:
+    """Launch the planned kernel on tensors `t`; returns the logits view (allocated when None)."""
+    return launch_config(t, cfg, out, max_seqlen_k=max_seqlen_k, schedule_meta=schedule_meta).out

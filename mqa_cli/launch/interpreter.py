@@ -1,0 +1,62 @@
+"""The Triton interpreter switch: turned on explicitly (by the CLI and the test setup), never by an import.
+
+Triton decides at `@triton.jit` decoration time whether a kernel is interpreted, and the kernel modules
+are imported lazily (at first launch), so switching on before the first launch is enough.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+_NOTED = False
+
+
+def active() -> bool:
+    """True when kernels run through the Triton interpreter in this process."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def enable_if_no_gpu(note: bool = True) -> bool:
+    """On a machine without a GPU, switch the interpreter on (and say so once on stderr). Returns active().
+    Refuses in one line where the installed triton's interpreter cannot run with the installed numpy."""
+    if "TRITON_INTERPRET" not in os.environ:
+        import torch
+
+        if not torch.cuda.is_available():
+            os.environ["TRITON_INTERPRET"] = "1"
+    if active():
+        problem = numpy_problem()
+        if problem:
+            from ..errors import UserError
+
+            raise UserError(problem)
+    if note and active():
+        say_once()
+    return active()
+
+
+def numpy_problem(triton: str | None = None, numpy: str | None = None) -> str | None:
+    """Why the interpreter cannot run here, or None: triton 3.6's converts 1-element arrays with int(), which numpy
+    2.4 made an error (fact interpreter_needs_numpy_below_2_4). A requirement cannot say so (an environment marker
+    does not see triton's version), and a GPU run never uses the interpreter, so the check is made where it is used."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ..plan import versions
+
+    try:
+        triton = triton or version("triton")
+        numpy = numpy or version("numpy")
+    except PackageNotFoundError:
+        return None
+    if versions.holds("interpreter_needs_numpy_below_2_4", triton) and versions.release(numpy) >= (2, 4):
+        return (f"triton {triton}'s interpreter (the CPU path) needs numpy < 2.4, this is numpy {numpy}: "
+                f"pip install 'numpy<2.4' (or triton 3.8 or later, which takes any numpy)")
+    return None
+
+
+def say_once() -> None:
+    global _NOTED
+    if not _NOTED:
+        print("note: no GPU: kernels run through the Triton interpreter on the CPU; its times say nothing about "
+              "GPU speed", file=sys.stderr)
+        _NOTED = True

@@ -1,0 +1,95 @@
+"""What each triton release means for this project, as data: the one set of version facts that dispatch, explain
+and the tests read (nothing here imports triton, so explain stays fast).
+
+The kernels find the same things by feature at import (mqa_kernels.common.gluon_compat for the Gluon names,
+mqa_cli.launch.direct for the launcher); tests/test_versions.py checks on the installed triton that the facts and
+the features agree, so a fact cannot drift from the release it describes. A release outside every fact's list is
+one nobody has compiled the kernels on: dispatch rules the rows that need the fact out, and explain says which fact.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .targets import triton_version
+
+
+@dataclass(frozen=True)
+class Fact:
+    name: str
+    releases: tuple  # (major, minor) releases where it holds (checked on each: compile, SASS, tests)
+    says: str
+
+    def holds(self, version: str | None) -> bool:
+        return version is not None and release(version) in self.releases
+
+    def required(self) -> str:
+        """'triton 3.6, 3.8 or 3.9 (fact gluon_hopper)': the condition explain prints."""
+        names = [f"{a}.{b}" for a, b in self.releases]
+        listed = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+        return f"{listed} (fact {self.name})"
+
+
+FACTS = {f.name: f for f in (
+    Fact("triton_kernels", ((3, 6), (3, 8), (3, 9)),
+         "the Triton kernels (tiled, h64d128, paged, paged_schedule, topk) compile for sm90 and run in the "
+         "interpreter; their head sums are explicit FMA chains, so their tensor-core loops are as short on each"),
+    Fact("gluon_hopper", ((3, 6), (3, 8), (3, 9)),
+         "the Gluon Hopper kernels (gluon_ws_sm90, paged_ws_sm90) compile: warp_specialize, wgmma, mbarrier and TMA "
+         "as these releases spell them (mqa_kernels.common.gluon_compat bridges the renames)"),
+    Fact("gluon_names_3_6", ((3, 6),),
+         "Gluon spells the warpgroup barrier gl.thread_barrier and the TMA copies tma.async_copy_global_to_shared / "
+         "async_copy_shared_to_global"),
+    Fact("gluon_names_3_8", ((3, 8), (3, 9)),
+         "Gluon spells them gl.barrier and tma.async_load / async_store (3.8 keeps the old TMA names as aliases, "
+         "3.9 only as functions that raise)"),
+    Fact("tree_reduce", ((3, 8), (3, 9)),
+         "reductions add a thread's values as a tree, not in order: a plain gl.sum / tl.sum of products would lose "
+         "its FMAs, so the head sums are FMA chains written out (mqa_kernels.common.epilogue.fma_chain, and the Gluon "
+         "kernels' lane_head_sum)"),
+    Fact("in_order_reduce", ((3, 6),),
+         "reductions add a thread's values in order, so a plain gl.sum of products is already one FMA chain: the "
+         "Gluon kernels' head sums are written so here (lane_head_sum: the code measured fastest on the H200; the "
+         "written-out chains compile to as many instructions, scheduled otherwise, and measured 4-18 % slower)"),
+    Fact("launcher_3_6", ((3, 6),),
+         "the CUDA launcher is a CudaLauncher whose compiled C launch takes the grid, stream, function, launch "
+         "flags, metadata, hooks and the kernel arguments (mqa_cli.launch.direct calls it directly)"),
+    Fact("launcher_3_8", ((3, 8), (3, 9)),
+         "the CUDA launcher is rewritten: a CudaLauncher whose launch takes the grid, stream, function, launch "
+         "flags and the kernel arguments packed by their signature (mqa_cli.launch.direct calls it directly)"),
+    Fact("interpreter_needs_numpy_below_2_4", ((3, 6),),
+         "the interpreter converts 1-element arrays with int(), an error from numpy 2.4 on: run it with numpy < 2.4 "
+         "(3.8 and 3.9 squeeze first and take any numpy)"),
+    Fact("gluon_block_q_32_spills", ((3, 8), (3, 9)),
+         "the Gluon prefill kernel's BLOCK_Q 32 layout (H 8 at wgmma N 256: a sweep candidate, in no table) spills "
+         "inside its tile loop (32 rows of per-row state beside a 64 x 256 accumulator; on 3.6 only per item)"),
+    Fact("fp_fusion_default_warns", ((3, 9),),
+         "every compile that leaves enable_fp_fusion unset warns that its default turns off in 3.10 (every config "
+         "here sets it: mqa_kernels.common.config.FP_FUSION)"),
+)}
+
+
+def release(version: str) -> tuple:
+    """'3.8.0' / '3.9.0+git1234' -> (3, 8)."""
+    out = []
+    for part in version.split(".")[:2]:
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        out.append(int(digits) if digits else 0)
+    return tuple(out)
+
+
+def installed() -> str | None:
+    return triton_version()
+
+
+def holds(name: str, version: str | None = None) -> bool:
+    """Whether fact `name` holds for `version` (default: the installed triton)."""
+    return FACTS[name].holds(installed() if version is None else version)
+
+
+def facts_of(version: str) -> list[str]:
+    """The names of the facts that hold for `version`."""
+    return [f.name for f in FACTS.values() if f.holds(version)]
