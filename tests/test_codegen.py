@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from mqa_cli.inspect import codegen
-from mqa_cli.plan import versions
+from mqa_kernels.common import versions
 
 pytestmark = pytest.mark.versions
 ROOT = Path(__file__).resolve().parents[1]

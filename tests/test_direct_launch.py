@@ -12,7 +12,7 @@ import triton  # noqa: E402
 from triton.experimental.gluon import language as gl  # noqa: E402
 
 from mqa_cli.launch import direct as direct_launch
-from mqa_cli.plan import versions  # noqa: E402
+from mqa_kernels.common import versions  # noqa: E402
 
 # How this triton builds its launcher, by feature: 3.8's keeps the kernel's argument annotations beside the launch.
 FORM = "3.8" if hasattr(driver, "annotate_arguments") else "3.6"

@@ -8,7 +8,8 @@ import pytest
 from importlib.metadata import version
 
 from mqa_cli.errors import UserError
-from mqa_cli.plan import dispatch, targets, versions
+from mqa_cli.plan import dispatch, targets
+from mqa_kernels.common import versions
 from mqa_cli.problem.shape import Shape
 
 # The Gluon rows hold on the releases of version fact gluon_hopper; on another triton they are ruled out.

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from mqa_cli.inspect.sass_loops import tile_loops
-from mqa_cli.plan import versions
+from mqa_kernels.common import versions
 
 TRITON = version("triton")
 pytestmark = [pytest.mark.versions, pytest.mark.skipif(

@@ -10,7 +10,8 @@ import torch
 from mqa_cli.bench import suite as bench, timing
 from mqa_cli.check.verify import verify
 from mqa_cli.cli.options import ProblemOptions
-from mqa_cli.plan import targets, versions
+from mqa_cli.plan import targets
+from mqa_kernels.common import versions
 from mqa_cli.problem import matrix, source, suites
 from mqa_cli.problem.prefill import ProblemSpec, counts
 from mqa_kernels.prefill.tiled import config as tiled

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from mqa_cli.plan import versions
+from mqa_kernels.common import versions
 import torch
 
 from mqa_cli.api import fastpath

@@ -15,7 +15,7 @@ from mqa_cli.api import topk as T
 from mqa_cli.api.topk import fp8_mqa_topk, fp8_paged_mqa_topk, topk_recall, topk_select
 from mqa_cli.check.paged_reference import reference_paged
 from mqa_cli.check.reference import reference_logits
-from mqa_cli.plan import versions
+from mqa_kernels.common import versions
 from mqa_cli.problem.paged import PagedSpec
 from mqa_cli.problem.paged_tensors import random_paged
 from mqa_cli.problem.prefill import ProblemSpec

@@ -1,4 +1,4 @@
-"""The version facts (mqa_cli/plan/versions.py) agree with the installed triton, found by feature: the Gluon names the
+"""The version facts (kernels/common/versions.py) agree with the installed triton, found by feature: the Gluon names the
 kernels call, the launcher the direct launch takes, how a reduction orders its adds, whether a compile without an
 fp-fusion setting warns, whether the interpreter can run with this numpy. Run on each release the project takes
 (.ci/run: 3.8 in full, 3.6 and 3.9 with `-m versions`), this is what keeps a fact from drifting."""
@@ -12,7 +12,8 @@ from importlib.metadata import version
 import pytest
 
 from mqa_cli.launch import interpreter
-from mqa_cli.plan import dispatch, targets, versions
+from mqa_cli.plan import dispatch, targets
+from mqa_kernels.common import versions
 
 pytestmark = pytest.mark.versions
 TRITON = version("triton")

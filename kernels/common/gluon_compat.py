@@ -7,21 +7,21 @@ source compiles on each. Gluon renames its API between releases:
 
 Each name is looked up once, at import (an attribute lookup: no work, no environment change). The kernels call
 them as `compat.NAME(...)`, an attribute of an imported module, which the JIT resolves like `tma.NAME`.
-mqa_cli/plan/versions.py holds the same facts by version for dispatch and explain (which import no triton), and
+kernels/common/versions.py holds the same facts by version for dispatch and explain (which import no triton), and
 tests/test_versions.py checks that the two agree on the installed triton.
 """
 import triton as _triton
 from triton.experimental.gluon import language as _gl
 from triton.experimental.gluon.language.nvidia.hopper import tma as _tma
 
-from mqa_cli.plan.versions import holds as _holds
+from .versions import holds as _holds
 
 # the new name where it exists (3.9 keeps the old ones as functions that raise)
 barrier = _gl.barrier if hasattr(_gl, "barrier") else _gl.thread_barrier
 async_load = _tma.async_load if hasattr(_tma, "async_load") else _tma.async_copy_global_to_shared
 async_store = _tma.async_store if hasattr(_tma, "async_store") else _tma.async_copy_shared_to_global
 
-# How a release orders a reduction shows in no attribute, so it is the version fact (mqa_cli/plan/versions.py, the one
+# How a release orders a reduction shows in no attribute, so it is the version fact (kernels/common/versions.py, the one
 # source explain names), read for the triton imported here: where it adds a thread's values in order, the head sums
 # are plain gl.sum of products (lane_head_sum in mqa_kernels.prefill.gluon_ws_sm90.kernel).
 in_order_reduce = _holds("in_order_reduce", _triton.__version__)

@@ -41,7 +41,7 @@ def numpy_problem(triton: str | None = None, numpy: str | None = None) -> str | 
     does not see triton's version), and a GPU run never uses the interpreter, so the check is made where it is used."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from ..plan import versions
+    from mqa_kernels.common import versions
 
     try:
         triton = triton or version("triton")

@@ -24,7 +24,7 @@ from mqa_kernels.prefill.tiled.config import tiled_config
 
 from ..errors import UserError
 from .targets import Target, triton_version
-from .versions import FACTS
+from mqa_kernels.common.versions import FACTS
 from ..problem.shape import Shape
 
 
@@ -92,7 +92,7 @@ def check_ge(name, actual, bound) -> Check:
 
 
 def check_fact(caps: Capabilities, name: str, also: tuple = ()) -> Check:
-    """The installed triton is a release where version fact `name` holds (mqa_cli/plan/versions.py); `also` names the
+    """The installed triton is a release where version fact `name` holds (kernels/common/versions.py); `also` names the
     facts the row's code relies on besides, those that hold for this release (shown, never ruled on)."""
     v = caps.triton_version
     fact = FACTS[name]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .targets import triton_version
 
 
 @dataclass(frozen=True)
@@ -82,7 +81,12 @@ def release(version: str) -> tuple:
 
 
 def installed() -> str | None:
-    return triton_version()
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("triton")
+    except PackageNotFoundError:
+        return None
 
 
 def holds(name: str, version: str | None = None) -> bool:
