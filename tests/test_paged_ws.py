@@ -383,8 +383,8 @@ def test_split_inside_moves_only_the_computed_split():
     kw = dict(heads=64, dim=128, next_n=1, block_size=64, max_context_len=8192, clean=False, units=132)
     cfg = paged_ws_sm90_config(**kw, batch=1)
     assert cfg.constexprs["SPLIT_INSIDE"] and cfg.constexprs["MATH_WG"] == 1
-    assert not paged_ws_sm90_config(**kw, batch=1, override={"MATH_WG": 2}).constexprs["SPLIT_INSIDE"]
-    assert not paged_ws_sm90_config(**kw, batch=4096, override={"MATH_WG": 1}).constexprs["SPLIT_INSIDE"]  # large
+    assert not paged_ws_sm90_config(**kw, batch=1, override={"MATH_WG": 2, "SUBS": 2}).constexprs["SPLIT_INSIDE"]
+    assert not paged_ws_sm90_config(**kw, batch=4096, override={"MATH_WG": 1, "SUBS": 2}).constexprs["SPLIT_INSIDE"]  # large
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     base = [sys.executable, "-m", "mqa_cli", "dump", "--target", "sm90", "--paged", "--batch", "1", "--context-len",
             "8192", "--next-n", "1", "--stage", "sass", "--kernel"]
