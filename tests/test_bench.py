@@ -2,7 +2,7 @@
 import csv
 import importlib.util
 
-from .conftest import assert_one_line_error
+from .conftest import HEAVY, assert_one_line_error
 
 SMALL = ["--seq", "64", "--heads", "16", "--dim", "32"]
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
@@ -37,6 +37,7 @@ def test_suite_takes_output_flags_but_not_problem_flags(run_cli):
     assert r.returncode == 2 and "either --suite or problem flags" in r.stderr, r.stderr
 
 
+@HEAVY
 def test_indexer_suite_runs_and_writes_csv(run_cli, tmp_path):
     """bench --suite indexer: logits + top-k through the library (tiny shapes on the interpreter here), recall
     reported per shape, rows written as CSV."""

@@ -12,9 +12,8 @@ from mqa_cli.problem.prefill import ProblemSpec
 from mqa_cli.problem.tensors import random_prefill
 
 from .cli_batch import run_many
-from .conftest import assert_one_line_error
+from .conftest import HEAVY, assert_one_line_error
 
-pytestmark = pytest.mark.xdist_group("test_cli")  # one worker runs the batch
 SMALL = ["--seq", "40", "--heads", "8", "--dim", "32"]
 BAD_FILES = [
     (dict(q=torch.randn(16, 8, 32)), "q must be fp8"),
@@ -116,6 +115,7 @@ def test_input_round_trip_and_verify(runs, suffix):
     assert d["ok"] and len(d["results"]) == 1 and d["results"][0]["rel_error"] < 1e-3
 
 
+@HEAVY
 def test_verify_matrix_passes(run_cli):
     """`mqa-logits verify` over the built-in matrix, the dispatched kernel of each problem against the float64
     reference (test_kernels checks the other rows' configs on the same matrix, not this one again)."""

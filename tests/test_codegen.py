@@ -28,24 +28,21 @@ RELEASE = codegen.release(version("triton"))
 # Where 3.8 / 3.9 still compile worse than 3.6 ("release case" as mqa_cli.inspect.codegen.regressions names it), and why:
 # the list to clear next; an entry that no longer regresses fails the test, so the list stays true.
 _SETMAXNREG = "2 registers saved across the partitions' setmaxnreg (3.8's warp_specialize lowering), outside every loop"
-_PAGED = "kernels/decode/paged/kernel.py (another issue's file) sums heads with tl.sum: a tree on 3.8+ (epilogue.weighted_head_sum chains)"
-_N8 = "next_n 8's parts at 3.8: +2.0 % / 2 spill instructions, not yet looked into"
+_GIVEN = ("the schedule's clamped reads (issue 30) push one 3-warpgroup part of the engines' form (schedule given) "
+          "into spills on 3.8: +24-26 % on that part's loop; on the H200 next_n 5 given is still faster than the "
+          "computed split, next_n 6 given 7-9 % slower (docs/CODEGEN.md)")
+_N8 = "next_n 8 small with the schedule given: one loop +2.6 % on 3.8, not yet looked into"
 _T39 = "triton 3.9 changes codegen beyond the reduction order (R2UR moves, more spills): not yet looked into"
 KNOWN: dict = {
     "3.8 gluon_ws_sm90 H16 D256": _SETMAXNREG,
-    "3.8 paged H64 D128 next_n 1 large": _PAGED,
-    "3.8 paged H64 D128 next_n 4 large": _PAGED,
-    "3.9 paged H64 D128 next_n 4 large": _PAGED,
-    "3.8 paged_ws_sm90 H64 D128 next_n 8 large": _N8,
-    "3.8 paged_ws_sm90 H64 D128 next_n 8 large, schedule given": _N8,
-    "3.8 paged_ws_sm90 H64 D128 next_n 8 small": _N8,
+    **{f"3.8 paged_ws_sm90 H64 D128 next_n {case}, schedule given": _GIVEN for case in ("5 small", "6 small", "6 large")},
+    "3.8 paged_ws_sm90 H64 D128 next_n 8 small, schedule given": _N8,
     **{f"3.9 {case}": _T39 for case in (
         "gluon_ws_sm90 H128 D256", "gluon_ws_sm90 H8 D128", "gluon_ws_sm90 H8 D256", "gluon_ws_sm90 H8 D64",
         *(f"paged_ws_sm90 H64 D128 next_n {n} {size}{given}" for n, size in (
-            (1, "large"), (1, "small"), (2, "large"), (5, "small"), (6, "large"), (6, "small"))
-          for given in ("", ", schedule given")),
-        "paged_ws_sm90 H64 D128 next_n 7 large", "paged_ws_sm90 H64 D128 next_n 7 small",
-        "paged_ws_sm90 H64 D128 next_n 8 small", "topk split 131072")},
+            (1, "large"), (1, "small"), (2, "large"), (5, "small"), (6, "large"), (6, "small"), (7, "large"),
+            (7, "small")) for given in ("", ", schedule given")),
+        "topk split 131072")},
 }
 
 
@@ -81,6 +78,7 @@ def test_regressions_catch_a_longer_loop_and_a_new_spill():
     assert any("b: 1 tensor-core loops" in b for b in bad)
 
 
+@pytest.mark.heavy  # (CI runs it on 3.8 after the README's command, and on 3.6 and 3.9)
 @pytest.mark.skipif(not versions.holds("triton_kernels"), reason="no stored table for this triton")
 def test_pinned_cases_compile_as_this_release_s_table_says(tmp_path):
     stored = _tables()[RELEASE]["cases"]

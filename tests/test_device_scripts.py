@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from .conftest import HEAVY
+
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "tools"
 CHECK = (TOOLS / "h200_check.sh").read_text()
@@ -193,6 +195,7 @@ def test_racecheck_lines_are_counted_and_only_the_explained_ones_pass(tmp_path):
     assert _race_lines("paged_ws_sm90", log).returncode == 1
 
 
+@HEAVY
 def test_the_sanitizer_pass_counts_a_known_racecheck_pattern_as_clean(tmp_path):
     """The whole pass on CPU, through a stand-in compute-sanitizer that reports hazards at the kernel's `def` line:
     the run is KNOWN in the table, its lines are listed, and the pass exits 0."""
@@ -212,6 +215,7 @@ def test_the_sanitizer_pass_counts_a_known_racecheck_pattern_as_clean(tmp_path):
     assert "1 of them racecheck's known pattern only" in report
 
 
+@HEAVY
 def test_the_engines_step_runs_on_cpu(tmp_path):
     """tools/gpu_checks.py engines with --smoke: every engine form is built and called through the interpreter; a
     form the API lacks says so (SKIP here, MISSING on the GPU) instead of stopping the step."""
@@ -228,6 +232,7 @@ def test_the_engines_step_runs_on_cpu(tmp_path):
     assert (tmp_path / "checks.jsonl").read_text().count('"step": "engines"') >= 15
 
 
+@HEAVY
 def test_the_ab_tool_checks_the_api_forms_on_cpu(tmp_path):
     """tools/ab.py prefill / decode with --smoke: every form is called and checked (against the float32 reference,
     or bitwise against the first form) through the interpreter, and the table and its CSV are written."""

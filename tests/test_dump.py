@@ -16,7 +16,8 @@ import pytest
 from mqa_cli.inspect.asm import elf_symbols
 from mqa_cli.inspect.sass_loops import tile_loops
 
-from .conftest import assert_one_line_error, cli
+from .cli_batch import run_many
+from .conftest import HEAVY, assert_one_line_error, cli, some_heavy
 
 pytest.importorskip("triton")
 
@@ -170,6 +171,7 @@ def test_config_name_in_asm_and_symbol_table(dumps, target):
     assert name in elf_symbols(_file(folder, bin_ext).read_bytes())
 
 
+@HEAVY
 def test_two_configs_two_names(env, dump_dir):
     proc = cli("dump", "--seq", "64", "--target", "sm90", "--json", "--diff", "tiled",
                "tiled:BLOCK_KV=128,num_warps=8", env_extra=env)
@@ -179,7 +181,8 @@ def test_two_configs_two_names(env, dump_dir):
     assert "_BLOCK_KV_64_" in a["kernel_name"] and "_BLOCK_KV_128_" in b["kernel_name"]
     assert a["kernel_name"] != b["kernel_name"] and a["config"].endswith("_w4_s3") and b["config"].endswith("_w8_s3")
     assert (a["resources"]["warps"], b["resources"]["warps"]) == (4, 8)
-    text = cli("dump", "--seq", "64", "--target", "sm90", "--diff", "tiled", "tiled:num_warps=8", env_extra=env)
+    text = cli("dump", "--seq", "64", "--target", "sm90", "--diff", "tiled", "tiled:BLOCK_KV=128,num_warps=8",
+               env_extra=env)  # the same two builds: from the cache
     assert text.returncode == 0 and "registers / thread" in text.stdout and "Δ" in text.stdout
 
 
@@ -208,8 +211,9 @@ def test_nonempty_folder_needs_force(dumps, env, dump_dir):
     assert "registers / thread" in proc.stdout and "QGMMA" in proc.stdout and "cache hit" in proc.stdout
 
 
-@pytest.mark.parametrize("target,stage,marker", [("sm90", "ptx", ".target sm_90a"), ("sm90", "sass", "QGMMA"),
-                                                  ("gfx950", "amdgcn", "v_mfma"), ("gfx942", "ttgir", "#ttg")])
+@pytest.mark.parametrize("target,stage,marker", some_heavy([("sm90", "ptx", ".target sm_90a"), ("sm90", "sass", "QGMMA"),
+                                                             ("gfx950", "amdgcn", "v_mfma"), ("gfx942", "ttgir", "#ttg")],
+                                                            keep={1}))
 def test_stage_to_stdout_only(env, tmp_path, target, stage, marker):
     proc = cli("dump", *PROBLEM, "--target", target, "--stage", stage, "--dump-dir", tmp_path / "d", env_extra=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -217,7 +221,7 @@ def test_stage_to_stdout_only(env, tmp_path, target, stage, marker):
     assert not (tmp_path / "d").exists()
 
 
-@pytest.mark.parametrize("args,contains", [
+BAD = [
     (("--target", "sm91"), "unknown target"),
     (("--target", "cpu"), "nothing is compiled"),
     (("--target", "sm90", "--kernel", "nope"), "unknown kernel"),
@@ -226,11 +230,26 @@ def test_stage_to_stdout_only(env, tmp_path, target, stage, marker):
     (("--target", "gfx942", "--stage", "sass"), "no sass stage"),
     (("--target", "sm90", "--stage", "amdgcn"), "no amdgcn stage"),
     (("--target", "sm100", "--stage", "cubin"), "unknown stage"),
-])
-def test_bad_input_is_one_line(env, tmp_path, args, contains):
-    proc = cli("dump", *PROBLEM, "--dump-dir", tmp_path, *args, env_extra=env)
-    assert_one_line_error(proc, contains=contains)
-    assert not any(tmp_path.iterdir())
+]
+
+
+@pytest.fixture(scope="module")
+def bad_runs(env, tmp_path_factory):
+    """Every bad dump in one child (tests/cli_batch.py), each with its own empty dump folder."""
+    root = tmp_path_factory.mktemp("bad")
+    folders = {i: root / str(i) for i in range(len(BAD))}
+    for f in folders.values():
+        f.mkdir()
+    got = run_many({i: ["dump", *PROBLEM, "--dump-dir", folders[i], *args] for i, (args, _) in enumerate(BAD)},
+                   env_extra=env)
+    return got, folders
+
+
+@pytest.mark.parametrize("i", range(len(BAD)), ids=[" ".join(a) for a, _ in BAD])
+def test_bad_input_is_one_line(bad_runs, i):
+    got, folders = bad_runs
+    assert_one_line_error(got[i], contains=BAD[i][1])
+    assert not any(folders[i].iterdir())
 
 
 def test_run_dump_asm_without_a_gpu(env, tmp_path):
@@ -243,6 +262,10 @@ def test_run_dump_asm_without_a_gpu(env, tmp_path):
     folders = list((tmp_path / "sm90").iterdir())
     assert len(folders) == 1 and (folders[0] / "manifest.json").exists()
     assert folders[0].name.startswith("mqa_logits_tiled_H_16_D_64")
+
+
+@HEAVY
+def test_run_dump_asm_for_another_target(env, tmp_path):
     proc = cli("run", "--seq", "16", "--heads", "16", "--dim", "64", "--dump-asm", "--target", "gfx950",
                "--dump-dir", tmp_path, env_extra={**env, "TRITON_INTERPRET": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -272,6 +295,7 @@ def test_paged_kernels_dump_for_sm90(env, tmp_path, kernel, entry, marks):
         assert mark in r.stdout, mark
 
 
+@HEAVY
 def test_four_math_warpgroups_have_a_producer_warp_each_cross_compiles(env, tmp_path):
     """The decode table's four math warpgroups (next_n 2 at B 128 C 64K) take LOADERS = 4 producer warps: one TMA
     issue loop per producer warp, none of them spilling."""
@@ -291,6 +315,7 @@ def test_four_math_warpgroups_have_a_producer_warp_each_cross_compiles(env, tmp_
     assert not [op for b in issue for op in b if "STL" in op or "LDL" in op]
 
 
+@HEAVY
 def test_small_head_counts_store_through_a_tile_pointer(env, tmp_path):
     """H 8 D 128 (the Gluon table's two warpgroups, 16 query rows each): a logit's address is the tile's base
     pointer plus an offset held for the work item, two instructions a store, so the tile loop stays at its
@@ -311,6 +336,7 @@ def test_small_head_counts_store_through_a_tile_pointer(env, tmp_path):
     assert all(lp["mix"].get("LEA", 0) >= 2 * lp["mix"].get("STG", 0) for lp in held), [lp["mix"] for lp in held]
 
 
+@HEAVY
 @pytest.mark.parametrize("heads,groups", [(8, "2x1"), (128, "1x3")])
 def test_prefill_ring_slots_in_ptx_leave_no_warpgroup_barrier_in_the_tile_loop(env, tmp_path, heads, groups):
     """PTX_SLOTS (an override key of the Gluon prefill kernel): each thread waits for its kv tile and releases it by
@@ -341,7 +367,7 @@ def test_prefill_ring_slots_in_ptx_leave_no_warpgroup_barrier_in_the_tile_loop(e
     assert ptx.count("mbarrier.try_wait.parity.shared::cta.b64 ok, [at]") == warpgroups  # a wait per warpgroup
 
 
-@pytest.mark.parametrize("kernel", ["tiled", "h64d128_sm90"])
+@pytest.mark.parametrize("kernel", some_heavy(["tiled", "h64d128_sm90"], keep={0}))
 def test_row_offsets_are_64_bit_in_the_ir(env, kernel):
     """Offsets past 2^31 elements: the compiled IR forms each block's row base (output rows, q rows, kv rows)
     as an i64 product of the row and its stride, added to the pointer as i64."""

@@ -25,6 +25,8 @@ import pytest
 from mqa_cli.inspect.sass_loops import tile_loops
 from mqa_kernels.common import versions
 
+from .conftest import HEAVY, some_heavy
+
 TRITON = version("triton")
 pytestmark = [pytest.mark.versions, pytest.mark.skipif(
     not versions.holds("gluon_hopper"),
@@ -32,6 +34,7 @@ pytestmark = [pytest.mark.versions, pytest.mark.skipif(
            f"triton {TRITON})")]
 
 VARIANTS = list(itertools.product((True, False), repeat=3))  # (clean, compressed, bf16)
+EVERYDAY = {(True, False, False), (False, True, True)}  # the heavy run compiles the other six too
 S, N, H, MAX_SEQLEN_K = 4096, 4096, 64, 1000
 
 SCRIPT = textwrap.dedent(r'''
@@ -86,27 +89,43 @@ SCRIPT = textwrap.dedent(r'''
 ''')
 
 
+class _Builds(dict):
+    """{variant: (result dict, folder)}: variants compiled on first use, each in a subprocess."""
+
+    def __init__(self, root: Path):
+        super().__init__()
+        self.root = root
+
+    def start(self, variants):
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        procs = {}
+        for v in variants:
+            folder = self.root / "".join(str(int(x)) for x in v)
+            args = [*("1" if x else "0" for x in v), S, N, H, MAX_SEQLEN_K, folder]
+            procs[v] = (subprocess.Popen([sys.executable, "-c", SCRIPT, *map(str, args)], env=env, text=True,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE), folder)
+        for v, (proc, folder) in procs.items():
+            _, err = proc.communicate(timeout=600)
+            assert proc.returncode == 0, f"variant clean/compressed/bf16={v}: {err[-4000:]}"
+            self[v] = (json.loads((folder / "result.json").read_text()), folder)
+
+    def __missing__(self, v):
+        self.start([v])
+        return self[v]
+
+
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
-    """Compile every variant, in parallel subprocesses; {variant: (result dict, folder)}."""
-    root = tmp_path_factory.mktemp("gluon_ws")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    procs = {}
-    for v in VARIANTS:
-        folder = root / "".join(str(int(x)) for x in v)
-        args = [*("1" if x else "0" for x in v), S, N, H, MAX_SEQLEN_K, folder]
-        procs[v] = (subprocess.Popen([sys.executable, "-c", SCRIPT, *map(str, args)], env=env, text=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE), folder)
-    out = {}
-    for v, (proc, folder) in procs.items():
-        _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, f"variant clean/compressed/bf16={v}: {err[-4000:]}"
-        out[v] = (json.loads((folder / "result.json").read_text()), folder)
-    return out
+    b = _Builds(tmp_path_factory.mktemp("gluon_ws"))
+    b.start(sorted(EVERYDAY))  # in parallel subprocesses
+    return b
 
 
 def _ids(v):
     return "clean{}-compressed{}-bf16{}".format(*map(int, v))
+
+
+VARIANT_PARAMS = some_heavy([(v,) for v in VARIANTS], keep={i for i, v in enumerate(VARIANTS) if v in EVERYDAY}, ids=_ids)
 
 
 # ---------------------------------------------------------------------------------------------- IR helpers
@@ -163,7 +182,7 @@ def row_products(ttgir: str, arg: str) -> dict:
 # ---------------------------------------------------------------------------------------------- tests
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=_ids)
+@pytest.mark.parametrize("variant", VARIANT_PARAMS)
 def test_named_after_config(builds, variant):
     r, _ = builds[variant]
     clean, compressed, bf16 = map(int, variant)
@@ -173,7 +192,7 @@ def test_named_after_config(builds, variant):
     assert r["name"].endswith(f"_Q_GROUPS_2_KV_GROUPS_1_Q_IN_LANES_1_TMA_STORE_0_CHAINS_1_TILE_PTR_{1 - compressed}_PTX_SLOTS_0"), r["name"]  # the H 64 layout the sweep chose
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=_ids)
+@pytest.mark.parametrize("variant", VARIANT_PARAMS)
 def test_wgmma_and_no_spills(builds, variant):
     r, folder = builds[variant]
     sass, ptx = (folder / "sass").read_text(), (folder / "ptx").read_text()
@@ -194,7 +213,7 @@ def test_wgmma_and_no_spills(builds, variant):
     assert r["shared"] <= 227 * 1024
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=_ids)
+@pytest.mark.parametrize("variant", VARIANT_PARAMS)
 def test_row_offsets_are_64_bit(builds, variant):
     r, folder = builds[variant]
     ttgir = (folder / "ttgir").read_text()
@@ -389,7 +408,7 @@ HEAD_LAYOUTS = [  # (H, D, wgmma N): BLOCK_Q = N / H query rows per math warpgro
 ]
 
 
-@pytest.mark.parametrize("H_,D_,n", HEAD_LAYOUTS, ids=[f"H{h}-D{d}-N{n}" for h, d, n in HEAD_LAYOUTS])
+@pytest.mark.parametrize("H_,D_,n", some_heavy(HEAD_LAYOUTS, keep={1}, ids=[f"H{h}-D{d}-N{n}" for h, d, n in HEAD_LAYOUTS]))
 def test_head_count_layouts_compile_without_spills(tmp_path, H_, D_, n):
     """The layouts the head-count sweep tries (and dispatch gives a shape once the sweep measured it ahead): each
     compiles for sm90 with its config's name, fp8 wgmma of N = BLOCK_Q * H, no local memory. Where BLOCK_Q is a
@@ -413,7 +432,7 @@ def test_head_count_layouts_compile_without_spills(tmp_path, H_, D_, n):
         assert len(re.findall(r"STG\.E ", sass)) == block_q, len(re.findall(r"STG\.E ", sass))
 
 
-@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("bf16", some_heavy([False, True], keep=set(), ids=["fp32", "bf16"]))
 def test_logits_through_shared_memory_by_tma(tmp_path, bf16):
     """tma_store (a sweep option): each warpgroup's logits tile goes to one of its two shared buffers and out by one
     TMA store; the tile loop has no global store of its own, the copy is issued by one elected thread after the
@@ -433,6 +452,7 @@ def test_logits_through_shared_memory_by_tma(tmp_path, bf16):
     assert ptx.count("cp.async.bulk.wait_group.read \t1;") >= 2 and "cp.async.bulk.wait_group.read \t0;" in ptx
 
 
+@HEAVY
 def test_head_sum_in_independent_chains(tmp_path):
     """chains 4 (a sweep option): each logit's in-thread head sum is 4 independent FMA chains of H / 4, then 3 adds,
     instead of one chain of H dependent FMAs (H 64: 64 x 4 cycles of latency per logit); still no shuffle and no
@@ -447,7 +467,7 @@ def test_head_sum_in_independent_chains(tmp_path):
     assert all(sum(op.startswith("FADD") for op in body) >= 6 for body in loops), [sum(op.startswith("FADD") for op in b) for b in loops]
 
 
-@pytest.mark.parametrize("variant", [(True, False, False), (False, True, True)], ids=_ids)
+@pytest.mark.parametrize("variant", some_heavy([((True, False, False),), ((False, True, True),)], keep=set(), ids=_ids))
 def test_three_warpgroups_sharing_query_rows(tmp_path, variant):
     """groups (1, 3): three math warpgroups share a 2-row query block (wgmma N 128) and split each 192-row kv tile
     into their 64-row blocks (three TMA loads a ring stage); 160 registers each, and nothing spills."""

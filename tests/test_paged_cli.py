@@ -14,7 +14,6 @@ SMALL = ["--paged", "--batch", "2", "--next-n", "3", "--context-len", "90", "--b
          "--dim", "64"]
 
 
-pytestmark = pytest.mark.xdist_group("test_paged_cli")  # one worker runs the batch
 
 
 def _save(tmp_path, name, t, **changes):

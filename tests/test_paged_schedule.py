@@ -12,6 +12,8 @@ from mqa_cli.errors import UserError
 from mqa_cli.launch import schedule
 from mqa_cli.launch.schedule import _metadata_torch, get_paged_mqa_logits_metadata
 
+from .conftest import HEAVY
+
 INT32_MAX = 2**31 - 1
 
 
@@ -73,7 +75,7 @@ def test_one_d_matches_torch(B, P, block_kv):
 
 @pytest.mark.parametrize("B, P, block_kv, next_n", [
     (1, 1, 16, 1), (1, 132, 32, 2), (4, 5, 32, 4), (33, 132, 64, 2), (33, 7, 16, 1), (300, 200, 16, 4),
-    (5000, 17, 64, 2),
+    pytest.param(5000, 17, 64, 2, marks=HEAVY),
 ])
 def test_two_d_matches_torch(B, P, block_kv, next_n):
     g = torch.Generator().manual_seed(B + 7 * P + next_n)

@@ -25,6 +25,7 @@ from mqa_kernels.decode.paged_ws_sm90.config import parts as config_parts
 from mqa_kernels.decode.paged_ws_sm90.tuned import CUDA_TUNED
 
 from mqa_cli.inspect.sass_loops import tile_loops
+from .conftest import HEAVY, some_heavy
 
 SM90 = targets.TARGETS["sm90"]
 
@@ -198,7 +199,7 @@ COMPILE = textwrap.dedent(r'''
 
 
 @pytest.mark.skipif(not versions.holds("gluon_hopper"), reason=versions.FACTS["gluon_hopper"].required())
-@pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe, wg, lanes, mma, ahead, ptx", [
+@pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe, wg, lanes, mma, ahead, ptx", some_heavy([
     (1, 64, 128, 0, 0, 0, 0, 1, 0, 0, 1, 0), (2, 64, 128, 1, 1, 1, 1, 1, 0, 0, 1, 0),
     (4, 64, 128, 1, 0, 0, 0, 2, 0, 0, 1, 0), (2, 32, 64, 0, 1, 1, 0, 1, 0, 0, 1, 0),
     (2, 64, 128, 1, 0, 0, 0, 3, 0, 0, 1, 0), (4, 64, 128, 1, 0, 0, 0, 2, 1, 0, 1, 0),
@@ -209,7 +210,7 @@ COMPILE = textwrap.dedent(r'''
     (6, 64, 128, 1, 0, 0, 0, 3, 0, 64, 0, 0),
     # PTX_SLOTS: one wgmma with two accumulators (PIPE), three warpgroups, parts one at a time
     (2, 64, 128, 1, 0, 0, 1, 1, 0, 0, 1, 1), (1, 64, 128, 0, 0, 1, 0, 2, 0, 0, 1, 1),
-    (6, 64, 128, 1, 1, 0, 0, 3, 0, 64, 0, 1)])
+    (6, 64, 128, 1, 1, 0, 0, 3, 0, 64, 0, 1)], keep={1, 16}))  # PIPE + given; PTX_SLOTS at two math warpgroups
 def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, clean, bf16, given, pipe, wg, lanes,
                                                             mma, ahead, ptx):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -373,6 +374,7 @@ def test_four_math_warpgroups_each_have_their_own_producer_warp():
         assert cfg.constexprs["LOADERS"] == 1 and cfg.name.endswith("_LOADERS_1_SPLIT_INSIDE_0")
 
 
+@HEAVY
 @pytest.mark.skipif(not versions.holds("gluon_hopper"), reason=versions.FACTS["gluon_hopper"].required())
 def test_split_inside_moves_only_the_computed_split():
     """SPLIT_INSIDE (the rule: the small class with one math warpgroup) makes each partition compute its range after

@@ -7,7 +7,8 @@ draws B, next_n, H, D, block size, 1-D or 2-D context lengths (zeros included), 
 and bf16. Every example checks the exact -inf pattern (clean), that every live entry is finite, and the error
 of each live entry against rtol * (the same sum with |weights|).
 
-Examples are derandomised and no database is kept, so CI sees the same problems on every run.
+Examples are derandomised and no database is kept, so CI sees the same problems on every run. The everyday run
+draws 60 prefill and 25 paged problems; the heavy run (`-m heavy`, which CI runs) 220 and 100.
 MQA_PROPERTY_SCALE (default 1) multiplies the example counts, for a longer local run. A failure is reported
 as found (shrinking one costs minutes of interpreter launches); MQA_PROPERTY_SHRINK=1 shrinks it.
 """
@@ -18,13 +19,15 @@ from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
 import mqa_cli
 
+from .conftest import HEAVY
 from .reference64 import (FP8, assert_logits, compress64, fp8_q, fp8_rows, gen, pack_blocks, paged64, paged_ends,
                           prefill64)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 SCALE = float(os.environ.get("MQA_PROPERTY_SCALE", "1"))
-PREFILL_EXAMPLES = max(1, int(220 * SCALE))
-PAGED_EXAMPLES = max(1, int(100 * SCALE))
+# examples: the everyday run, then the heavy run's (CI runs both)
+PREFILL_EXAMPLES = [max(1, int(n * SCALE)) for n in (60, 220)]
+PAGED_EXAMPLES = [max(1, int(n * SCALE)) for n in (25, 100)]
 
 
 SHRINK = os.environ.get("MQA_PROPERTY_SHRINK") == "1"
@@ -96,9 +99,7 @@ def _strided(x: torch.Tensor, fill) -> torch.Tensor:
     return torch.stack([x, torch.full_like(x, fill)], dim=1)[:, 0]
 
 
-@profile(PREFILL_EXAMPLES)
-@given(prefill_cases())
-def test_prefill_matches_float64_reference(c):
+def prefill_matches_float64_reference(c):
     S, N, H, D = c["S"], c["N"], c["H"], c["D"]
     g = gen(c["seed"])
     q = fp8_q((S, H, D), g)
@@ -175,9 +176,7 @@ def paged_cases(draw):
     )
 
 
-@profile(PAGED_EXAMPLES)
-@given(paged_cases())
-def test_paged_matches_float64_reference(c):
+def paged_matches_float64_reference(c):
     B, T, H, D, bs = c["B"], c["T"], c["H"], c["D"], c["bs"]
     g = gen(c["seed"])
     ctx = torch.tensor(c["ctx"], dtype=torch.int32)
@@ -241,3 +240,13 @@ def test_paged_matches_float64_reference(c):
                                            clean_logits=c["clean"], logits_dtype=dtype)
     assert out.stride(0) % 4 == 0 and out.stride(1) == 1, out.stride()
     assert_logits(out, ref, mag, clean=c["clean"], dtype=dtype)
+
+
+test_prefill_matches_float64_reference = profile(PREFILL_EXAMPLES[0])(given(prefill_cases())(
+    prefill_matches_float64_reference))
+test_prefill_matches_float64_reference_more = HEAVY(profile(PREFILL_EXAMPLES[1])(given(prefill_cases())(
+    prefill_matches_float64_reference)))
+test_paged_matches_float64_reference = profile(PAGED_EXAMPLES[0])(given(paged_cases())(
+    paged_matches_float64_reference))
+test_paged_matches_float64_reference_more = HEAVY(profile(PAGED_EXAMPLES[1])(given(paged_cases())(
+    paged_matches_float64_reference)))

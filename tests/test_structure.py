@@ -83,3 +83,15 @@ def test_kernels_folder_holds_kernels_and_configs_only():
         imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree)
                      if isinstance(n, ast.ImportFrom) and n.level == 0}
         assert not imported & {"triton", "torch"}, f"{cfg} imports {imported & {'triton', 'torch'}}"
+
+
+def test_ci_runs_the_readme_test_command_and_the_heavy_matrices():
+    """The README's test command is the one CI runs first (on the same triton), and CI also runs what it skips."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    (cmd,) = re.findall(r"^pip install -q (torch==\S+ triton==\S+) -e \"\.\[test\]\" && (python -m pytest .*)$", readme,
+                        re.M)
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert f'pip install -q {cmd[0]} -e ".[test]" && {cmd[1]}' in ci
+    assert "MQA_LOGITS_HEAVY=1 python -m pytest" in ci and "-m heavy tests" in ci

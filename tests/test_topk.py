@@ -22,6 +22,8 @@ from mqa_cli.problem.prefill import ProblemSpec
 from mqa_cli.problem.tensors import random_prefill
 from mqa_kernels.topk import config as C
 
+from .conftest import some_heavy
+
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 SPLIT = {"parts": 3}  # three programs per long row, the last merging: part borders inside every window
 
@@ -165,8 +167,8 @@ def _narrow_rows(gen, R, N, k):
     return x
 
 
-@pytest.mark.parametrize("cap,extra", [(512, {}), (128, {}), (128, SPLIT), (64, {"reduce8": True}),
-                                       (64, {**SPLIT, "reduce8": True})])
+@pytest.mark.parametrize("cap,extra", some_heavy([(512, {}), (128, {}), (128, SPLIT), (64, {"reduce8": True}),
+                                                   (64, {**SPLIT, "reduce8": True})], keep={0}))
 def test_narrowed_search_selects_the_same(cap, extra, monkeypatch):
     """narrow on: the k-th key search goes on on the compacted bracket (in the interpreter's vector rounds and
     in the GPU's 8-way reduction): the same indices and values as the whole-block search, a valid top-k
@@ -446,6 +448,7 @@ COMPILE = textwrap.dedent(r'''
 
 
 @pytest.mark.versions
+@pytest.mark.heavy
 @pytest.mark.skipif(not versions.holds("triton_kernels"), reason=versions.FACTS["triton_kernels"].required())
 def test_kernels_compile_for_sm90():
     """Both kernels (persistent rows; split with its atomic count-in and L2-only merge reads) compile for sm90 on the CPU, named after their config keys (a subprocess: the suite runs the interpreter)."""
