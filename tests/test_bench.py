@@ -2,6 +2,7 @@
 import csv
 import importlib.util
 
+from .cli_batch import run_many
 from .conftest import HEAVY, assert_one_line_error
 
 SMALL = ["--seq", "64", "--heads", "16", "--dim", "32"]
@@ -24,17 +25,16 @@ def test_bench_two_kernels_csv_and_plot(run_cli, tmp_path):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_bench_refuses_suite_with_flags_and_unknown_suite(run_cli):
-    assert_one_line_error(run_cli("bench", "--suite", "seed", "--seq", "64"), contains="either --suite")
-    assert_one_line_error(run_cli("bench", "--suite", "nope"), contains="unknown suite")
-
-
-def test_suite_takes_output_flags_but_not_problem_flags(run_cli):
-    """--no-clean, --logits-dtype and --max-seqlen-k apply to a suite; problem flags do not."""
-    r = run_cli("bench", "--suite", "nosuch", "--no-clean", "--logits-dtype", "bf16", "--target", "cpu")
-    assert r.returncode == 2 and "unknown suite 'nosuch'" in r.stderr, r.stderr
-    r = run_cli("bench", "--suite", "seed", "--seq", "64", "--target", "cpu")
-    assert r.returncode == 2 and "either --suite or problem flags" in r.stderr, r.stderr
+def test_bench_refuses_suite_with_problem_flags_and_unknown_suites():
+    """A suite takes the output flags (--no-clean, --logits-dtype, --max-seqlen-k), never problem flags; an unknown
+    suite is refused in one line (the three runs in one child: tests/cli_batch.py)."""
+    got = run_many({"flags": ["bench", "--suite", "seed", "--seq", "64", "--target", "cpu"],
+                    "unknown": ["bench", "--suite", "nope"],
+                    "output-flags": ["bench", "--suite", "nosuch", "--no-clean", "--logits-dtype", "bf16",
+                                     "--target", "cpu"]})
+    assert_one_line_error(got["flags"], contains="either --suite or problem flags")
+    assert_one_line_error(got["unknown"], contains="unknown suite 'nope'")
+    assert_one_line_error(got["output-flags"], contains="unknown suite 'nosuch'")  # the output flags parsed
 
 
 @HEAVY

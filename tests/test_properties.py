@@ -8,7 +8,7 @@ and bf16. Every example checks the exact -inf pattern (clean), that every live e
 of each live entry against rtol * (the same sum with |weights|).
 
 Examples are derandomised and no database is kept, so CI sees the same problems on every run. The everyday run
-draws 60 prefill and 25 paged problems; the heavy run (`-m heavy`, which CI runs) 220 and 100.
+draws 40 prefill and 15 paged problems; the heavy run (`-m heavy`, which CI runs) 220 and 100.
 MQA_PROPERTY_SCALE (default 1) multiplies the example counts, for a longer local run. A failure is reported
 as found (shrinking one costs minutes of interpreter launches); MQA_PROPERTY_SHRINK=1 shrinks it.
 """
@@ -26,8 +26,8 @@ from .reference64 import (FP8, assert_logits, compress64, fp8_q, fp8_rows, gen, 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 SCALE = float(os.environ.get("MQA_PROPERTY_SCALE", "1"))
 # examples: the everyday run, then the heavy run's (CI runs both)
-PREFILL_EXAMPLES = [max(1, int(n * SCALE)) for n in (60, 220)]
-PAGED_EXAMPLES = [max(1, int(n * SCALE)) for n in (25, 100)]
+PREFILL_EXAMPLES = [max(1, int(n * SCALE)) for n in (40, 220)]
+PAGED_EXAMPLES = [max(1, int(n * SCALE)) for n in (15, 100)]
 
 
 SHRINK = os.environ.get("MQA_PROPERTY_SHRINK") == "1"

@@ -22,7 +22,7 @@ from mqa_cli.problem.prefill import ProblemSpec
 from mqa_cli.problem.tensors import random_prefill
 from mqa_kernels.topk import config as C
 
-from .conftest import some_heavy
+from .conftest import HEAVY, some_heavy
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 SPLIT = {"parts": 3}  # three programs per long row, the last merging: part borders inside every window
@@ -275,6 +275,7 @@ def test_compressed_rows_give_positions():
         check_topk(x, k, idx, val, ks, ke)
 
 
+@HEAVY  # (test_paged_topk_recall reads decode ends in the everyday run)
 def test_decode_ends_read_in_the_kernel():
     """Paged rows: each row's end comes from the context lengths (1-D with next_n 2: ctx - next_n + 1 + t;
     2-D: ctx[b, t]; clamped to [0, max_context_len]) and matches windows [0, paged_row_ends)."""
