@@ -432,7 +432,8 @@ def test_head_count_layouts_compile_without_spills(tmp_path, H_, D_, n):
         assert len(re.findall(r"STG\.E ", sass)) == block_q, len(re.findall(r"STG\.E ", sass))
 
 
-@pytest.mark.parametrize("bf16", some_heavy([False, True], keep=set(), ids=["fp32", "bf16"]))
+@HEAVY
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
 def test_logits_through_shared_memory_by_tma(tmp_path, bf16):
     """tma_store (a sweep option): each warpgroup's logits tile goes to one of its two shared buffers and out by one
     TMA store; the tile loop has no global store of its own, the copy is issued by one elected thread after the
@@ -467,7 +468,8 @@ def test_head_sum_in_independent_chains(tmp_path):
     assert all(sum(op.startswith("FADD") for op in body) >= 6 for body in loops), [sum(op.startswith("FADD") for op in b) for b in loops]
 
 
-@pytest.mark.parametrize("variant", some_heavy([((True, False, False),), ((False, True, True),)], keep=set(), ids=_ids))
+@HEAVY
+@pytest.mark.parametrize("variant", [(True, False, False), (False, True, True)], ids=_ids)
 def test_three_warpgroups_sharing_query_rows(tmp_path, variant):
     """groups (1, 3): three math warpgroups share a 2-row query block (wgmma N 128) and split each 192-row kv tile
     into their 64-row blocks (three TMA loads a ring stage); 160 registers each, and nothing spills."""
