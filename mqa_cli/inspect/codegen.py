@@ -126,12 +126,15 @@ def measure_all(selected: list[Case], known: dict | None = None, progress=print)
 
     comp.prepare()
     out = {"triton": triton.__version__, "cases": {}}
-    seen = {}  # config name + options -> label: a case whose config another case compiled takes its result
+    # config name + options + shape -> label: a case another case compiled takes its result. The shape is in the
+    # key because triton specialises integer arguments (== 1, multiples of 16): batch 1 and batch 64 of one config
+    # are two binaries.
+    seen = {}
     for c in selected:
         t0 = time.perf_counter()
         try:
             _, cfg, _ = _config(c)
-            key = (cfg.name, cfg.options_key)
+            key = (cfg.name, cfg.options_key, tuple(sorted(c.shape.items())))
             if key in seen:
                 out["cases"][c.label] = dict(out["cases"][seen[key]], same_as=seen[key])
             else:
