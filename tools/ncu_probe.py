@@ -2,8 +2,9 @@
 (see tools/h200_check.sh, step `ncu`): what binds a kernel that stops short of its floor, read from the
 hardware counters rather than guessed from instruction counts.
 
-    python3 tools/ncu_probe.py prefill H D [S [FORM]] (1xS causal; FORM clean (default), noclean or compressed:
-                                                          [S, S] logits, vLLM 0.33's form)
+    python3 tools/ncu_probe.py prefill H D [S [FORM]] (1xS causal; FORM clean (default), noclean, compressed
+                                                          ([S, S] logits, clean) or compressed-noclean (vLLM
+                                                          0.33's form))
     python3 tools/ncu_probe.py paged B C NEXT_N       (H 64 D 128, block 64, no clean logits, as the harness)
     python3 tools/ncu_probe.py pagedmeta B C NEXT_N   (the API given get_paged_mqa_logits_metadata's split)
     python3 tools/ncu_probe.py pagedcfg B C NEXT_N KEY=V,...   (the decode row's config with these overrides,
@@ -29,10 +30,10 @@ def main(argv: list[str]) -> int:
     if kind == "prefill":
         H, D, S = (int(x) for x in (nums + ["8192"])[:3])
         form = nums[3] if len(nums) > 3 else "clean"
-        if form not in ("clean", "noclean", "compressed"):
-            raise SystemExit(f"unknown prefill form {form!r}: clean, noclean or compressed")
+        if form not in ("clean", "noclean", "compressed", "compressed-noclean"):
+            raise SystemExit(f"unknown prefill form {form!r}: clean, noclean, compressed or compressed-noclean")
         t = source.from_spec(ProblemSpec(batch=1, seq=S, heads=H, dim=D, layout="causal")).materialise("cuda")
-        kw = dict(clean_logits=form != "noclean", max_seqlen_k=S if form == "compressed" else 0)
+        kw = dict(clean_logits="noclean" not in form, max_seqlen_k=S if form.startswith("compressed") else 0)
         fn = lambda: mqa_cli.mqa_logits(t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, **kw)  # noqa: E731
     elif kind in ("paged", "pagedmeta", "dgpaged", "pagedcfg"):
         B, C, T = (int(x) for x in nums[:3])
