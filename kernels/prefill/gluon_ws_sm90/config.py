@@ -5,10 +5,13 @@ from ...common.config import KernelConfig, cdiv
 from . import KEYS
 
 
-# Registers a thread by math warpgroups: maxnreg at entry, and setmaxnreg's share for each worker math warpgroup
-# (the producer and filler warps keep SMALL_REGS, math warpgroup 0 the rest; docs/DESIGN-NOTES.md has the sums).
-REGS = {2: {"maxnreg": 168, "MATH_REGS": 240}, 3: {"maxnreg": 128, "MATH_REGS": 160}}
-SMALL_REGS = 24
+# Registers a thread by math warpgroups: maxnreg at entry, setmaxnreg's share for each worker math warpgroup and for
+# the producer and filler warps (SMALL_REGS); math warpgroup 0 gets the rest (docs/DESIGN-NOTES.md has the sums).
+# Three math warpgroups: 160 each and 32 for the small warps (512 a warpgroup-thread). With 24 there, math 0 had 168,
+# and the 1-warp arms had no room for the thread-index values LLVM carries through warp_specialize's worker loop
+# (ptxas spilled them, once a CTA: H8 D64 15 spill instructions on 3.9, H16 D256 6 on 3.8, H32 D256 3 on 3.6 / 3.8;
+# none with 32, each loop within +1 instruction or shorter).
+REGS = {2: {"maxnreg": 168, "MATH_REGS": 240, "SMALL_REGS": 24}, 3: {"maxnreg": 128, "MATH_REGS": 160, "SMALL_REGS": 32}}
 DEFAULT_UNITS = 132  # H200 / H100 SXM SM count, when the caller does not say
 GROUPS = ((2, 1), (1, 3))  # the (Q_GROUPS, KV_GROUPS) the kernel runs
 SMEM_LIMIT = 227 * 1024
@@ -146,7 +149,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     programs = max(1, min(items, units or DEFAULT_UNITS))
     constexprs = {"H": heads, "D": dim, "BLOCK_Q": block_q, "BLOCK_KV": block_kv, "STAGES": stages,
                   "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16),
-                  "MATH_REGS": REGS[math_wg]["MATH_REGS"], "SMALL_REGS": SMALL_REGS, "Q_GROUPS": q_groups,
+                  "MATH_REGS": REGS[math_wg]["MATH_REGS"], "SMALL_REGS": REGS[math_wg]["SMALL_REGS"], "Q_GROUPS": q_groups,
                   "KV_GROUPS": kv_groups, "Q_IN_LANES": q_in_lanes, "TMA_STORE": tma_store,
                   "CHAINS": chains, "TILE_PTR": tile_ptr, "PTX_SLOTS": ptx_slots, "FULL_AT": -1, "EMPTY_AT": -1}
     options = {"num_warps": 4, "maxnreg": REGS[math_wg]["maxnreg"]}
