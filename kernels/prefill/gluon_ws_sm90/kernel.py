@@ -220,6 +220,21 @@ def _release_slot(ring, st, PTX: gl.constexpr, EMPTY_AT: gl.constexpr):
 
 
 @gluon.jit
+def _per_item(x, HOLD: gl.constexpr):
+    """x, a runtime int32 scalar, through an opaque move where HOLD, so that what a math warpgroup derives from it
+    stays in its item loop. A kernel argument times the thread index is invariant in every loop, and LLVM hoists such
+    per-thread offsets (out_offs + offs_kv of the store) out of warp_specialize's worker loop, before its first
+    setmaxnreg, live through every partition's arm. In the three-warpgroup layout that spilled them with 24-register
+    small warps (H16 D256 3.8, H32 D256 3.6 / 3.8; config.REGS gives them 32 now); with 32 the move still buys H32 D256
+    loops 228, 234, 234 -> 227, 230, 230 on 3.9 and 266, 266, 263 -> 265, 265, 263 on 3.6 (3.8 unchanged; H16 D256 one
+    loop +1 on 3.6). The two-warpgroup layout keeps the plain argument (its loops +-3 either way with the move)."""
+    if HOLD and isinstance(x, gl.tensor) and x.dtype == gl.int32:
+        return gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        return x
+
+
+@gluon.jit
 def _row(ptr, row, stride):
     """Address of row `row` (a scalar) of a strided array: the product in 64 bits."""
     return ptr + row.to(gl.int64) * stride
@@ -459,7 +474,7 @@ def _math_item(p, t, kv, q, osm, out_desc, WG: gl.constexpr, it, acc, cols, offs
     q_ok = qr < p.S
     # Rows of this warpgroup's block: a 64-bit scalar base and int32 offsets from it (few registers).
     out_base = _row(p.out_ptr, my0, p.stride_out_s)
-    out_offs = gl.expand_dims(offs_q * p.stride_out_s, 0)
+    out_offs = gl.expand_dims(offs_q * _per_item(p.stride_out_s, t.KV_GROUPS > 1), 0)
     lo2 = out_offs  # (placeholders where the form has no window: the epilogue's masks are compiled out)
     hi2 = out_offs
     in_lo = 0
