@@ -1,13 +1,14 @@
 """Side by side on the GPU, each call checked before it is timed: configs of one Gluon kernel, or the API's call
 forms beside DeepGEMM's.
 
-    python3 tools/ab.py configs --row gluon_ws_sm90 --variants "PTX_SLOTS=0;PTX_SLOTS=1" [--only TEXT,...]
+    python3 tools/ab.py configs --row gluon_ws_sm90 --variants "PTX_SLOTS=0;PTX_SLOTS=1" [--only TEXT,...] [--heads-dims H:D,...]
     python3 tools/ab.py configs --row paged_ws_sm90 --variants "PTX_SLOTS=0;PTX_SLOTS=1" [--shapes B:C,...] [--next-n 1,2]
     python3 tools/ab.py decode [--shapes B:C,...] [--next-n 1,2] [--forms none,given]
     python3 tools/ab.py prefill [--only TEXT,...]
 
 configs: the row's table config with each variant's override keys (KEY=V,... ; an empty variant is the table's
-own config), launched directly (no API host work). Prefill rows run the seed and heads suites, decode rows the
+own config; for the prefill row a key its config does not take is set as a constexpr or launch option, as `dump`
+sets it: SMALL_REGS=24), launched directly (no API host work). Prefill rows run the seed and heads suites, decode rows the
 harness's decode shapes (H 64 D 128, block 64, 2-D context lengths, no clean logits). Each variant is bitwise
 equal to the first or the row is marked; the first is checked against the float32 reference. A variant named
 twice ("X;X") is the A/A control: it measures the method's own bias.
@@ -142,24 +143,31 @@ def configs_prefill(args, names: list[str]) -> int:
     from mqa_cli.check.reference import reference_logits
     from mqa_cli.check.verify import compare
     from mqa_cli.launch import families as launchers
-    from mqa_cli.plan.overrides import key_values
+    from mqa_cli.errors import UserError
+    from mqa_cli.plan.overrides import apply_overrides, key_values
     from mqa_cli.problem import matrix, source
-    from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
+    from mqa_cli.problem.prefill import ProblemSpec
+    from mqa_kernels.prefill.gluon_ws_sm90.config import OVERRIDE_KEYS, gluon_ws_sm90_config
 
     units = torch.cuda.get_device_properties(0).multi_processor_count
     rep = Report("configs", ["shape", "layout", *(f"µs {n or 'table'}" for n in names),
                              *(f"{n or 'table'} / first" for n in names[1:]), "checks"])
-    for b in list(matrix.SUITES["seed"]) + list(matrix.SUITES["heads"]):
+    extra = [matrix.BenchShape(f"1x8192 causal H{h} D{d}", ProblemSpec(batch=1, seq=8192, heads=int(h), dim=int(d)))
+             for h, d in (x.split(":") for x in args.heads_dims.split(",") if x)]
+    for b in list(matrix.SUITES["seed"]) + list(matrix.SUITES["heads"]) + extra:
         if args.only and not any(x in b.name for x in args.only.split(",")):
             continue
         prob = source.from_spec(b.spec)
         t = prob.materialise("cuda")
         cfgs, outs, notes = {}, {}, []
         for i, text in enumerate(names):  # keyed by position: a variant may be named twice (the control)
+            kv = key_values(text) if text else {}
             try:
                 cfg = gluon_ws_sm90_config(heads=t.heads, dim=t.dim, S=t.S, N=t.N, clean=b.spec.clean_logits,
-                                           units=units, override=key_values(text) if text else None)
-            except ValueError as e:
+                                           units=units, override={k: v for k, v in kv.items() if k in OVERRIDE_KEYS})
+                # any other key is a constexpr or launch option set as given (as `dump` sets it): SMALL_REGS=24
+                cfg = apply_overrides(cfg, {k: str(v) for k, v in kv.items() if k not in OVERRIDE_KEYS})
+            except (ValueError, UserError) as e:
                 notes.append(f"{text}: {e}"[:80])
                 continue
             out = launchers.output_for(t, cfg)
@@ -389,6 +397,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--row", choices=ROWS, required=True)
     c.add_argument("--variants", required=True, help="override-key sets separated by ';' (K=V,...), the first the base")
     c.add_argument("--only", default=None, help="prefill: comma-separated texts, shapes whose name holds one")
+    c.add_argument("--heads-dims", default="", help="prefill: more 1x8192 causal shapes, H:D,... (e.g. 16:256,128:64)")
     d = sub.add_parser("decode", help="the API's decode forms beside DeepGEMM")
     d.add_argument("--forms", default="none,given", help=f"comma-separated, of {', '.join(FORMS)}")
     p = sub.add_parser("prefill", help="the API's prefill forms (clean, no clean, compressed) beside DeepGEMM")
