@@ -347,14 +347,16 @@ def _work(p, s):
         u_lo = gl.where(r == 0, 0, gl.minimum(gl.maximum(gl.load(p.meta + 2 * r + 1), 0), top))
         b_end = gl.where(last, p.batch, gl.minimum(gl.maximum(gl.load(p.meta + 2 * r + 2), 0), p.batch))
         u_end = gl.where(last, 0, gl.minimum(gl.maximum(gl.load(p.meta + 2 * r + 3), 0), top))
-        if s.PTX_SLOTS:
+        if s.G == 3:
             # A given schedule's first sequence is clamped into [0, batch]: at batch 1 (which the JIT specialises
-            # into the code) the compiler then knows that the sequence loop runs at most once and drops it, and in
-            # the three-warpgroup PTX_SLOTS builds (next_n 5, 6) the default math partition then spilled its
-            # accumulator inside its block loop and ptxas serialised every wgmma (C7512). Hidden, batch 1 compiles
-            # as any other batch: sm90 SASS, next_n 6 loops 843 / 690 / 687 -> 669 / 672 / 669 instructions and 252
-            # -> 78 spill instructions on triton 3.8, next_n 5 748 / 603 / 600 -> 597 / 585 / 582 (3.6: 603 -> 579,
-            # 679 -> 669). Elsewhere the loop-less batch-1 code is as short or shorter (next_n 7 and 8 on 3.6, 3.8).
+            # into the code) the compiler then knows that the sequence loop runs at most once and drops it, and
+            # the three-warpgroup builds (128 registers, next_n 5-7) compiled what is left erratically: on triton
+            # 3.8 the default math partition spilled its accumulator inside its block loop and ptxas serialised
+            # every wgmma (C7512). Hidden, batch 1 compiles as any other batch. sm90 SASS loops (spill
+            # instructions), before -> after: next_n 6 on 3.8 843 / 690 / 687 (252) -> 669 / 672 / 669 (78),
+            # next_n 5 748 / 603 / 600 (222) -> 597 / 585 / 582 (89); next_n 7 on 3.9 1098 / 912 / 930 (691) ->
+            # 741 / 737 / 755 (102); 3.6 next_n 5, 6 603 -> 579, 679 -> 669; next_n 7 on 3.6 and 3.8 +11-16.
+            # With fewer warpgroups the loop-less batch-1 code is as short or shorter on 3.6 and 3.8.
             b_lo = _opaque(b_lo)
     return Work(b_lo, u_lo, b_end, u_end, j)
 
