@@ -27,14 +27,11 @@ RELEASE = codegen.release(version("triton"))
 
 # Where 3.8 / 3.9 still compile worse than 3.6 ("release case" as mqa_cli.inspect.codegen.regressions names it), and why:
 # the list to clear next; an entry that no longer regresses fails the test, so the list stays true.
-_STALE = ("a large (batch 64) row the table still holds as the batch-1 binary: tables written before codegen keyed its "
-          "reuse by shape; the batch-64 build compiles as the computed split does (669 / 672 / 669 on 3.8)")
 _N8 = ("next_n 8 small with the schedule given, 882 against 3.6's 860: 3.6's is a lucky batch-1 build (its computed "
        "split 880 / 882); 3.8 moves the q parts' wgmma descriptors in ordinary registers (17 IMAD, 6 IADD3 more)")
 _T39 = ("triton 3.9 builds each wgmma descriptor in 32-bit pieces (add.s32, then or.b64 with 0x40000040), and ptxas "
         "rebuilds one uniform-register quad per wgmma: about 3 UMOV a k-step; no change to the kernel source avoids it")
 KNOWN: dict = {
-    '3.8 paged_ws_sm90 H64 D128 next_n 6 large, schedule given': _STALE,
     '3.8 paged_ws_sm90 H64 D128 next_n 8 small, schedule given': _N8,
     '3.9 gluon_ws_sm90 H128 D256': _T39,
     '3.9 gluon_ws_sm90 H8 D128': _T39,
