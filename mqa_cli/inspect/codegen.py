@@ -126,20 +126,12 @@ def measure_all(selected: list[Case], known: dict | None = None, progress=print)
 
     comp.prepare()
     out = {"triton": triton.__version__, "cases": {}}
-    # config name + options + shape -> label: a case another case compiled takes its result. The shape is in the
-    # key because triton specialises integer arguments (== 1, multiples of 16): batch 1 and batch 64 of one config
-    # are two binaries.
-    seen = {}
+    # every case compiled as it is launched: one config at two shapes is two binaries (triton specialises integer
+    # arguments: == 1, multiples of 16), and triton's cache serves a repeated one
     for c in selected:
         t0 = time.perf_counter()
         try:
-            _, cfg, _ = _config(c)
-            key = (cfg.name, cfg.options_key, tuple(sorted(c.shape.items())))
-            if key in seen:
-                out["cases"][c.label] = dict(out["cases"][seen[key]], same_as=seen[key])
-            else:
-                out["cases"][c.label] = measure(c)
-                seen[key] = c.label
+            out["cases"][c.label] = measure(c)
         except Exception as e:  # a case that does not compile is a result too: the table shows it
             out["cases"][c.label] = {"row": c.row, "error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1:]}"}
         progress(f"{c.label}: {out['cases'][c.label]} ({time.perf_counter() - t0:.0f} s)")

@@ -67,7 +67,7 @@ from triton.language.core import _aggregate as aggregate
 
 from ...common import gluon_compat as compat
 from ...prefill.gluon_ws_sm90.kernel import (Scalar, _release_slot, _ring, _scalar, _wait_slot, lane_head_sum,
-                                             quad_head_sum)
+                                             opaque_i32, quad_head_sum)
 from ...common.naming import make_kernel_repr
 from . import KEYS
 
@@ -322,12 +322,6 @@ def _prefetch_descriptors(asm: gl.constexpr):
 
 
 @gluon.jit
-def _opaque(x):
-    """int32 x through a PTX mov the compiler cannot see through (no instruction in the SASS)."""
-    return gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=gl.int32, is_pure=True, pack=1)
-
-
-@gluon.jit
 def _work(p, s):
     """This program's range of (sequence, block) work: range r of the schedule's P, sub-program j of SUBS; computed
     (SELF_SCHEDULE) or read from the schedule."""
@@ -357,7 +351,7 @@ def _work(p, s):
             # next_n 5 748 / 603 / 600 (222) -> 597 / 585 / 582 (89); next_n 7 on 3.9 1098 / 912 / 930 (691) ->
             # 741 / 737 / 755 (102); 3.6 next_n 5, 6 603 -> 579, 679 -> 669; next_n 7 on 3.6 and 3.8 +11-16.
             # With fewer warpgroups the loop-less batch-1 code is as short or shorter on 3.6 and 3.8.
-            b_lo = _opaque(b_lo)
+            b_lo = opaque_i32(b_lo, True)
     return Work(b_lo, u_lo, b_end, u_end, j)
 
 

@@ -220,6 +220,13 @@ def _release_slot(ring, st, PTX: gl.constexpr, EMPTY_AT: gl.constexpr):
 
 
 @gluon.jit
+def opaque_i32(x, PURE: gl.constexpr):
+    """int32 x through a PTX mov the compiler cannot see through (no instruction in the SASS): it hides the value's
+    range; PURE=False also keeps it where it is written (a side effect LLVM does not hoist out of a loop)."""
+    return gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=gl.int32, is_pure=PURE, pack=1)
+
+
+@gluon.jit
 def _per_item(x, HOLD: gl.constexpr):
     """x, a runtime int32 scalar, through an opaque move where HOLD, so that what a math warpgroup derives from it
     stays in its item loop. A kernel argument times the thread index is invariant in every loop, and LLVM hoists such
@@ -229,7 +236,7 @@ def _per_item(x, HOLD: gl.constexpr):
     loops 228, 234, 234 -> 227, 230, 230 on 3.9 and 266, 266, 263 -> 265, 265, 263 on 3.6 (3.8 unchanged; H16 D256 one
     loop +1 on 3.6). The two-warpgroup layout keeps the plain argument (its loops +-3 either way with the move)."""
     if HOLD and isinstance(x, gl.tensor) and x.dtype == gl.int32:
-        return gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=gl.int32, is_pure=False, pack=1)
+        return opaque_i32(x, False)
     else:
         return x
 
