@@ -129,6 +129,51 @@ def test_h200_check_runs_under_the_triton_of_a_carried_bundle(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["9.8.7"]
 
 
+def test_h200_check_compiles_with_the_wheels_ptxas_when_the_call_carries_it(tmp_path):
+    """A bundle with ptxas-sm90.xz beside it (tools/carry.sh): that ptxas is unpacked and named for both of triton's
+    ptxas settings, so the device compiles as the release's wheel does, not with the image's CUDA ptxas."""
+    import shutil
+    shutil.rmtree("/tmp/tb-9.8.6", ignore_errors=True)
+    tb = _fake_bundle(tmp_path, "9.8.6")
+    fake = tmp_path / "ptxas"
+    fake.write_text("#!/bin/sh\necho 'Build cuda_99.9.r99.9/compiler.1_0'\n")
+    subprocess.run(f"xz -c {fake} > {tb / '9.8.6' / 'ptxas-sm90.xz'}", shell=True, check=True)
+    env = _env(H200_TRITON="9.8.6", H200_BUNDLES=str(tb), H200_BUDGET_S="3", OUT=str(tmp_path / "out"))
+    env.pop("TRITON_PTXAS_PATH", None)
+    env.pop("TRITON_PTXAS_BLACKWELL_PATH", None)
+    r = subprocess.run(["bash", str(TOOLS / "h200_check.sh"), "env"], capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert "ptxas /tmp/tb-9.8.6/ptxas-sm90)" in r.stdout, r.stdout + r.stderr
+    out = subprocess.run(["/tmp/tb-9.8.6/ptxas-sm90"], capture_output=True, text=True).stdout
+    assert "cuda_99.9" in out
+    shutil.rmtree("/tmp/tb-9.8.6", ignore_errors=True)
+
+
+def test_wheel_ptxas_takes_the_binary_the_release_compiles_sm90_with(tmp_path):
+    """3.8's get_ptxas picks ptxas below arch 100, 3.9's ptxas-blackwell for every arch: wheel_ptxas.sh reads that
+    from the release's own backend and packs that binary, refusing a site that holds another release."""
+    bodies = {"3.8.0": "    return knobs.nvidia.ptxas_blackwell if arch >= 100 else knobs.nvidia.ptxas\n",
+              "3.9.0": "    # the name is misleading\n    return knobs.nvidia.ptxas_blackwell\n"}
+    for ver, body in bodies.items():
+        site = tmp_path / ver
+        nv = site / "triton" / "backends" / "nvidia"
+        (nv / "bin").mkdir(parents=True)
+        (site / "triton" / "__init__.py").write_text(f"__version__ = '{ver}'\n")
+        (nv / "compiler.py").write_text(f"def get_ptxas(arch: int):\n{body}\n\ndef other():\n    pass\n")
+        for name in ("ptxas", "ptxas-blackwell"):
+            (nv / "bin" / name).write_text(f"#!/bin/sh\necho 'Build {name}'\n")
+        xz = tmp_path / f"{ver}.xz"
+        r = subprocess.run(["bash", str(TOOLS / "wheel_ptxas.sh"), ver, str(xz)], capture_output=True, text=True,
+                           timeout=60, env=_env(TRITON_SITE=str(site)))
+        assert r.returncode == 0, r.stdout + r.stderr
+        packed = subprocess.run(["xz", "-dc", str(xz)], capture_output=True, text=True, check=True).stdout
+        want = "ptxas-blackwell" if ver == "3.9.0" else "ptxas"
+        assert f"echo 'Build {want}'" in packed and f"with {want} " in r.stdout, r.stdout
+    r = subprocess.run(["bash", str(TOOLS / "wheel_ptxas.sh"), "3.7.0", str(tmp_path / "x.xz")], capture_output=True,
+                       text=True, timeout=60, env=_env(TRITON_SITE=str(tmp_path / "3.8.0")))
+    assert r.returncode == 2 and "holds triton 3.8.0" in r.stdout
+
+
 def test_h200_check_stops_when_the_asked_triton_is_not_there(tmp_path):
     r = subprocess.run(["bash", str(TOOLS / "h200_check.sh"), "env"], capture_output=True, text=True, timeout=120,
                        env=_env(H200_TRITON="9.0.1", H200_BUNDLES=str(tmp_path), OUT=str(tmp_path / "out")))

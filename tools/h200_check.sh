@@ -7,9 +7,9 @@
 #
 # Triton: the image's (3.6.0) unless H200_TRITON names another version; then .tb/<V>/triton-<V>.tar.xz (or
 # .tb/triton-<V>.tar.xz), built by ../shared/tools/triton-bundle.sh and named in the device call's `carry`, is
-# unpacked to /tmp/tb-<V> ahead of the image's on PYTHONPATH, triton compiles with the device's ptxas
-# (TRITON_PTXAS_PATH, unless the bundle kept its own) into its own cache (/tmp/triton-cache-<V>), and the call
-# stops with exit 2 if python3 does not then import <V> (docs/GPU-PLAN.md has the whole sequence).
+# unpacked to /tmp/tb-<V> ahead of the image's on PYTHONPATH, triton compiles with the ptxas of that release's
+# wheel where the call carries it (.tb/<V>/ptxas-sm90.xz, tools/carry.sh), else with the device's, into its own
+# cache (/tmp/triton-cache-<V>), and the call stops with exit 2 if python3 does not then import <V> (docs/GPU-PLAN.md has the whole sequence).
 # Every result of the call lands in $OUT/<V>/ (<V>: the triton version that ran), so calls under different
 # versions never mix their files.
 #
@@ -102,6 +102,12 @@ use_triton() {  # VERSION -> exported PYTHONPATH, TRITON_PTXAS_PATH, TRITON_CACH
       mkdir -p "$dir" && tar -xJf "$bundle" -C "$dir" || { echo "could not unpack $bundle"; exit 2; }
     fi
     export PYTHONPATH=$dir${PYTHONPATH:+:$PYTHONPATH}
+    local wheel_ptxas=${bundle%/*}/ptxas-sm90.xz  # tools/carry.sh: the ptxas the release's wheel compiles sm90 with
+    if [ -z "${TRITON_PTXAS_PATH:-}" ] && [ -s "$wheel_ptxas" ]; then
+      [ -x "$dir/ptxas-sm90" ] || { xz -dc "$wheel_ptxas" >"$dir/ptxas-sm90" && chmod +x "$dir/ptxas-sm90"; } \
+        || { echo "could not unpack $wheel_ptxas"; exit 2; }
+      export TRITON_PTXAS_PATH=$dir/ptxas-sm90 TRITON_PTXAS_BLACKWELL_PATH=$dir/ptxas-sm90
+    fi
     if [ ! -x "$dir/triton/backends/nvidia/bin/ptxas" ]; then  # the bundle leaves ptxas out: the device's CUDA has it
       TRITON_PTXAS_PATH=${TRITON_PTXAS_PATH:-$(command -v ptxas || ls /usr/local/cuda*/bin/ptxas 2>/dev/null | head -n1)}
       export TRITON_PTXAS_PATH
