@@ -174,6 +174,24 @@ def test_wheel_ptxas_takes_the_binary_the_release_compiles_sm90_with(tmp_path):
     assert r.returncode == 2 and "holds triton 3.8.0" in r.stdout
 
 
+def test_h200_check_marks_a_timing_step_run_beside_a_background_step():
+    """A timed step (ab, forms, ...) that starts while a background step (sanitize+) still runs gets a warning and
+    a marked summary row; a finished background step marks nothing."""
+    text = (TOOLS / "h200_check.sh").read_text()
+    start = text.index("BG_NAMES=()")
+    fn = text[start:text.index("\n}\n", text.index("beside_background() {")) + 3]
+    script = fn + """
+sleep 5 & BG_PIDS+=($!); BG_NAMES+=(sanitize)
+true & BG_PIDS+=($!); BG_NAMES+=(large); wait $!
+echo "running: [$(beside_background)]"
+[[ "$TIMED" == *" ab "* ]] && echo "ab is timed"; [[ "$TIMED" == *" sanitize "* ]] || echo "sanitize is not"
+kill %1
+"""
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert "running: [sanitize]" in r.stdout and "ab is timed" in r.stdout and "sanitize is not" in r.stdout, r.stdout
+    assert 'key="[timed beside $BESIDE: not for comparison] $key"' in text
+
+
 def test_h200_check_stops_when_the_asked_triton_is_not_there(tmp_path):
     r = subprocess.run(["bash", str(TOOLS / "h200_check.sh"), "env"], capture_output=True, text=True, timeout=120,
                        env=_env(H200_TRITON="9.0.1", H200_BUNDLES=str(tmp_path), OUT=str(tmp_path / "out")))
