@@ -102,7 +102,9 @@ def test_the_ab_tool_names_its_modes_and_needs_two_variants():
     else:
         raise AssertionError("one variant was taken")
     args = ab.parser().parse_args(["configs", "--row", "paged_ws_sm90", "--variants", "A=1;A=1"])
-    assert args.rounds == 6 and args.next_n == "1,2" and "4096:8192" in args.shapes
+    assert args.rounds == 6 and args.next_n == "1,2" and "4096:8192" in args.shapes and args.form == "clean"
+    args = ab.parser().parse_args(["configs", "--row", "gluon_ws_sm90", "--variants", ";A=1", "--form", "compressed"])
+    assert args.form == "compressed"
 
 
 def _fake_bundle(tmp_path, version: str) -> Path:

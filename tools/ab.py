@@ -140,7 +140,7 @@ class Report:
 def configs_prefill(args, names: list[str]) -> int:
     import torch
 
-    from mqa_cli.check.reference import reference_logits
+    from mqa_cli.check.reference import compress_logits, reference_logits
     from mqa_cli.check.verify import compare
     from mqa_cli.launch import families as launchers
     from mqa_cli.errors import UserError
@@ -159,34 +159,38 @@ def configs_prefill(args, names: list[str]) -> int:
             continue
         prob = source.from_spec(b.spec)
         t = prob.materialise("cuda")
+        # the form: the shape's own (clean), no clean logits, or compressed to its longest row (vLLM 0.33's call)
+        clean = b.spec.clean_logits and args.form == "clean"
+        M = int((t.ke - t.ks).max()) if args.form == "compressed" else 0
         cfgs, outs, notes = {}, {}, []
         for i, text in enumerate(names):  # keyed by position: a variant may be named twice (the control)
             kv = key_values(text) if text else {}
             try:
-                cfg = gluon_ws_sm90_config(heads=t.heads, dim=t.dim, S=t.S, N=t.N, clean=b.spec.clean_logits,
+                cfg = gluon_ws_sm90_config(heads=t.heads, dim=t.dim, S=t.S, N=t.N, clean=clean, compressed=M > 0,
                                            units=units, override={k: v for k, v in kv.items() if k in OVERRIDE_KEYS})
                 # any other key is a constexpr or launch option set as given (as `dump` sets it): SMALL_REGS=24
                 cfg = apply_overrides(cfg, {k: str(v) for k, v in kv.items() if k not in OVERRIDE_KEYS})
             except (ValueError, UserError) as e:
                 notes.append(f"{text}: {e}"[:80])
                 continue
-            out = launchers.output_for(t, cfg)
+            out = launchers.output_for(t, cfg, M)
             out.fill_(float("nan"))
-            launchers.run(t, cfg, out)
+            launchers.run(t, cfg, out, max_seqlen_k=M)
             torch.cuda.synchronize()
             cfgs[i], outs[i] = cfg, out
         if 0 not in cfgs:  # not a shape this kernel's table takes
             rep.row([b.name, "-", *["-"] * (2 * len(names) - 1), "; ".join(notes)])
             continue
-        cmp = compare(outs[0], reference_logits(t), b.spec.clean_logits, rel_tol=REL_TOL)
+        ref = reference_logits(t)
+        cmp = compare(outs[0], compress_logits(ref, t.ks, t.ke, M) if M else ref, clean, rel_tol=REL_TOL)
         ok = cmp.ok
         notes.append(f"first vs reference {'ok' if cmp.ok else 'WRONG'} ({cmp.rel_error:.1e})")
         for i in cfgs:
             if i and not torch.equal(torch.nan_to_num(outs[i], nan=7.0), torch.nan_to_num(outs[0], nan=7.0)):
                 notes.append(f"{names[i]} differs from the first")
                 ok = False
-        us, ratio = timed({i: (lambda cfg=cfg, out=outs[i]: launchers.run(t, cfg, out)) for i, cfg in cfgs.items()},
-                          args.rounds) if ok else ({}, None)
+        us, ratio = timed({i: (lambda cfg=cfg, out=outs[i]: launchers.run(t, cfg, out, max_seqlen_k=M))
+                           for i, cfg in cfgs.items()}, args.rounds) if ok else ({}, None)
         c = cfgs[0].constexprs
         rep.row([b.name, f"{(c['Q_GROUPS'], c['KV_GROUPS'])} N {c['BLOCK_Q'] * t.heads}",
                  *(f"{us[i]:.1f}" if i in us else "-" for i in range(len(names))),
@@ -398,6 +402,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--variants", required=True, help="override-key sets separated by ';' (K=V,...), the first the base")
     c.add_argument("--only", default=None, help="prefill: comma-separated texts, shapes whose name holds one")
     c.add_argument("--heads-dims", default="", help="prefill: more 1x8192 causal shapes, H:D,... (e.g. 16:256,128:64)")
+    c.add_argument("--form", choices=("clean", "noclean", "compressed"), default="clean",
+                   help="prefill: the output form timed (compressed: [S, longest row], vLLM 0.33's call)")
     d = sub.add_parser("decode", help="the API's decode forms beside DeepGEMM")
     d.add_argument("--forms", default="none,given", help=f"comma-separated, of {', '.join(FORMS)}")
     p = sub.add_parser("prefill", help="the API's prefill forms (clean, no clean, compressed) beside DeepGEMM")
