@@ -147,6 +147,7 @@ def configs_prefill(args, names: list[str]) -> int:
     from mqa_cli.plan.overrides import apply_overrides, key_values
     from mqa_cli.problem import matrix, source
     from mqa_cli.problem.prefill import ProblemSpec
+    from mqa_cli.problem.suites import longest_row
     from mqa_kernels.prefill.gluon_ws_sm90.config import OVERRIDE_KEYS, gluon_ws_sm90_config
 
     units = torch.cuda.get_device_properties(0).multi_processor_count
@@ -161,7 +162,7 @@ def configs_prefill(args, names: list[str]) -> int:
         t = prob.materialise("cuda")
         # the form: the shape's own (clean), no clean logits, or compressed to its longest row (vLLM 0.33's call)
         clean = b.spec.clean_logits and args.form == "clean"
-        M = int((t.ke - t.ks).max()) if args.form == "compressed" else 0
+        M = longest_row(b.spec) if args.form == "compressed" else 0
         cfgs, outs, notes = {}, {}, []
         for i, text in enumerate(names):  # keyed by position: a variant may be named twice (the control)
             kv = key_values(text) if text else {}

@@ -9,7 +9,8 @@
 # .tb/triton-<V>.tar.xz), built by ../shared/tools/triton-bundle.sh and named in the device call's `carry`, is
 # unpacked to /tmp/tb-<V> ahead of the image's on PYTHONPATH, triton compiles with the ptxas of that release's
 # wheel where the call carries it (.tb/<V>/ptxas-sm90.xz, tools/carry.sh), else with the device's, into its own
-# cache (/tmp/triton-cache-<V>), and the call stops with exit 2 if python3 does not then import <V> (docs/GPU-PLAN.md has the whole sequence).
+# cache (/tmp/triton-cache-<V>), and the call stops with exit 2 if python3 does not then import <V>
+# (docs/GPU-PLAN.md has the whole sequence).
 # Every result of the call lands in $OUT/<V>/ (<V>: the triton version that ran), so calls under different
 # versions never mix their files.
 #
@@ -487,7 +488,6 @@ run_step() {  # name rest [bg]: time-box it, log it, record a summary row; bg: s
     BG_PIDS+=($!)
     return
   fi
-  BESIDE=""
   if [[ "$TIMED" == *" $s "* ]]; then
     BESIDE=$(beside_background)
     [ -z "$BESIDE" ] || echo "WARNING: $s is timed while $BESIDE runs in the background: its figures are not for comparison"
@@ -496,7 +496,7 @@ run_step() {  # name rest [bg]: time-box it, log it, record a summary row; bg: s
   timeout -k 10 "$t" bash -c "$fn" 2>&1 | tee "$SLOGS/$s.txt"
   rc=${PIPESTATUS[0]}
   finish_step "$s" "$rc" $(( $(date +%s) - STEP_T0 ))
-  BESIDE=""
+  BESIDE=""  # the background steps' own rows, written at the end, are not marked
 }
 
 wait_background() {
