@@ -3,7 +3,8 @@
 configs on 3.6, 3.8 and 3.9 (docs/CODEGEN.md shows them as a table).
 
 - The stored tables meet the bar: on 3.8 and 3.9 each tensor-core loop is at most 3.6's length (+2 %) and no config
-  spills where it does not on 3.6 (checked without compiling).
+  spills where it does not on 3.6 (checked without compiling); where a release compiles another config because its
+  own tuned table chose one on its timings (kernels/common/tuned_by_triton.py), the two are not compared.
 - On the installed release, the pinned cases (a few per row) compile again to what its table says: the same kernel,
   as many loops, none longer than stored (+2 %), no more spills. A change that lengthens a loop fails here; one that
   shortens it passes, and the table is rewritten with the command above.
@@ -30,27 +31,25 @@ RELEASE = codegen.release(version("triton"))
 _N8 = ("next_n 8 small with the schedule given, 882 against 3.6's 860: 3.6's is a lucky batch-1 build (its computed "
        "split 880 / 882); 3.8 moves the q parts' wgmma descriptors in ordinary registers (17 IMAD, 6 IADD3 more)")
 _T39 = ("triton 3.9 builds each wgmma descriptor in 32-bit pieces (add.s32, then or.b64 with 0x40000040), and ptxas "
-        "rebuilds one uniform-register quad per wgmma: about 3 UMOV a k-step; no kernel-source change tried avoids it")
+        "rebuilds one uniform-register quad per wgmma: about 3 UMOV a k-step; no kernel-source change tried avoids it "
+        "(a PTX rewrite in a process-wide stages hook does, and is not taken: docs/CODEGEN.md)")
+_N8L = ("next_n 8 large in the engines' form: tuned.py's three-warpgroup build of MMA_N 128 spills 293 instructions on "
+        "3.8 against 106 on 3.6; parts of MMA_N 64 spill 98 with loops 8 % longer, not timed yet (docs/GPU-PLAN.md)")
 KNOWN: dict = {
     "3.8 paged_ws_sm90 H64 D128 next_n 8 small, schedule given": _N8,
+    "3.8 paged_ws_sm90 H64 D128 next_n 8 large, engines' form": _N8L,
     "3.9 gluon_ws_sm90 H128 D256": _T39,
     "3.9 gluon_ws_sm90 H8 D128": _T39,
     "3.9 gluon_ws_sm90 H8 D256": _T39,
     "3.9 paged_ws_sm90 H64 D128 next_n 1 large": _T39,
     "3.9 paged_ws_sm90 H64 D128 next_n 1 large, schedule given": _T39,
+    "3.9 paged_ws_sm90 H64 D128 next_n 1 large, engines' form": _T39,
     "3.9 paged_ws_sm90 H64 D128 next_n 1 small": _T39,
     "3.9 paged_ws_sm90 H64 D128 next_n 1 small, schedule given": _T39,
+    "3.9 paged_ws_sm90 H64 D128 next_n 1 small, engines' form": _T39,
     "3.9 paged_ws_sm90 H64 D128 next_n 2 large": _T39,
     "3.9 paged_ws_sm90 H64 D128 next_n 2 large, schedule given": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 5 small": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 5 small, schedule given": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 6 large": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 6 large, schedule given": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 6 small": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 6 small, schedule given": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 7 large": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 7 large, schedule given": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 7 small": _T39,
+    "3.9 paged_ws_sm90 H64 D128 next_n 2 large, engines' form": _T39,
 }
 
 
@@ -67,8 +66,28 @@ def test_a_table_for_every_release_the_facts_name():
         assert set(t["cases"]) == labels, f"triton {rel}'s table has other cases than mqa_cli.inspect.codegen.cases()"
 
 
+def _own_config(tables: dict) -> set:
+    """"release case" where the release compiles another config than 3.6 because its own tuned table
+    (kernels/common/tuned_by_triton.py) chose one on its own timings: loops of two configs are not compared."""
+    base = tables["3.6"]["cases"]
+    return {f"{rel} {label}" for rel, t in tables.items() if rel != "3.6" for label, m in t["cases"].items()
+            if label in base and m.get("kernel_name") != base[label].get("kernel_name")}
+
+
+def test_release_tables_explain_every_other_config():
+    """A case compiles another config on 3.8 / 3.9 than on 3.6 only where that release's tuned table says so."""
+    from mqa_kernels.common.tuned_by_triton import BY_RELEASE
+
+    own = _own_config(_tables())
+    rows = {label.split(" ")[0] for label in (k.split(" ", 1)[1] for k in own)}
+    assert rows <= {v for v, per in BY_RELEASE.items() if per}, sorted(own)
+    assert any("next_n 5 small, engines' form" in k for k in own), "3.8's parts of MMA_N 64 are gone from the table"
+
+
 def test_newer_releases_compile_no_worse_than_3_6():
-    bad = codegen.regressions(_tables())
+    tables = _tables()
+    own = _own_config(tables)
+    bad = [b for b in codegen.regressions(tables) if b.split(": ")[0] not in own]
     cases = {b.split(": ")[0] for b in bad}
     unknown = [b for b in bad if b.split(": ")[0] not in KNOWN]
     assert not unknown, "\n".join(unknown)

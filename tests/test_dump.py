@@ -355,7 +355,7 @@ def test_prefill_ring_slots_in_ptx_leave_no_warpgroup_barrier_in_the_tile_loop(e
 
     (ptx_sum, folder), (own_sum, _) = dumped(",PTX_SLOTS=1"), dumped(",PTX_SLOTS=0")
     warpgroups = int(q_groups) * int(kv_groups)
-    assert ptx_sum["kernel_name"].endswith("_PTX_SLOTS_1") and own_sum["kernel_name"].endswith("_PTX_SLOTS_0")
+    assert ptx_sum["kernel_name"].endswith("_PTX_SLOTS_1_PINGPONG_0") and own_sum["kernel_name"].endswith("_PTX_SLOTS_0_PINGPONG_0")
     ptx_loops, own_loops = ptx_sum["tensor_loops"], own_sum["tensor_loops"]
     assert len(ptx_loops) == len(own_loops) == warpgroups
     assert all(lp["mix"].get("BAR", 0) >= 1 for lp in own_loops), [lp["mix"] for lp in own_loops]

@@ -189,7 +189,42 @@ def test_named_after_config(builds, variant):
     assert r["name"] == r["expected"], r
     assert f"_CLEAN_{clean}_COMPRESSED_{compressed}_BF16_{bf16}_" in r["name"], r["name"]
     assert r["name"].startswith(f"mqa_logits_gluon_ws_sm90_H_{H}_D_128_BLOCK_Q_4_BLOCK_KV_64_STAGES_"), r["name"]
-    assert r["name"].endswith(f"_Q_GROUPS_2_KV_GROUPS_1_Q_IN_LANES_1_TMA_STORE_0_CHAINS_1_TILE_PTR_{1 - compressed}_PTX_SLOTS_0"), r["name"]  # the H 64 layout the sweep chose
+    # the H 64 layout the sweep chose; compressed: the wgmma turns (PINGPONG 2, config.py's rule)
+    assert r["name"].endswith(f"_Q_GROUPS_2_KV_GROUPS_1_Q_IN_LANES_1_TMA_STORE_0_CHAINS_1_TILE_PTR_{1 - compressed}"
+                              f"_PTX_SLOTS_0_PINGPONG_{2 * compressed}"), r["name"]
+
+
+@pytest.mark.parametrize("variant", VARIANT_PARAMS)
+def test_compressed_builds_take_turns_at_the_tensor_cores(builds, variant):
+    """PINGPONG 2 in the compressed form: each math warpgroup waits at its named barrier (14 or 15, in a register,
+    256 threads: its own and the other's arriving) before its wgmma and lets the other go after it (warpgroup 1 also
+    once before its first tile); the full form has no 256-thread barrier."""
+    _, folder = builds[variant]
+    ptx = (folder / "ptx").read_text()
+    waits = re.findall(r"\{ bar\.sync %r\d+, 256;", ptx)
+    passes = re.findall(r"\{ bar\.arrive %r\d+, 256;", ptx)
+    if variant[1]:
+        assert (len(waits), len(passes)) == (2, 3), (waits, passes)
+    else:
+        assert not waits and not passes and not re.search(r"bar\.\w+\s+\S+,\s*256;", ptx)
+
+
+def test_turns_rule():
+    """Config.py's rule: the turns with compressed logits at two math warpgroups, H >= 64 and D >= 128; the override
+    key sets them either way where two math warpgroups run, and refuses them at three."""
+    from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config as cfg
+
+    kw = dict(S=8192, N=8192, clean=False, units=132)
+    pp = lambda **k: cfg(**{**kw, **k}).constexprs["PINGPONG"]  # noqa: E731
+    assert pp(heads=64, dim=128, compressed=True) == 2 and pp(heads=128, dim=128, compressed=True) == 2
+    assert pp(heads=64, dim=128) == 0 and pp(heads=64, dim=64, compressed=True) == 0
+    assert pp(heads=32, dim=128, compressed=True) == 0
+    assert pp(heads=64, dim=128, compressed=True, override={"PINGPONG": 0}) == 0
+    assert pp(heads=32, dim=128, override={"PINGPONG": 2}) == 2
+    with pytest.raises(ValueError, match="PINGPONG"):
+        pp(heads=8, dim=64, override={"PINGPONG": 2})  # the table's (1, 3) layout
+    with pytest.raises(ValueError, match="PINGPONG"):
+        pp(heads=64, dim=128, override={"PINGPONG": 1})
 
 
 @pytest.mark.parametrize("variant", VARIANT_PARAMS)
@@ -418,7 +453,7 @@ def test_head_count_layouts_compile_without_spills(tmp_path, H_, D_, n):
     res, sass, ptx = _compile(tmp_path, args)
     block_q, lanes = n // H_, (n // H_) % 4 == 0
     assert res["name"] == res["expected"] and f"_H_{H_}_D_{D_}_BLOCK_Q_{block_q}_" in res["name"], res["name"]
-    assert res["name"].endswith(f"_Q_IN_LANES_{int(lanes)}_TMA_STORE_0_CHAINS_1_TILE_PTR_{int(block_q <= 16)}_PTX_SLOTS_0"), res["name"]
+    assert res["name"].endswith(f"_Q_IN_LANES_{int(lanes)}_TMA_STORE_0_CHAINS_1_TILE_PTR_{int(block_q <= 16)}_PTX_SLOTS_0_PINGPONG_0"), res["name"]
     assert len(re.findall(rf"QGMMA\.64x{n}x32\.F32\.E4M3\.E4M3", sass)) >= 2 * D_ // 32
     loops = tile_loops(sass)
     in_loop = [op for body in loops for op in body if re.match(r"(LDL|STL)\b", op)]
@@ -441,7 +476,7 @@ def test_logits_through_shared_memory_by_tma(tmp_path, bf16):
     (the other buffer's) is still reading shared memory."""
     args = ["1", "0", "1" if bf16 else "0", 2048, 2048, 8, 0, tmp_path, "2x1", 128, 128, "1"]
     res, sass, ptx = _compile(tmp_path, args)
-    assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_1_CHAINS_1_TILE_PTR_0_PTX_SLOTS_0"), res["name"]
+    assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_1_CHAINS_1_TILE_PTR_0_PTX_SLOTS_0_PINGPONG_0"), res["name"]
     assert sass.count("UTMASTG.2D") == 2, "one TMA store site per math warpgroup"
     loops = tile_loops(sass)
     assert loops and not [op for body in loops for op in body if re.match(r"STG\.E", op) or re.match(r"(LDL|STL)\b", op)]
@@ -460,7 +495,7 @@ def test_head_sum_in_independent_chains(tmp_path):
     spill in the tile loop."""
     args = ["1", "0", "0", 2048, 2048, 64, 0, tmp_path, "2x1", 64, 256, "0", 4]
     res, sass, ptx = _compile(tmp_path, args)
-    assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_0_CHAINS_4_TILE_PTR_1_PTX_SLOTS_0"), res["name"]
+    assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_0_CHAINS_4_TILE_PTR_1_PTX_SLOTS_0_PINGPONG_0"), res["name"]
     loops = tile_loops(sass)
     ops = [op for body in loops for op in body]
     assert loops and not [op for op in ops if "SHFL" in op or re.match(r"(LDL|STL)\b", op)]
@@ -475,7 +510,7 @@ def test_three_warpgroups_sharing_query_rows(tmp_path, variant):
     into their 64-row blocks (three TMA loads a ring stage); 160 registers each, and nothing spills."""
     args = [*("1" if x else "0" for x in variant), S, N, H, MAX_SEQLEN_K, tmp_path, "1x3"]
     res, sass, ptx = _compile(tmp_path, args)
-    assert res["name"] == res["expected"] and res["name"].endswith("_Q_GROUPS_1_KV_GROUPS_3_Q_IN_LANES_0_TMA_STORE_0_CHAINS_1_TILE_PTR_0_PTX_SLOTS_0"), res["name"]
+    assert res["name"] == res["expected"] and res["name"].endswith("_Q_GROUPS_1_KV_GROUPS_3_Q_IN_LANES_0_TMA_STORE_0_CHAINS_1_TILE_PTR_0_PTX_SLOTS_0_PINGPONG_0"), res["name"]
     assert "_BLOCK_Q_2_" in res["name"], res["name"]
     assert len(re.findall(r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3", sass)) >= 12, "4 k-steps in each of 3 warpgroups"
     assert len(re.findall(r"UTMALDG", sass)) >= 2, "q and kv blocks by TMA"

@@ -125,11 +125,21 @@ def test_fast_relaunch_rebuilds_the_first_launchs_arguments(given):
     assert a.rebuild(ins, other)[7] is other
 
 
-@pytest.mark.parametrize("N, reg, choice", [(N, reg, ch) for N, per in sorted(CUDA_TUNED.items())
-                                             for reg, ch in sorted(per.items())])
-def test_every_tuned_choice_fits_an_sm(N, reg, choice):
-    """Each entry of the sweep-written table is what the config picks for a shape of its size class, and fits
-    one SM's shared memory and registers."""
+def _tables():
+    from mqa_kernels.common import tuned_by_triton
+
+    return [(rel, N, reg, ch) for rel in ((3, 6), (3, 8), (3, 9))
+            for N, per in sorted(tuned_by_triton.table("paged_ws_sm90", CUDA_TUNED, rel).items())
+            for reg, ch in sorted(per.items())]
+
+
+@pytest.mark.parametrize("release, N, reg, choice", _tables())
+def test_every_tuned_choice_fits_an_sm(monkeypatch, release, N, reg, choice):
+    """Each entry of the sweep-written table (on each release: tuned_by_triton's entries over tuned.py's) is what
+    the config picks for a shape of its size class there, and fits one SM's shared memory and registers."""
+    from mqa_kernels.common import tuned_by_triton
+
+    monkeypatch.setattr(tuned_by_triton, "installed_release", lambda: release)
     H = 64
     T = N // H
     batch = 4096 if reg == "large" else 8

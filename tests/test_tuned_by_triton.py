@@ -38,3 +38,24 @@ def test_every_variant_reads_the_installed_release_s_entries(monkeypatch, varian
 
         monkeypatch.setitem(T.BY_RELEASE, variant, {rel: {"rows": {8192: {"num_warps": 2}}}})
         assert tuned("rows", 8192, "cuda")["num_warps"] == 2
+
+
+def test_release_decode_entries_change_only_what_their_comment_says():
+    """3.8 / 3.9's decode entries: parts of MMA_N 64 where tuned.py has 128 at next_n 5-7 (3.9: also next_n 8 large),
+    every other field and class as tuned.py has it, so the two files cannot drift apart."""
+    from mqa_kernels.decode.paged_ws_sm90.tuned import CUDA_TUNED
+
+    for rel, changed in (((3, 8), {(320, "small"), (384, "small"), (384, "large"), (448, "small"), (448, "large")}),
+                         ((3, 9), {(320, "small"), (384, "small"), (384, "large"), (448, "small"), (448, "large"),
+                                   (512, "large")})):
+        over = T.BY_RELEASE["paged_ws_sm90"][rel]
+        for key, per in over.items():
+            assert set(per) == set(CUDA_TUNED[key])
+            for size, entry in per.items():
+                base = CUDA_TUNED[key][size]
+                if (key, size) in changed:
+                    assert entry["MMA_N"] == 64 and base["MMA_N"] == 128, (rel, key, size)
+                    assert {k: v for k, v in entry.items() if k != "MMA_N"} == \
+                        {k: v for k, v in base.items() if k != "MMA_N"}, (rel, key, size)
+                else:
+                    assert entry == base, (rel, key, size)

@@ -183,6 +183,8 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
           # kv slots waited for and released in PTX (PTX_SLOTS): two warpgroups at H 8 D 128, three at H 128
           echo "$tool|$row:PTX_SLOTS=1|$row PTX_SLOTS H8 D128|--seq 1024 --heads 8 --dim 128" >>"$JOBS"
           echo "$tool|$row:PTX_SLOTS=1|$row PTX_SLOTS H128|--seq 1024 --heads 128 --dim 128" >>"$JOBS"
+          # compressed logits at H 64 D 128: the warpgroups' wgmma turns (PINGPONG 2, named barriers 14 and 15)
+          echo "$tool|$row|$row compressed turns|--seq 1024 --heads 64 --dim 128 --max-seqlen-k ${SAN_MAXK:-600} --no-clean-logits" >>"$JOBS"
         done ;;
     esac
   done <"$LOGS/rows.txt"

@@ -6,17 +6,52 @@ release, and override tuned.py's entry for the same key on that release alone.
     BY_RELEASE[variant][(major, minor)][key] = None    # removes it there (the shape takes the rule / another row)
 
 A key is the table's top-level key ((heads, dim) for the prefill kernels, the live columns for paged_ws_sm90, the
-regime for topk), so an entry replaces the whole value under it. Empty until the GPU sweep on 3.8 / 3.9 fills it; the
-release is read from the installed distribution's metadata (no triton import: dispatch and explain stay cheap).
+regime for topk), so an entry replaces the whole value under it. The release is read from the installed
+distribution's metadata (no triton import: dispatch and explain stay cheap).
 """
 from __future__ import annotations
 
 from functools import lru_cache
 
+# Decode next_n 5-7 (live columns 320-448): tuned.py's parts of MMA_N 128 (two accumulators of 64 registers a
+# thread in 128-register warpgroups) spill on 3.8 and 3.9 in the engines' form (no clean logits, the schedule given):
+# 214 / 324 / 227 spill instructions on 3.8 and 336 / 384 / 682 on 3.9 where 3.6 has 62 / 17 / 48. Parts of MMA_N 64
+# spill none on 3.8 and 3.9 (next_n 7: 48 on 3.9). On the H200 under 3.8 (2026-12-02, `ab configs --row paged_ws_sm90
+# --variants ";MMA_N=64"`, checked against the reference): 0.652 / 0.828 / 0.852 of the table's time at B 64 C 8K,
+# 0.766 / 0.860 / 0.895 at B 8 C 8K (B 64 next_n 5: 95.0 -> 61.9 µs, 3.6's table 60.9); on 3.6 MMA_N 64 is 1.03-1.12
+# slower, so tuned.py keeps 128 there. The large class of next_n 6-7 takes the same config as the small (the same
+# build, the same spills; not timed at large batches). 3.9: from the SASS alone (0 spills, loops 539 / 641 / 736
+# against 647 / 756 / 935), not timed. next_n 8 (two warpgroups of 168 registers, no spills on 3.8) keeps tuned.py's
+# (MMA_N 64 there: 1.06-1.15 slower on 3.8).
+_DECODE_PARTS_64 = {
+    320: {
+        'small': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'PTX_SLOTS': True, 'STAGES': 3, 'SUBS': 1},
+        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'PTX_SLOTS': True, 'STAGES': 4, 'SUBS': 1},
+    },
+    384: {
+        'small': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'PTX_SLOTS': True, 'STAGES': 3, 'SUBS': 1},
+        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'PTX_SLOTS': True, 'STAGES': 3, 'SUBS': 1},
+    },
+    448: {
+        'small': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'STAGES': 3, 'SUBS': 1},
+        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'STAGES': 3, 'SUBS': 1},
+    },
+}
+
+# 3.9 also at next_n 8 in the large class (three warpgroups): tuned.py's MMA_N 128 build spills 727 instructions in the
+# engines' form (3.6: 106) with loops of 1026-1047 (3.6: 829-834); MMA_N 64 spills 122, loops 848-851. From the SASS,
+# not timed. The small class (two warpgroups of 168 registers, no spills) keeps tuned.py's choice.
+_DECODE_N8_LARGE_64 = {
+    512: {
+        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},
+        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'PTX_SLOTS': True, 'STAGES': 3, 'SUBS': 1},
+    },
+}
+
 BY_RELEASE: dict = {
     "tiled": {},
     "gluon_ws_sm90": {},
-    "paged_ws_sm90": {},
+    "paged_ws_sm90": {(3, 8): _DECODE_PARTS_64, (3, 9): {**_DECODE_PARTS_64, **_DECODE_N8_LARGE_64}},
     "topk": {},
 }
 
@@ -50,3 +85,11 @@ def table(variant: str, base: dict, release: tuple | None = None) -> dict:
         else:
             out[key] = entry
     return out
+
+
+def source(variant: str, key, release: tuple | None = None) -> str:
+    """Where `key`'s entry of `variant` comes from on `release` (default: the installed one), for explain."""
+    rel = installed_release() if release is None else release
+    if key in BY_RELEASE.get(variant, {}).get(rel, {}):
+        return f"tuned_by_triton.py (triton {rel[0]}.{rel[1]})"
+    return "tuned.py"

@@ -33,12 +33,17 @@ def _prefill(row, h, d, s=8192, pinned=False):
     return Case(f"{row} H{h} D{d}", row, dict(kind="prefill", S=s, N=s, heads=h, dim=d), pinned)
 
 
-def _decode(row, next_n, size, h=64, d=128, pinned=False, given=False):
-    """A decode case; `given`: with the schedule metadata given (SELF_SCHEDULE=0), as vLLM and SGLang call it."""
+def _decode(row, next_n, size, h=64, d=128, pinned=False, given=False, engines=False):
+    """A decode case (clean logits); `given`: with the schedule metadata given (SELF_SCHEDULE=0); `engines`: as vLLM
+    and SGLang call it, the schedule given and no clean logits (CLEAN=0; tuned.py's next_n 5-7 builds spilled on 3.8
+    only in this form)."""
     batch, ctx = {"small": (1, 8192), "large": (64, 65536)}[size]
-    return Case(f"{row} H{h} D{d} next_n {next_n} {size}" + (", schedule given" if given else ""), row,
+    label = f"{row} H{h} D{d} next_n {next_n} {size}" + (", engines' form" if engines else
+                                                         ", schedule given" if given else "")
+    override = (("SELF_SCHEDULE", "0"), ("CLEAN", "0")) if engines else (("SELF_SCHEDULE", "0"),) if given else ()
+    return Case(label, row,
                 dict(kind="paged", S=batch * next_n, N=ctx, heads=h, dim=d, batch=batch, next_n=next_n, block_size=64),
-                pinned, (("SELF_SCHEDULE", "0"),) if given else ())
+                pinned, override)
 
 
 def cases() -> list[Case]:
@@ -50,10 +55,16 @@ def cases() -> list[Case]:
            _prefill("tiled", 32, 64),
            _prefill("h64d128_sm90", 64, 128, pinned=True), _prefill("h64d128_sm90", 32, 128)]
     out += [_prefill("gluon_ws_sm90", h, d, pinned=(h, d) in ((64, 128), (32, 128))) for h, d in tuned_shapes()]
+    # vLLM 0.33's prefill form: compressed logits, no clean logits (H 64 D 128: the wgmma turns, PINGPONG 2)
+    out += [Case(f"gluon_ws_sm90 H{h} D128, compressed", "gluon_ws_sm90",
+                 dict(kind="prefill", S=8192, N=8192, heads=h, dim=128, clean_logits=False, compressed=True), h == 64)
+            for h in (32, 64)]
     for width in sorted(PAGED_WS):
         for size in ("small", "large"):
             out.append(_decode("paged_ws_sm90", width // 64, size))
             out.append(_decode("paged_ws_sm90", width // 64, size, pinned=width in (64, 128), given=True))
+            out.append(_decode("paged_ws_sm90", width // 64, size, pinned=width in (64, 128, 320) and size == "small",
+                               engines=True))
     out += [_decode("paged", n, "large", pinned=n == 2) for n in (1, 2, 4)]
     out += [Case("topk rows 8192", "topk", dict(rows=8192, cols=8192, paged=False), True),
             Case("topk split 131072", "topk", dict(rows=64, cols=131072, paged=True))]

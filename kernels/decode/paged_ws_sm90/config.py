@@ -88,6 +88,17 @@ def table_key(next_n: int, heads: int) -> int:
     return next_n * heads
 
 
+def table_source(next_n: int, heads: int) -> str:
+    """The file (and release) the table entry of this shape comes from, or 'the rule' where none holds it."""
+    from ...common.tuned_by_triton import source
+
+    tuned = table("paged_ws_sm90", CUDA_TUNED)
+    for key in (table_key(next_n, heads), padded_rows(next_n, heads) * heads):
+        if key in tuned:
+            return f"{source('paged_ws_sm90', key)}[{key}]"
+    return "the rule (default_choice)"
+
+
 def table_entry(next_n: int, heads: int, size_class: str) -> dict:
     """The sweep's choice for this shape: by the live columns next_n x H (next_n 3 and 4 differ: 3 runs best in
     parts of one row), else by the wgmma's padded N = NP x H (a head count the sweep did not run)."""
@@ -169,6 +180,7 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "blocks_max": cdiv(max(1, max_context_len), block_size), "batch": batch, "bf16": bool(bf16),
                 "smem_per_program": need, "size_class": size_class,
+                "table": table_source(next_n, heads),
                 "math_warpgroups": g,
                 "slots": ("waited for and released in PTX at the kv ring barriers' offsets (FULL_AT, EMPTY_AT: "
                           "read from a first build when it compiles)") if constexprs["PTX_SLOTS"]

@@ -25,7 +25,7 @@ def _load():
 
 # the keys a caller may override (`run --kernel gluon_ws_sm90:KEY=V`), mapped onto the table entry's fields
 OVERRIDE_KEYS = ("BLOCK_Q", "STAGES", "Q_IN_LANES", "TMA_STORE", "CHAINS", "Q_GROUPS", "KV_GROUPS", "kv_splits",
-                 "PTX_SLOTS")
+                 "PTX_SLOTS", "PINGPONG")
 HEADS = (8, 16, 32, 64, 128)  # H/2 head pairs per TMA box row, N = BLOCK_Q * H of 128 or 256
 DIMS = (64, 128, 256)
 
@@ -53,7 +53,8 @@ def _overridden(entry: dict, override: dict, heads: int) -> dict:
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(unknown)}; choose from {', '.join(OVERRIDE_KEYS)}")
     fields = {"STAGES": "stages", "Q_IN_LANES": "q_in_lanes", "TMA_STORE": "tma_store", "CHAINS": "chains",
-              "kv_splits": "splits", "PTX_SLOTS": "ptx_slots"}
+              "kv_splits": "splits", "PTX_SLOTS": "ptx_slots",
+              "PINGPONG": "pingpong"}
     entry.update({fields[k]: v for k, v in override.items() if k in fields})
     if "BLOCK_Q" in override:
         entry["n"] = int(override["BLOCK_Q"]) * heads
@@ -97,6 +98,13 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     pointer (a scalar) plus the work item's loop-invariant int32 offsets, two instructions where (offsets + start)
     and its 64-bit extension take three; at BLOCK_Q 32 the held offsets spill.
 
+    PINGPONG (the rule: compressed logits with two math warpgroups at H >= 64 and D >= 128; or the override key,
+    0 or 2): the two math warpgroups issue their wgmmas in turn through named barriers. In the compressed form
+    (each row's columns shifted by its ks) the warpgroups otherwise fall into step, both waiting on the tensor
+    cores, then both in the epilogue. On the H200 under triton 3.8 (2026-12-02, `ab configs --form compressed`):
+    0.943-0.961 of no turns at H 64 D 128 (1x4096 to 1x32768 causal, 4x8192 ratio 4, S4096 N65536) and H 128
+    D 128; 1.00 at H 64 D 64, 1.00-1.04 at H 8-32; in the full form 1.02-1.03 (no turns there).
+
     PTX_SLOTS (the table's "ptx_slots", or the override key): the math warpgroups wait for a kv tile and release
     it by PTX at the ring barriers' offsets (FULL_AT, EMPTY_AT: mqa_cli.launch.barrier_offsets reads them from a first
     build when it compiles), every thread arriving, so the tile loop has no 128-thread warpgroup barrier.
@@ -117,10 +125,16 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     tma_store = bool(entry.get("tma_store", False) if tma_store is None else tma_store) and not compressed
     chains = int(chains or entry.get("chains", 1))
     ptx_slots = bool(int(entry.get("ptx_slots", False)))
+    pingpong = entry.get("pingpong")
     q_groups, kv_groups = groups
     if (q_groups, kv_groups) not in GROUPS:
         raise ValueError(f"groups must be one of {GROUPS}, got {(q_groups, kv_groups)}")
     math_wg = q_groups * kv_groups
+    if pingpong is None:  # the rule (docstring): compressed logits, two math warpgroups, H >= 64, D >= 128
+        pingpong = 2 if compressed and math_wg == 2 and heads >= 64 and dim >= 128 else 0
+    pingpong = int(pingpong)
+    if pingpong not in (0, 2) or (pingpong and math_wg != 2):
+        raise ValueError(f"PINGPONG is 0 or 2 (named-barrier turns between two math warpgroups), got {pingpong}")
     # N = 256 for H = 64 with two warpgroups; N = 128 below (H = 32 at N = 256 in query-major order spills: 8
     # query rows of per-row state) and with three (their 160 registers hold a 64 x 128 accumulator).
     n = n or (256 if heads >= 64 and math_wg == 2 else 128)
@@ -151,7 +165,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
                   "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16),
                   "MATH_REGS": REGS[math_wg]["MATH_REGS"], "SMALL_REGS": REGS[math_wg]["SMALL_REGS"], "Q_GROUPS": q_groups,
                   "KV_GROUPS": kv_groups, "Q_IN_LANES": q_in_lanes, "TMA_STORE": tma_store,
-                  "CHAINS": chains, "TILE_PTR": tile_ptr, "PTX_SLOTS": ptx_slots, "FULL_AT": -1, "EMPTY_AT": -1}
+                  "CHAINS": chains, "TILE_PTR": tile_ptr, "PTX_SLOTS": ptx_slots, "PINGPONG": pingpong, "FULL_AT": -1, "EMPTY_AT": -1}
     options = {"num_warps": 4, "maxnreg": REGS[math_wg]["maxnreg"]}
     # "args": the kernel's trailing runtime scalars, in order (the launcher appends them).
     schedule = {"args": {"n_items": items, "kv_splits": splits}, "items": items, "rows_per_item": q_groups * block_q,

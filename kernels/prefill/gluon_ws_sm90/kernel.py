@@ -22,7 +22,11 @@ a lane's head sum into independent FMA chains.
 Each math warpgroup waits for its own wgmma right away, then runs its fp32 epilogue (relu, x weight, head sum, x
 kv_scale, -inf mask on boundary tiles, store in fp32 or bf16) while the other warpgroup's wgmma runs; each
 instruction of that epilogue still costs the tensor cores about a cycle on the H200 (docs/DESIGN-NOTES.md), so a
-tile's time is its wgmma plus its loop's length.
+tile's time is its wgmma plus its loop's length. PINGPONG 2 makes the two warpgroups issue their wgmma in turn
+(named barriers 14 and 15, _turn_wait / _turn_pass), which keeps them staggered where the compressed form's stores
+would let them fall into step (config.py has the rule and its figures). Both warpgroups take every tile of every
+item, so each turn wait has its pass; warpgroup 1's last pass has no wait to meet, and the barrier is left
+part-arrived at exit.
 Persistent grid: program p takes work items in snake order (p, 2P-1-p, 2P+p, ...) counted from the last query
 block (the heaviest in causal-like layouts) backwards, which evens out each program's sum of work. No CTA-wide
 barrier in the loop.
@@ -130,10 +134,11 @@ class Tiling:
     PTX_SLOTS: gl.constexpr  # kv ring slots waited for and released in PTX (_wait_slot, _release_slot)
     FULL_AT: gl.constexpr  # PTX_SLOTS: byte offset of the kv ring's full barriers in shared memory
     EMPTY_AT: gl.constexpr  # PTX_SLOTS: and of its empty barriers
+    PINGPONG: gl.constexpr  # 2: the two math warpgroups issue their wgmma in turn (named barriers)
 
     @gluon.constexpr_function
     def __init__(self, H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, Q_GROUPS, KV_GROUPS, Q_IN_LANES,
-                 TMA_STORE, CHAINS, TILE_PTR, PTX_SLOTS, FULL_AT, EMPTY_AT):
+                 TMA_STORE, CHAINS, TILE_PTR, PTX_SLOTS, FULL_AT, EMPTY_AT, PINGPONG):
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
         self.BLOCK_Q = gl.constexpr(BLOCK_Q)
@@ -152,6 +157,7 @@ class Tiling:
         self.PTX_SLOTS = gl.constexpr(PTX_SLOTS)
         self.FULL_AT = gl.constexpr(FULL_AT)
         self.EMPTY_AT = gl.constexpr(EMPTY_AT)
+        self.PINGPONG = gl.constexpr(PINGPONG)
 
 
 @aggregate
@@ -433,6 +439,23 @@ def _head_sum(x, w, t):
         return quad_head_sum(x, w, t.BLOCK_KV, t.BLOCK_Q, t.H)
 
 
+TURN_BAR = gl.constexpr(14)  # PINGPONG 2: named barriers 14, 15
+
+
+@gluon.jit
+def _turn_wait(WG: gl.constexpr):
+    """PINGPONG 2: wait until the other math warpgroup has issued its wgmma (its 128 threads arrive)."""
+    gl.inline_asm_elementwise("{ bar.sync $1, 256; mov.b32 $0, 0; }", "=r,r", [TURN_BAR + WG], dtype=gl.int32,
+                              is_pure=False, pack=1)
+
+
+@gluon.jit
+def _turn_pass(OTHER: gl.constexpr):
+    """PINGPONG 2: let math warpgroup OTHER issue its wgmma (arrive at its turn barrier, no wait)."""
+    gl.inline_asm_elementwise("{ bar.arrive $1, 256; mov.b32 $0, 0; }", "=r,r", [TURN_BAR + OTHER],
+                              dtype=gl.int32, is_pure=False, pack=1)
+
+
 @gluon.jit
 def _math_partition(p, t, kv, q, osm, out_desc, WG: gl.constexpr):
     """One math warpgroup: for each work item, its BLOCK_Q query rows (query group WG % Q_GROUPS) against its
@@ -450,6 +473,9 @@ def _math_partition(p, t, kv, q, osm, out_desc, WG: gl.constexpr):
 
     c = 0  # kv tiles consumed so far: ring slot c % STAGES, use c // STAGES
     i = 0  # work items done: q slot i % 2, use i // 2
+    if t.PINGPONG == 2:
+        if WG == 1:
+            _turn_pass(0)  # the first turn is warpgroup 0's
     for j in range(0, _my_rounds(p.n_items)):
         c, i = _math_item(p, t, kv, q, osm, out_desc, WG, _item(p, t, j, 4), acc, cols, offs_q, offs_kv, c, i)
     if t.TMA_STORE:
@@ -514,8 +540,12 @@ def _math_item(p, t, kv, q, osm, out_desc, WG: gl.constexpr, it, acc, cols, offs
         scale = _tile_scales(p, start, offs_kv)
         # kv slot s, use c // STAGES: wait for its fill.
         _wait_slot(kv, s, (c // STAGES) & 1, t.PTX_SLOTS, t.FULL_AT)
+        if t.PINGPONG == 2:
+            _turn_wait(WG)
         # ring stage s holds the tile's KV_GROUPS blocks of BLOCK_KV rows in slots s*KV_GROUPS + g
         tok = warpgroup_mma(kv.smem.index(s * t.KV_GROUPS + KG), q_t, acc, use_acc=False, is_async=True)
+        if t.PINGPONG == 2:
+            _turn_pass(1 - WG)
         done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
         # Release slot s: the last of the math warpgroups' arrivals completes its empty phase.
         _release_slot(kv, s, t.PTX_SLOTS, t.EMPTY_AT)
@@ -743,6 +773,7 @@ def mqa_logits_gluon_ws_sm90(
     PTX_SLOTS: gl.constexpr = False,  # kv ring slots waited for and released in PTX: no warpgroup barrier per tile
     FULL_AT: gl.constexpr = -1,  # PTX_SLOTS: offset of the kv full barriers (mqa_cli.launch.barrier_offsets resolves it)
     EMPTY_AT: gl.constexpr = -1,  # PTX_SLOTS: and of the empty barriers
+    PINGPONG: gl.constexpr = 0,  # 2: math warpgroups take turns issuing their wgmma (named barriers 14, 15)
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BLOCK_KV == 64, "a warpgroup's share of a kv tile = its 64 MMA rows")
@@ -759,7 +790,7 @@ def mqa_logits_gluon_ws_sm90(
     gl.static_assert(not (TILE_PTR and (TMA_STORE or COMPRESSED)), "TILE_PTR addresses the per-thread full store")
     gl.static_assert((not PTX_SLOTS) | ((FULL_AT >= 0) & (EMPTY_AT >= 0)), "PTX_SLOTS needs FULL_AT and EMPTY_AT")
     t = Tiling(H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, Q_GROUPS, KV_GROUPS, Q_IN_LANES, TMA_STORE,
-               CHAINS, TILE_PTR, PTX_SLOTS, FULL_AT, EMPTY_AT)
+               CHAINS, TILE_PTR, PTX_SLOTS, FULL_AT, EMPTY_AT, PINGPONG)
     # q slots per query group: 2 x [BQH, D], released by the group's KV_GROUPS warpgroups.
     q0_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout), KV_GROUPS)
     if Q_GROUPS == 2:
