@@ -33,11 +33,8 @@ _N8 = ("next_n 8 small with the schedule given, 882 against 3.6's 860: 3.6's is 
 _T39 = ("triton 3.9 builds each wgmma descriptor in 32-bit pieces (add.s32, then or.b64 with 0x40000040), and ptxas "
         "rebuilds one uniform-register quad per wgmma: about 3 UMOV a k-step; no kernel-source change tried avoids it "
         "(a PTX rewrite in a process-wide stages hook does, and is not taken: docs/CODEGEN.md)")
-_N8L = ("next_n 8 large in the engines' form: tuned.py's three-warpgroup build of MMA_N 128 spills 293 instructions on "
-        "3.8 against 106 on 3.6; parts of MMA_N 64 spill 98 with loops 8 % longer, not timed yet (docs/GPU-PLAN.md)")
 KNOWN: dict = {
     "3.8 paged_ws_sm90 H64 D128 next_n 8 small, schedule given": _N8,
-    "3.8 paged_ws_sm90 H64 D128 next_n 8 large, engines' form": _N8L,
     "3.9 gluon_ws_sm90 H128 D256": _T39,
     "3.9 gluon_ws_sm90 H8 D128": _T39,
     "3.9 gluon_ws_sm90 H8 D256": _T39,

@@ -21,8 +21,8 @@ from functools import lru_cache
 # 0.766 / 0.860 / 0.895 at B 8 C 8K (B 64 next_n 5: 95.0 -> 61.9 µs, 3.6's table 60.9); on 3.6 MMA_N 64 is 1.03-1.12
 # slower, so tuned.py keeps 128 there. The large class of next_n 6-7 takes the same config as the small (the same
 # build, the same spills; not timed at large batches). 3.9: from the SASS alone (0 spills, loops 539 / 641 / 736
-# against 647 / 756 / 935), not timed. next_n 8 (two warpgroups of 168 registers, no spills on 3.8) keeps tuned.py's
-# (MMA_N 64 there: 1.06-1.15 slower on 3.8).
+# against 647 / 756 / 935), not timed. next_n 8's small class (two warpgroups of 168 registers, no spills on 3.8)
+# keeps tuned.py's (MMA_N 64 there: 1.06-1.15 slower on 3.8).
 _DECODE_PARTS_64 = {
     320: {
         'small': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'PTX_SLOTS': True, 'STAGES': 3, 'SUBS': 1},
@@ -38,9 +38,10 @@ _DECODE_PARTS_64 = {
     },
 }
 
-# 3.9 also at next_n 8 in the large class (three warpgroups): tuned.py's MMA_N 128 build spills 727 instructions in the
-# engines' form (3.6: 106) with loops of 1026-1047 (3.6: 829-834); MMA_N 64 spills 122, loops 848-851. From the SASS,
-# not timed. The small class (two warpgroups of 168 registers, no spills) keeps tuned.py's choice.
+# Next_n 8 in the large class (three warpgroups), the engines' form: tuned.py's MMA_N 128 build spills 293 instructions
+# on 3.8 and 727 on 3.9 (3.6: 106; 3.9's loops 1026-1047 against 829-834); MMA_N 64 spills 98 / 122. On the H200
+# under 3.8 (2026-12-02, B 64 C 64K): 716.5 against 743.7 µs (0.967), checked bitwise against the table's build; 3.9
+# from the SASS alone. The small class (two warpgroups of 168 registers, no spills) keeps tuned.py's choice.
 _DECODE_N8_LARGE_64 = {
     512: {
         'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},
@@ -51,7 +52,7 @@ _DECODE_N8_LARGE_64 = {
 BY_RELEASE: dict = {
     "tiled": {},
     "gluon_ws_sm90": {},
-    "paged_ws_sm90": {(3, 8): _DECODE_PARTS_64, (3, 9): {**_DECODE_PARTS_64, **_DECODE_N8_LARGE_64}},
+    "paged_ws_sm90": {(3, 8): {**_DECODE_PARTS_64, **_DECODE_N8_LARGE_64}, (3, 9): {**_DECODE_PARTS_64, **_DECODE_N8_LARGE_64}},
     "topk": {},
 }
 
