@@ -13,6 +13,16 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+
+def _decode_parts_of_64(changed: set) -> dict:
+    """tuned.py's decode entries under the keys `changed` names ((live columns, size class) pairs), with parts of
+    MMA_N 64 in those classes and every other field and class as tuned.py has it."""
+    from ..decode.paged_ws_sm90.tuned import CUDA_TUNED
+
+    return {key: {size: {**entry, "MMA_N": 64} if (key, size) in changed else entry
+                  for size, entry in CUDA_TUNED[key].items()} for key in {k for k, _ in changed}}
+
+
 # Decode next_n 5-7 (live columns 320-448): tuned.py's parts of MMA_N 128 (two accumulators of 64 registers a
 # thread in 128-register warpgroups) spill on 3.8 and 3.9 in the engines' form (no clean logits, the schedule given):
 # 214 / 324 / 227 spill instructions on 3.8 and 336 / 384 / 682 on 3.9 where 3.6 has 62 / 17 / 48. Parts of MMA_N 64
@@ -23,36 +33,18 @@ from functools import lru_cache
 # build, the same spills; not timed at large batches). 3.9: from the SASS alone (0 spills, loops 539 / 641 / 736
 # against 647 / 756 / 935), not timed. next_n 8's small class (two warpgroups of 168 registers, no spills on 3.8)
 # keeps tuned.py's (MMA_N 64 there: 1.06-1.15 slower on 3.8).
-_DECODE_PARTS_64 = {
-    320: {
-        'small': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'PTX_SLOTS': True, 'STAGES': 3, 'SUBS': 1},
-        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'PTX_SLOTS': True, 'STAGES': 4, 'SUBS': 1},
-    },
-    384: {
-        'small': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'PTX_SLOTS': True, 'STAGES': 3, 'SUBS': 1},
-        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'PTX_SLOTS': True, 'STAGES': 3, 'SUBS': 1},
-    },
-    448: {
-        'small': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'STAGES': 3, 'SUBS': 1},
-        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'STAGES': 3, 'SUBS': 1},
-    },
-}
-
+#
 # Next_n 8 in the large class (three warpgroups), the engines' form: tuned.py's MMA_N 128 build spills 293 instructions
 # on 3.8 and 727 on 3.9 (3.6: 106; 3.9's loops 1026-1047 against 829-834); MMA_N 64 spills 98 / 122. On the H200
 # under 3.8 (2026-12-02, B 64 C 64K): 716.5 against 743.7 µs (0.967), checked bitwise against the table's build; 3.9
 # from the SASS alone. The small class (two warpgroups of 168 registers, no spills) keeps tuned.py's choice.
-_DECODE_N8_LARGE_64 = {
-    512: {
-        'small': {'MATH_WG': 2, 'MMA_N': 128, 'STAGES': 4, 'SUBS': 1},
-        'large': {'AHEAD': False, 'MATH_WG': 3, 'MMA_N': 64, 'PTX_SLOTS': True, 'STAGES': 3, 'SUBS': 1},
-    },
-}
+_DECODE_PARTS_64 = _decode_parts_of_64({(320, "small"), (384, "small"), (384, "large"), (448, "small"),
+                                        (448, "large"), (512, "large")})
 
 BY_RELEASE: dict = {
     "tiled": {},
     "gluon_ws_sm90": {},
-    "paged_ws_sm90": {(3, 8): {**_DECODE_PARTS_64, **_DECODE_N8_LARGE_64}, (3, 9): {**_DECODE_PARTS_64, **_DECODE_N8_LARGE_64}},
+    "paged_ws_sm90": {(3, 8): _DECODE_PARTS_64, (3, 9): _DECODE_PARTS_64},
     "topk": {},
 }
 

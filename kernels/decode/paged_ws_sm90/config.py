@@ -88,25 +88,25 @@ def table_key(next_n: int, heads: int) -> int:
     return next_n * heads
 
 
+def _table_key(tuned: dict, next_n: int, heads: int) -> int | None:
+    """The key of this shape's entry: the live columns next_n x H (next_n 3 and 4 differ: 3 runs best in parts of
+    one row), else the wgmma's padded N = NP x H (a head count the sweep did not run); None where neither is there."""
+    return next((k for k in (table_key(next_n, heads), padded_rows(next_n, heads) * heads) if k in tuned), None)
+
+
 def table_source(next_n: int, heads: int) -> str:
     """The file (and release) the table entry of this shape comes from, or 'the rule' where none holds it."""
     from ...common.tuned_by_triton import source
 
-    tuned = table("paged_ws_sm90", CUDA_TUNED)
-    for key in (table_key(next_n, heads), padded_rows(next_n, heads) * heads):
-        if key in tuned:
-            return f"{source('paged_ws_sm90', key)}[{key}]"
-    return "the rule (default_choice)"
+    key = _table_key(table("paged_ws_sm90", CUDA_TUNED), next_n, heads)
+    return "the rule (default_choice)" if key is None else f"{source('paged_ws_sm90', key)}[{key}]"
 
 
 def table_entry(next_n: int, heads: int, size_class: str) -> dict:
-    """The sweep's choice for this shape: by the live columns next_n x H (next_n 3 and 4 differ: 3 runs best in
-    parts of one row), else by the wgmma's padded N = NP x H (a head count the sweep did not run)."""
-    tuned = table("paged_ws_sm90", CUDA_TUNED)  # (the installed triton's entries over tuned.py's)
-    for key in (table_key(next_n, heads), padded_rows(next_n, heads) * heads):
-        if key in tuned:
-            return tuned[key].get(size_class, {})
-    return {}
+    """The sweep's choice for this shape (the installed triton's entries over tuned.py's), {} where none."""
+    tuned = table("paged_ws_sm90", CUDA_TUNED)
+    key = _table_key(tuned, next_n, heads)
+    return {} if key is None else tuned[key].get(size_class, {})
 
 
 def _mma_n(mma_n: int, np_heads: int, heads: int, pipe: bool, lanes: bool) -> int:

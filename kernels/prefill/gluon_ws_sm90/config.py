@@ -53,8 +53,7 @@ def _overridden(entry: dict, override: dict, heads: int) -> dict:
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(unknown)}; choose from {', '.join(OVERRIDE_KEYS)}")
     fields = {"STAGES": "stages", "Q_IN_LANES": "q_in_lanes", "TMA_STORE": "tma_store", "CHAINS": "chains",
-              "kv_splits": "splits", "PTX_SLOTS": "ptx_slots",
-              "PINGPONG": "pingpong"}
+              "kv_splits": "splits", "PTX_SLOTS": "ptx_slots", "PINGPONG": "pingpong"}
     entry.update({fields[k]: v for k, v in override.items() if k in fields})
     if "BLOCK_Q" in override:
         entry["n"] = int(override["BLOCK_Q"]) * heads
@@ -166,7 +165,8 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
                   "CLEAN": bool(clean), "COMPRESSED": bool(compressed), "BF16": bool(bf16),
                   "MATH_REGS": REGS[math_wg]["MATH_REGS"], "SMALL_REGS": REGS[math_wg]["SMALL_REGS"], "Q_GROUPS": q_groups,
                   "KV_GROUPS": kv_groups, "Q_IN_LANES": q_in_lanes, "TMA_STORE": tma_store,
-                  "CHAINS": chains, "TILE_PTR": tile_ptr, "PTX_SLOTS": ptx_slots, "PINGPONG": pingpong, "FULL_AT": -1, "EMPTY_AT": -1}
+                  "CHAINS": chains, "TILE_PTR": tile_ptr, "PTX_SLOTS": ptx_slots, "PINGPONG": pingpong,
+                  "FULL_AT": -1, "EMPTY_AT": -1}
     options = {"num_warps": 4, "maxnreg": REGS[math_wg]["maxnreg"]}
     # "args": the kernel's trailing runtime scalars, in order (the launcher appends them).
     schedule = {"args": {"n_items": items, "kv_splits": splits}, "items": items, "rows_per_item": q_groups * block_q,
