@@ -1,4 +1,4 @@
 """python -m mqa_cli: the same as the mqa-logits command."""
-from .cli import main
+from .cli import console
 
-main()
+console()

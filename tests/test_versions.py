@@ -209,3 +209,25 @@ def test_the_interpreter_runs_the_paged_kernel_on_this_release():
     out = dg.fp8_paged_mqa_logits(q, cache, w, ctx, bt, None, max_len, clean_logits=True)
     ref, mag = paged64(q, kv_blocks, sc, w, paged_ends(ctx, T), bt, max_len)
     assert_logits(out, ref, mag, True)
+
+
+@pytest.mark.skipif(not versions.holds("gluon_hopper"), reason="no Gluon on this triton")
+def test_a_gluon_compile_leaks_at_exit_where_the_fact_says_and_the_command_shows_none(tmp_path):
+    """A process that compiles a Gluon TMA kernel (uncached) and exits normally prints nanobind's leak warnings
+    exactly where fact gluon_bindings_leak_at_exit holds; the mqa-logits script never does."""
+    args = ["dump", "--paged", "--batch", "1", "--next-n", "1", "--context-len", "8192", "--heads", "64", "--dim",
+            "128", "--target", "sm90"]
+    err = {}
+    for how in ("plain", "script"):
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env["TRITON_CACHE_DIR"] = str(tmp_path / f"cache-{how}")  # (uncached: the compile runs)
+        # plain: the CLI's main with the interpreter's ordinary exit; script: what `mqa-logits` runs (cli.console)
+        cmd = ([sys.executable, "-c", "import sys; from mqa_cli.cli import main; sys.argv[0] = 'mqa-logits'; main()"]
+               if how == "plain" else [sys.executable, "-m", "mqa_cli"])
+        p = subprocess.run(cmd + args + ["--dump-dir", str(tmp_path / how)], capture_output=True, text=True, env=env,
+                           timeout=600)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert "tensor-core loops" in p.stdout
+        err[how] = p.stderr
+    assert ("nanobind: leaked" in err["plain"]) == versions.holds("gluon_bindings_leak_at_exit"), err["plain"][-800:]
+    assert "nanobind" not in err["script"], err["script"][-800:]

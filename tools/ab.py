@@ -11,7 +11,9 @@ own config; for the prefill row a key its config does not take is set as a const
 sets it: SMALL_REGS=24), launched directly (no API host work). Prefill rows run the seed and heads suites, decode rows the
 harness's decode shapes (H 64 D 128, block 64, 2-D context lengths, no clean logits). Each variant is bitwise
 equal to the first or the row is marked; the first is checked against the float32 reference. A variant named
-twice ("X;X") is the A/A control: it measures the method's own bias.
+twice ("X;X") is the A/A control: it measures the method's own bias. DESCRIPTORS=0 / 1 in a variant compiles it
+without / with the wgmma descriptor pass (mqa_kernels.common.wgmma_descriptors; default: as the version fact
+says), each variant then launched through the JIT, whose cache keys the pass.
 decode: the public API in the engines' forms (schedule_meta None: split in the kernel; given: the metadata of
 get_paged_mqa_logits_metadata; half: that metadata for num_sms // 2 programs, vLLM's at next_n 4), each bitwise
 equal to the first form on live entries, beside DeepGEMM's fp8_paged_mqa_logits given its own metadata.
@@ -77,6 +79,22 @@ def variants(text: str) -> list[str]:
     if len(out) < 2:
         raise SystemExit(f"--variants needs two or more entries separated by ';', got {text!r}")
     return out
+
+
+def descriptor_choice(kv: dict):
+    """The variant's DESCRIPTORS key taken out of its override keys: True / False, or None (the version fact)."""
+    v = kv.pop("DESCRIPTORS", None)
+    return None if v is None else str(v).lower() not in ("0", "false", "no")
+
+
+def jit_call(kernel, a, descriptors):
+    """One launch of LaunchArgs `a` through the JIT, compiled with or without the descriptor pass."""
+    from mqa_kernels.common import wgmma_descriptors
+
+    def call():
+        with wgmma_descriptors.scoped(kernel.__name__, enabled=descriptors):
+            kernel[a.grid](*a.args, **a.constexprs, **a.options)
+    return call
 
 
 def shapes(text: str) -> list[tuple[int, int]]:
@@ -148,6 +166,7 @@ def configs_prefill(args, names: list[str]) -> int:
     from mqa_cli.problem import matrix, source
     from mqa_cli.problem.prefill import ProblemSpec
     from mqa_cli.problem.suites import longest_row
+    from mqa_kernels.common import wgmma_descriptors
     from mqa_kernels.prefill.gluon_ws_sm90.config import OVERRIDE_KEYS, gluon_ws_sm90_config
 
     units = torch.cuda.get_device_properties(0).multi_processor_count
@@ -163,9 +182,11 @@ def configs_prefill(args, names: list[str]) -> int:
         # the form: the shape's own (clean), no clean logits, or compressed to its longest row (vLLM 0.33's call)
         clean = b.spec.clean_logits and args.form == "clean"
         M = longest_row(b.spec) if args.form == "compressed" else 0
-        cfgs, outs, notes = {}, {}, []
+        cfgs, outs, notes, runs = {}, {}, [], {}
+        by_jit = any("DESCRIPTORS" in n for n in names)
         for i, text in enumerate(names):  # keyed by position: a variant may be named twice (the control)
             kv = key_values(text) if text else {}
+            desc = descriptor_choice(kv)
             try:
                 cfg = gluon_ws_sm90_config(heads=t.heads, dim=t.dim, S=t.S, N=t.N, clean=clean, compressed=M > 0,
                                            units=units, override={k: v for k, v in kv.items() if k in OVERRIDE_KEYS})
@@ -176,7 +197,12 @@ def configs_prefill(args, names: list[str]) -> int:
                 continue
             out = launchers.output_for(t, cfg, M)
             out.fill_(float("nan"))
-            launchers.run(t, cfg, out, max_seqlen_k=M)
+            if by_jit:
+                runs[i] = jit_call(cfg.jitted(), launchers.args_builder(cfg)(t, cfg, out, M),
+                                   wgmma_descriptors.choice(cfg) if desc is None else desc)
+            else:
+                runs[i] = (lambda cfg=cfg, out=out: launchers.run(t, cfg, out, max_seqlen_k=M))
+            runs[i]()
             torch.cuda.synchronize()
             cfgs[i], outs[i] = cfg, out
         if 0 not in cfgs:  # not a shape this kernel's table takes
@@ -190,8 +216,7 @@ def configs_prefill(args, names: list[str]) -> int:
             if i and not torch.equal(torch.nan_to_num(outs[i], nan=7.0), torch.nan_to_num(outs[0], nan=7.0)):
                 notes.append(f"{names[i]} differs from the first")
                 ok = False
-        us, ratio = timed({i: (lambda cfg=cfg, out=outs[i]: launchers.run(t, cfg, out, max_seqlen_k=M))
-                           for i, cfg in cfgs.items()}, args.rounds) if ok else ({}, None)
+        us, ratio = timed({i: runs[i] for i in cfgs}, args.rounds) if ok else ({}, None)
         c = cfgs[0].constexprs
         rep.row([b.name, f"{(c['Q_GROUPS'], c['KV_GROUPS'])} N {c['BLOCK_Q'] * t.heads}",
                  *(f"{us[i]:.1f}" if i in us else "-" for i in range(len(names))),
@@ -209,6 +234,7 @@ def configs_decode(args, names: list[str]) -> int:
     from mqa_cli.check.paged_reference import reference_paged
     from mqa_cli.launch.paged_ws import paged_ws_args
     from mqa_cli.plan.overrides import key_values
+    from mqa_kernels.common import wgmma_descriptors
     from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
 
     dg, why = deep_gemm()
@@ -224,14 +250,14 @@ def configs_decode(args, names: list[str]) -> int:
             ctx, maxlen = t.context_lens, t.max_context_len
             calls, outs, name = {}, {}, ""
             for i, text in enumerate(names):
+                kv = key_values(text) if text else {}
+                desc = descriptor_choice(kv)
                 cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=n, block_size=64, batch=B,
-                                           max_context_len=maxlen, clean=False, units=sms,
-                                           override=key_values(text) if text else None)
+                                           max_context_len=maxlen, clean=False, units=sms, override=kv or None)
                 name = name or cfg.name
                 out = torch.full((B * n, maxlen), float("nan"), device="cuda")
-                a = paged_ws_args(t, cfg, out, None)
-                kern = cfg.jitted()
-                calls[i] = (lambda k=kern, a=a: k[a.grid](*a.args, **a.constexprs, **a.options))
+                calls[i] = jit_call(cfg.jitted(), paged_ws_args(t, cfg, out, None),
+                                    wgmma_descriptors.choice(cfg) if desc is None else desc)
                 outs[i] = out
             if dg is not None and n <= 2:  # DeepGEMM runs next_n 1-2 on sm90
                 dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)

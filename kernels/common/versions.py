@@ -61,6 +61,15 @@ FACTS = {f.name: f for f in (
     Fact("gluon_block_q_32_spills", ((3, 8), (3, 9)),
          "the Gluon prefill kernel's BLOCK_Q 32 layout (H 8 at wgmma N 256: a sweep candidate, in no table) spills "
          "inside its tile loop (32 rows of per-row state beside a 64 x 256 accumulator; on 3.6 only per item)"),
+    Fact("descriptors_32bit", ((3, 9),),
+         "each k-step's wgmma descriptor is built from 32-bit pieces (add.s32 on the address field, then cvt and "
+         "or.b64 with the high word), which costs ptxas a uniform-register rebuild per wgmma: this project's kernels "
+         "get it rebuilt as one 64-bit add from the chain's base while they compile (mqa_kernels.common."
+         "wgmma_descriptors; the hook it uses enters triton's cache keys here)"),
+    Fact("gluon_bindings_leak_at_exit", ((3, 9),),
+         "a process that compiled a Gluon TMA kernel ends in nanobind leak warnings (GluonOpBuilder's TMA copy methods "
+         "keep an ir.attribute as a default argument): the CLI ends such a process without the interpreter's "
+         "teardown (mqa_cli.cli._leave)"),
     Fact("fp_fusion_default_warns", ((3, 9),),
          "every compile that leaves enable_fp_fusion unset warns that its default turns off in 3.10 (every config "
          "here sets it: mqa_kernels.common.config.FP_FUSION)"),

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mqa_kernels.common import wgmma_descriptors
+
 from ..errors import UserError
 from ..launch import barrier_offsets
 from ..launch.signature import Signature, build_signature, compile_launch, compile_with_signature  # noqa: F401
@@ -191,7 +193,7 @@ def compile_config(target, cfg, shape, kernel: str = "", problem: str = "") -> A
         seen, restore = _listen()
         t0 = time.perf_counter()
         try:
-            compiled, sig = compile_with_signature(fn, la, gpu)
+            compiled, sig = compile_with_signature(fn, la, gpu, wgmma_descriptors.choice(cfg))
         finally:
             restore()
     except UserError:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
+from mqa_kernels.common import wgmma_descriptors
 
 from ..errors import UserError
 from . import interpreter
@@ -118,8 +119,9 @@ def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool):
     options = cfg.options_key if a.options == cfg.options else tuple(sorted(a.options.items()))
     key = None if spec is None else (cfg.name, options, device, spec)
     hit = _COMPILED.get(key) if key is not None else None
-    if hit is None:
-        compiled = kernel[a.grid](*a.args, **a.constexprs, **a.options)
+    if hit is None:  # (a compile: where triton 3.9 builds descriptors in pieces, they are rebuilt)
+        with wgmma_descriptors.scoped(kernel.__name__, wgmma_descriptors.choice(cfg)):
+            compiled = kernel[a.grid](*a.args, **a.constexprs, **a.options)
         if key is not None and compiled is not None:
             names = kernel.arg_names[len(a.args):]
             if set(names) == set(a.constexprs):
@@ -127,14 +129,16 @@ def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool):
         return compiled
     compiled, constexpr_values = hit
     if hit[1] is _UNCACHEABLE:
-        kernel[a.grid](*a.args, **a.constexprs, **a.options)
+        with wgmma_descriptors.scoped(kernel.__name__, wgmma_descriptors.choice(cfg)):  # (the JIT keys the pass)
+            kernel[a.grid](*a.args, **a.constexprs, **a.options)
         return None
     try:
         compiled[tuple(a.grid) + (1,) * (3 - len(a.grid))](*a.args, *constexpr_values)  # the runner reads 3 dims
     except (TypeError, AttributeError, ValueError):
         # an argument kind the compiled runner does not take directly: the JIT path for this key from now on
         _COMPILED[key] = (compiled, _UNCACHEABLE)
-        kernel[a.grid](*a.args, **a.constexprs, **a.options)
+        with wgmma_descriptors.scoped(kernel.__name__, wgmma_descriptors.choice(cfg)):
+            kernel[a.grid](*a.args, **a.constexprs, **a.options)
         return None
     return compiled
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mqa_kernels.common import wgmma_descriptors
+
 from ..errors import UserError
 
 # torch dtype name -> triton pointer type (what the JIT's specialisation produces).
@@ -85,8 +87,9 @@ def build_signature(fn, launch_args, backend) -> Signature:
 
 
 
-def compile_with_signature(fn, la, gpu):
-    """triton.compile of `fn` with LaunchArgs `la` for GPUTarget `gpu`: (compiled kernel, its Signature)."""
+def compile_with_signature(fn, la, gpu, descriptors: bool | None = None):
+    """triton.compile of `fn` with LaunchArgs `la` for GPUTarget `gpu`: (compiled kernel, its Signature);
+    `descriptors`: the wgmma descriptor pass's `enabled` (mqa_kernels.common.wgmma_descriptors.choice of the config)."""
     import triton
     from triton.compiler.compiler import make_backend
 
@@ -94,8 +97,9 @@ def compile_with_signature(fn, la, gpu):
     source_cls = triton.compiler.ASTSource
     if fn.is_gluon():
         from triton.experimental.gluon._runtime import GluonASTSource as source_cls
-    return triton.compile(source_cls(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
-                          options=dict(la.options)), sig
+    with wgmma_descriptors.scoped(fn.__name__, descriptors):
+        return triton.compile(source_cls(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
+                              options=dict(la.options)), sig
 
 
 def compile_launch(fn, la, gpu):

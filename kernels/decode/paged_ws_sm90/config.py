@@ -182,6 +182,9 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
                 "smem_per_program": need, "size_class": size_class,
                 "table": table_source(next_n, heads),
                 "math_warpgroups": g,
+                # the wgmma descriptor pass (mqa_kernels.common.wgmma_descriptors, triton 3.9) off for a block in 4
+                # or more parts: their q descriptors would be held in registers (spills)
+                "descriptor_pass": parts(next_n, heads, mma_n) < 4,
                 "slots": ("waited for and released in PTX at the kv ring barriers' offsets (FULL_AT, EMPTY_AT: "
                           "read from a first build when it compiles)") if constexprs["PTX_SLOTS"]
                 else "triton's mbarrier ops (a warpgroup barrier before each wait and release)",
