@@ -71,6 +71,7 @@ def test_the_chain_becomes_64_bit_adds_from_its_base_with_the_same_values():
     ("add.s32 \t%r12, %r10, 6;", "add.s32 \t%r12, %r10, 9000;", ("%rd23",)),  # an offset past the field's reach
     ("\tcvt.u64.u32 \t%rd24, %r11;\n", "\tcvt.u64.u32 \t%rd24, %r11;\n\tmov.b64 \t%rd30, %rd24;\n", ("%rd25",)),  # read twice
     ("\tadd.s32 \t%r12, %r10, 6;\n", "\tadd.s32 \t%r12, %r10, 6;\n\tadd.s32 \t%r12, %r12, 1;\n", ("%rd23",)),  # written twice
+    ("\tadd.s32 \t%r12, %r10, 6;\n", "\tadd.s32 \t%r12, %r10, 6;\n\tmov.b64 \t{%r12, %r13}, %rd9;\n", ("%rd23",)),  # in a list
 ])
 def test_what_is_not_the_chain_is_left_as_it_is(old, new, left):
     ptx = CHAIN.format(high=HIGH)

@@ -38,7 +38,8 @@ _BFE = re.compile(rf"^\s*bfe\.u32\s+({_REG}),\s*{_REG},\s*(\d+),\s*(\d+);", re.M
 _ADD = re.compile(rf"^\s*add\.s32\s+({_REG}),\s*({_REG}),\s*(\d+);", re.M)
 _CVT = re.compile(rf"^(\s*)cvt\.u64\.u32\s+({_RD}),\s*({_REG});", re.M)
 _OR = re.compile(rf"^(\s*)or\.b64\s+({_RD}),\s*({_RD}),\s*(\d+);", re.M)
-_WRITE = re.compile(r"^\s*(?:@!?%p\d+\s+)?[a-z][\w.:]*\s+(%rd?\d+)\s*[,;]", re.M)
+# an instruction's destination: one register, or a brace list (a vector load or unpack, a wgmma's accumulators)
+_WRITE = re.compile(r"^\s*(?:@!?%p\d+\s+)?[a-z][\w.:]*\s+(%rd?\d+|\{[^}]*\})\s*[,;]", re.M)
 
 FIELD_BITS = 18  # a base wider than this is not rewritten (the descriptor's address field is 14 bits)
 MAX_OFFSET = 1 << 13  # nor an offset larger than this: (2^18 + 2^13) stays far below 2^32
@@ -50,7 +51,8 @@ def rewrite(ptx: str) -> tuple[str, int]:
     """(PTX with every 32-bit-piece descriptor that matches the chain above rebuilt as one 64-bit add, how many)."""
     writes: dict = {}
     for m in _WRITE.finditer(ptx):
-        writes[m.group(1)] = writes.get(m.group(1), 0) + 1
+        for reg in re.findall(r"%rd?\d+", m.group(1)):
+            writes[reg] = writes.get(reg, 0) + 1
     uses: dict = {}
     for m in re.finditer(r"%rd\d+\b", ptx):
         uses[m.group(0)] = uses.get(m.group(0), 0) + 1
