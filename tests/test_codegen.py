@@ -30,23 +30,8 @@ RELEASE = codegen.release(version("triton"))
 # the list to clear next; an entry that no longer regresses fails the test, so the list stays true.
 _N8 = ("next_n 8 small with the schedule given, 882 against 3.6's 860: 3.6's is a lucky batch-1 build (its computed "
        "split 880 / 882); 3.8 moves the q parts' wgmma descriptors in ordinary registers (17 IMAD, 6 IADD3 more)")
-_T39 = ("triton 3.9 builds each wgmma descriptor in 32-bit pieces (add.s32, then or.b64 with 0x40000040), and ptxas "
-        "rebuilds one uniform-register quad per wgmma: about 3 UMOV a k-step; no kernel-source change tried avoids it "
-        "(a PTX rewrite in a process-wide stages hook does, and is not taken: docs/CODEGEN.md)")
 KNOWN: dict = {
     "3.8 paged_ws_sm90 H64 D128 next_n 8 small, schedule given": _N8,
-    "3.9 gluon_ws_sm90 H128 D256": _T39,
-    "3.9 gluon_ws_sm90 H8 D128": _T39,
-    "3.9 gluon_ws_sm90 H8 D256": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 1 large": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 1 large, schedule given": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 1 large, engines' form": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 1 small": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 1 small, schedule given": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 1 small, engines' form": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 2 large": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 2 large, schedule given": _T39,
-    "3.9 paged_ws_sm90 H64 D128 next_n 2 large, engines' form": _T39,
 }
 
 

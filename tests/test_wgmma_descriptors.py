@@ -143,3 +143,19 @@ def test_the_fact_matches_this_triton_s_ptx_and_the_pass_shortens_the_loop():
         assert out["built"] == 0 and out["loop_built"] < out["loop_raw"], out
     else:
         assert out["loop_built"] == out["loop_raw"], out
+
+
+@pytest.mark.parametrize("next_n,on", [(1, True), (2, True), (3, True), (4, True), (5, False), (6, False), (7, False),
+                                        (8, False)])
+def test_the_decode_config_turns_the_pass_off_for_a_block_in_4_or_more_parts(next_n, on):
+    """Where a cache block runs in 4 or more parts the pass would hold every part's q descriptors in registers (3.9:
+    next_n 5 small given 0 -> 197 spill instructions, next_n 8 small given 0 -> 172); the config says so, and
+    `choice` reads it for every size class."""
+    from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
+
+    for batch, ctx in ((1, 8192), (64, 65536)):
+        # next_n 5-8 in parts of MMA_N 64 (3.8 / 3.9's tables; 3.6's tuned.py takes 128, where the pass never runs)
+        cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=next_n, block_size=64, batch=batch, max_context_len=ctx,
+                                   clean=False, units=132, override={"MMA_N": 64} if next_n >= 5 else None)
+        assert cfg.schedule["descriptor_pass"] is on, (next_n, batch, cfg.name)
+        assert wd.choice(cfg) is (None if on else False)

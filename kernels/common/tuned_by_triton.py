@@ -30,8 +30,11 @@ def _decode_parts_of_64(changed: set) -> dict:
 # --variants ";MMA_N=64"`, checked against the reference): 0.652 / 0.828 / 0.852 of the table's time at B 64 C 8K,
 # 0.766 / 0.860 / 0.895 at B 8 C 8K (B 64 next_n 5: 95.0 -> 61.9 µs, 3.6's table 60.9); on 3.6 MMA_N 64 is 1.03-1.12
 # slower, so tuned.py keeps 128 there. The large class of next_n 6-7 takes the same config as the small (the same
-# build, the same spills; not timed at large batches). 3.9: from the SASS alone (0 spills, loops 539 / 641 / 736
-# against 647 / 756 / 935), not timed. next_n 8's small class (two warpgroups of 168 registers, no spills on 3.8)
+# build, the same spills); timed at B 64 C 64K under 3.8 (fifth run): MMA_N 128 takes 1.566 / 1.222 / 1.206 of this
+# entry's time at next_n 5 / 6 / 7 (next_n 5's large class is tuned.py's own, MMA_N 64 already). 3.9: chosen from
+# the SASS (0 spills, loops 539 / 641 / 736 against 647 / 756 / 935); what 3.9 users get was timed in the fifth run
+# (B 64 C 8K, schedule given: 60.2 / 69.4 / 80.0 µs), not yet against MMA_N 128 on 3.9. next_n 8's small class
+# (two warpgroups of 168 registers, no spills on 3.8)
 # keeps tuned.py's (MMA_N 64 there: 1.06-1.15 slower on 3.8).
 #
 # Next_n 8 in the large class (three warpgroups), the engines' form: tuned.py's MMA_N 128 build spills 293 instructions
