@@ -189,11 +189,12 @@ def compile_config(target, cfg, shape, kernel: str = "", problem: str = "") -> A
     la = build_args(t, cfg, out, extra)
     gpu = target.gpu_target()
     try:
-        barrier_offsets.resolve(fn, la, gpu, compile_launch)  # PTX_SLOTS: its ring barriers' offsets, from a build
+        descriptors = wgmma_descriptors.choice(cfg)
+        barrier_offsets.resolve(fn, la, gpu, lambda f, a, g: compile_launch(f, a, g, descriptors))  # PTX_SLOTS: offsets
         seen, restore = _listen()
         t0 = time.perf_counter()
         try:
-            compiled, sig = compile_with_signature(fn, la, gpu, wgmma_descriptors.choice(cfg))
+            compiled, sig = compile_with_signature(fn, la, gpu, descriptors)
         finally:
             restore()
     except UserError:

@@ -100,6 +100,11 @@ def resolve_on_device(cfg, la, tensor) -> None:
         return
     from triton.runtime import driver
 
+    from mqa_kernels.common import wgmma_descriptors
+
     from .signature import compile_launch
 
-    resolve(cfg.jitted(), la, driver.active.get_current_target(), compile_launch)
+    # compiled as the launch will compile it (the descriptor pass as the config says), so the JIT finds it cached
+    descriptors = wgmma_descriptors.choice(cfg)
+    resolve(cfg.jitted(), la, driver.active.get_current_target(),
+            lambda fn, a, gpu: compile_launch(fn, a, gpu, descriptors))

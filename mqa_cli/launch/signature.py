@@ -102,9 +102,9 @@ def compile_with_signature(fn, la, gpu, descriptors: bool | None = None):
                               options=dict(la.options)), sig
 
 
-def compile_launch(fn, la, gpu):
+def compile_launch(fn, la, gpu, descriptors: bool | None = None):
     """The compiled kernel of one launch's arguments for `gpu` (triton's cache makes a repeat cheap)."""
-    return compile_with_signature(fn, la, gpu)[0]
+    return compile_with_signature(fn, la, gpu, descriptors)[0]
 
 
 def specialization(fn, la, gpu, leave_out: tuple = ()) -> str:
