@@ -74,7 +74,8 @@ def test_importing_every_module_leaves_the_environment_alone():
 
 def test_kernels_folder_holds_kernels_and_configs_only():
     allowed = {"__init__.py", "config.py", "kernel.py", "tuned.py", "epilogue.py", "prologue.py", "naming.py",
-               "gluon_compat.py", "tuned_by_triton.py", "versions.py"}
+               "gluon_compat.py", "tuned_by_triton.py", "versions.py",
+               "wgmma_descriptors.py"}  # (how the kernels compile on 3.9: the PTX pass their compiles take)
     files = {p.name for p in (ROOT / "kernels").rglob("*.py")}
     assert files <= allowed, files - allowed
     for cfg in (ROOT / "kernels").rglob("config.py"):
