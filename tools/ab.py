@@ -87,14 +87,12 @@ def descriptor_choice(kv: dict):
     return None if v is None else str(v).lower() not in ("0", "false", "no")
 
 
-def jit_call(kernel, a, descriptors):
-    """One launch of LaunchArgs `a` through the JIT, compiled with or without the descriptor pass."""
-    from mqa_kernels.common import wgmma_descriptors
+def jit_call(cfg, a, descriptors):
+    """One launch of LaunchArgs `a` through the JIT, with the descriptor pass as `descriptors` says (None: as the
+    config and the version fact say)."""
+    from mqa_cli.launch.common import jit_launch
 
-    def call():
-        with wgmma_descriptors.scoped(kernel.__name__, enabled=descriptors):
-            kernel[a.grid](*a.args, **a.constexprs, **a.options)
-    return call
+    return lambda: jit_launch(cfg.jitted(), cfg, a, descriptors)
 
 
 def shapes(text: str) -> list[tuple[int, int]]:
@@ -166,7 +164,6 @@ def configs_prefill(args, names: list[str]) -> int:
     from mqa_cli.problem import matrix, source
     from mqa_cli.problem.prefill import ProblemSpec
     from mqa_cli.problem.suites import longest_row
-    from mqa_kernels.common import wgmma_descriptors
     from mqa_kernels.prefill.gluon_ws_sm90.config import OVERRIDE_KEYS, gluon_ws_sm90_config
 
     units = torch.cuda.get_device_properties(0).multi_processor_count
@@ -198,8 +195,7 @@ def configs_prefill(args, names: list[str]) -> int:
             out = launchers.output_for(t, cfg, M)
             out.fill_(float("nan"))
             if by_jit:
-                runs[i] = jit_call(cfg.jitted(), launchers.args_builder(cfg)(t, cfg, out, M),
-                                   wgmma_descriptors.choice(cfg) if desc is None else desc)
+                runs[i] = jit_call(cfg, launchers.args_builder(cfg)(t, cfg, out, M), desc)
             else:
                 runs[i] = (lambda cfg=cfg, out=out: launchers.run(t, cfg, out, max_seqlen_k=M))
             runs[i]()
@@ -234,7 +230,6 @@ def configs_decode(args, names: list[str]) -> int:
     from mqa_cli.check.paged_reference import reference_paged
     from mqa_cli.launch.paged_ws import paged_ws_args
     from mqa_cli.plan.overrides import key_values
-    from mqa_kernels.common import wgmma_descriptors
     from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
 
     dg, why = deep_gemm()
@@ -256,8 +251,7 @@ def configs_decode(args, names: list[str]) -> int:
                                            max_context_len=maxlen, clean=False, units=sms, override=kv or None)
                 name = name or cfg.name
                 out = torch.full((B * n, maxlen), float("nan"), device="cuda")
-                calls[i] = jit_call(cfg.jitted(), paged_ws_args(t, cfg, out, None),
-                                    wgmma_descriptors.choice(cfg) if desc is None else desc)
+                calls[i] = jit_call(cfg, paged_ws_args(t, cfg, out, None), desc)
                 outs[i] = out
             if dg is not None and n <= 2:  # DeepGEMM runs next_n 1-2 on sm90
                 dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)

@@ -13,6 +13,7 @@ imported and refuses in one line when it is too late.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -190,7 +191,8 @@ def compile_config(target, cfg, shape, kernel: str = "", problem: str = "") -> A
     gpu = target.gpu_target()
     try:
         descriptors = wgmma_descriptors.choice(cfg)
-        barrier_offsets.resolve(fn, la, gpu, lambda f, a, g: compile_launch(f, a, g, descriptors))  # PTX_SLOTS: offsets
+        # PTX_SLOTS: its ring barriers' offsets, from builds compiled as this one is
+        barrier_offsets.resolve(fn, la, gpu, functools.partial(compile_launch, descriptors=descriptors))
         seen, restore = _listen()
         t0 = time.perf_counter()
         try:

@@ -9,6 +9,7 @@ per compiled variant and target: a launch pays one extra compile, once, before i
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import replace
 
@@ -105,6 +106,5 @@ def resolve_on_device(cfg, la, tensor) -> None:
     from .signature import compile_launch
 
     # compiled as the launch will compile it (the descriptor pass as the config says), so the JIT finds it cached
-    descriptors = wgmma_descriptors.choice(cfg)
     resolve(cfg.jitted(), la, driver.active.get_current_target(),
-            lambda fn, a, gpu: compile_launch(fn, a, gpu, descriptors))
+            functools.partial(compile_launch, descriptors=wgmma_descriptors.choice(cfg)))

@@ -107,6 +107,15 @@ def _specialization(args) -> tuple | None:
     return tuple(key)
 
 
+def jit_launch(kernel, cfg, a: LaunchArgs, descriptors: bool | None = None):
+    """One launch through the JIT, which compiles on a miss: with the wgmma descriptor pass as `cfg` says
+    (mqa_kernels.common.wgmma_descriptors; triton 3.9), or as `descriptors` says when given (tools/ab.py's A/B).
+    The JIT keys the pass, so a build with it and one without never mix. Returns the compiled kernel."""
+    enabled = wgmma_descriptors.choice(cfg) if descriptors is None else descriptors
+    with wgmma_descriptors.scoped(kernel.__name__, enabled):
+        return kernel[a.grid](*a.args, **a.constexprs, **a.options)
+
+
 def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool):
     """Launch `kernel` with LaunchArgs; after the first launch of a specialization, through its compiled object.
     Returns the compiled kernel that ran, for a direct relaunch (mqa_cli.api.fastpath); None in the interpreter or
@@ -119,9 +128,8 @@ def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool):
     options = cfg.options_key if a.options == cfg.options else tuple(sorted(a.options.items()))
     key = None if spec is None else (cfg.name, options, device, spec)
     hit = _COMPILED.get(key) if key is not None else None
-    if hit is None:  # (a compile: where triton 3.9 builds descriptors in pieces, they are rebuilt)
-        with wgmma_descriptors.scoped(kernel.__name__, wgmma_descriptors.choice(cfg)):
-            compiled = kernel[a.grid](*a.args, **a.constexprs, **a.options)
+    if hit is None:
+        compiled = jit_launch(kernel, cfg, a)
         if key is not None and compiled is not None:
             names = kernel.arg_names[len(a.args):]
             if set(names) == set(a.constexprs):
@@ -129,16 +137,14 @@ def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool):
         return compiled
     compiled, constexpr_values = hit
     if hit[1] is _UNCACHEABLE:
-        with wgmma_descriptors.scoped(kernel.__name__, wgmma_descriptors.choice(cfg)):  # (the JIT keys the pass)
-            kernel[a.grid](*a.args, **a.constexprs, **a.options)
+        jit_launch(kernel, cfg, a)
         return None
     try:
         compiled[tuple(a.grid) + (1,) * (3 - len(a.grid))](*a.args, *constexpr_values)  # the runner reads 3 dims
     except (TypeError, AttributeError, ValueError):
         # an argument kind the compiled runner does not take directly: the JIT path for this key from now on
         _COMPILED[key] = (compiled, _UNCACHEABLE)
-        with wgmma_descriptors.scoped(kernel.__name__, wgmma_descriptors.choice(cfg)):
-            kernel[a.grid](*a.args, **a.constexprs, **a.options)
+        jit_launch(kernel, cfg, a)
         return None
     return compiled
 
