@@ -159,3 +159,18 @@ def test_the_decode_config_turns_the_pass_off_for_a_block_in_4_or_more_parts(nex
                                    clean=False, units=132, override={"MMA_N": 64} if next_n >= 5 else None)
         assert cfg.schedule["descriptor_pass"] is on, (next_n, batch, cfg.name)
         assert wd.choice(cfg) is (None if on else False)
+
+
+def test_explain_says_what_the_pass_does_on_each_release():
+    """`explain` prints what the pass does for the chosen build on the installed triton: nothing where the fact does
+    not hold (the config's key only allows it), off where the config turns it off, on otherwise."""
+    from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
+
+    def cfg(next_n):
+        return paged_ws_sm90_config(heads=64, dim=128, next_n=next_n, block_size=64, batch=1, max_context_len=8192,
+                                    clean=False, units=132, override={"MMA_N": 64} if next_n >= 5 else None)
+
+    two, six = cfg(2), cfg(6)
+    assert wd.state(two, "3.9.0").startswith("on:") and wd.state(six, "3.9.0").startswith("off ")
+    for v in ("3.6.0", "3.8.0"):
+        assert wd.state(two, v).startswith("not needed") and wd.state(six, v).startswith("not needed")

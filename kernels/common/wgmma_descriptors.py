@@ -123,6 +123,19 @@ def choice(cfg) -> bool | None:
     return False if cfg.schedule.get("descriptor_pass") is False else None
 
 
+def state(cfg, version: str | None = None) -> str:
+    """What the pass does for a config compiled on the installed triton, in words (`explain` prints it): the
+    config's "descriptor_pass" only allows it; it runs where the version fact holds as well."""
+    from importlib.metadata import version as installed
+
+    v = version or installed("triton")
+    if not active(v):
+        return f"not needed: triton {v} builds each wgmma descriptor as one 64-bit value"
+    if choice(cfg) is False:
+        return f"off for this build (its config turns it off); triton {v} builds 32-bit descriptor pieces"
+    return f"on: triton {v} builds 32-bit descriptor pieces (fact descriptors_32bit), rebuilt as 64-bit adds"
+
+
 @functools.lru_cache(maxsize=8)
 def active(version: str | None = None) -> bool:
     """Whether the pass runs on the installed triton (the version fact `descriptors_32bit`; looked up once)."""
