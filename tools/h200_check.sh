@@ -38,7 +38,7 @@
 #   forms     python3 tools/ab.py prefill, then decode --forms ${FORMS_DECODE:-none,given}: the API's call forms
 #             (clean, no clean, compressed; schedule in the kernel / given) side by side with DeepGEMM's, to
 #             $OUT/forms.md
-#   ab        python3 tools/ab.py ${AB_ARGS} (e.g. AB_ARGS='configs --row paged_ws_sm90 --variants
+#   ab        python3 tools/ab.py ${AB_ARGS} (then ${AB_ARGS2}, ${AB_ARGS3} where set; e.g. AB_ARGS='configs --row paged_ws_sm90 --variants
 #             "PTX_SLOTS=0;PTX_SLOTS=1"'), to $OUT/ab.md
 #   pagedws   python3 tools/tune/paged_ws_experiment.py --check-only (the Gluon decode kernel through the API: 41
 #             forms)
@@ -286,12 +286,19 @@ step_forms() {  # the API's call forms side by side with DeepGEMM's (prefill, th
   return $rc
 }
 
-step_ab() {  # one A/B of tools/ab.py (its CSV stays in the step logs; the table comes back in ab.md)
+step_ab() {  # the A/Bs of tools/ab.py in AB_ARGS, AB_ARGS2, AB_ARGS3 (CSVs stay in the step logs; tables: ab.md, ab2.md, ab3.md)
   [ -n "${AB_ARGS:-}" ] || { echo "ab: set AB_ARGS (tools/ab.py's arguments)"; return 99; }
   dg_env
-  eval "set -- $AB_ARGS"
-  OUT=$SLOGS "$PY" tools/ab.py "$@" | tee "$OUT/ab.md"
-  return "${PIPESTATUS[0]}"
+  local rc=0 n v args
+  for n in "" 2 3; do
+    v=AB_ARGS$n
+    args=${!v:-}
+    [ -n "$args" ] || continue
+    eval "set -- $args"
+    OUT=$SLOGS "$PY" tools/ab.py "$@" | tee "$OUT/ab$n.md"
+    [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  done
+  return $rc
 }
 
 step_topk() {  # the top-k sweep (writes kernels/topk/tuned.py, copied to $OUT) with DeepGEMM's logits + torch.topk beside it
