@@ -41,20 +41,21 @@ def test_every_variant_reads_the_installed_release_s_entries(monkeypatch, varian
 
 
 def test_release_decode_entries_change_only_what_their_comment_says():
-    """3.8 / 3.9's decode entries: parts of MMA_N 64 where tuned.py has 128 at next_n 5-7 and next_n 8 large,
-    every other field and class as tuned.py has it, so the two files cannot drift apart."""
+    """3.8 / 3.9's decode entries at next_n 5-8: parts of MMA_N 64 (PARTS_64) or two math warpgroups with parts of
+    128 (TWO_WG) where the sixth run timed them faster, every other field and class as tuned.py has it, so the two
+    files cannot drift apart."""
     from mqa_kernels.decode.paged_ws_sm90.tuned import CUDA_TUNED
 
-    changed = {(320, "small"), (384, "small"), (384, "large"), (448, "small"), (448, "large"), (512, "large")}
+    want = {(3, 8): {(320, "small"): T.TWO_WG, (384, "small"): T.TWO_WG, (384, "large"): T.TWO_WG,
+                     (448, "small"): T.TWO_WG},
+            (3, 9): {(384, "small"): T.TWO_WG, (384, "large"): T.TWO_WG, (448, "small"): T.TWO_WG}}
     for rel in ((3, 8), (3, 9)):
         over = T.BY_RELEASE["paged_ws_sm90"][rel]
+        assert set(over) == {320, 384, 448, 512}, rel
         for key, per in over.items():
             assert set(per) == set(CUDA_TUNED[key])
             for size, entry in per.items():
                 base = CUDA_TUNED[key][size]
-                if (key, size) in changed:
-                    assert entry["MMA_N"] == 64 and base["MMA_N"] == 128, (rel, key, size)
-                    assert {k: v for k, v in entry.items() if k != "MMA_N"} == \
-                        {k: v for k, v in base.items() if k != "MMA_N"}, (rel, key, size)
-                else:
-                    assert entry == base, (rel, key, size)
+                fields = want[rel].get((key, size), {} if base["MMA_N"] == 64 or base["MATH_WG"] == 2 else T.PARTS_64)
+                assert entry == {**base, **fields}, (rel, key, size)
+                assert (entry == base) == ((key, size) in ((320, "large"), (512, "small"))), (rel, key, size)

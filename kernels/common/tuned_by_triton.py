@@ -14,40 +14,37 @@ from __future__ import annotations
 from functools import lru_cache
 
 
-def _decode_parts_of_64(changed: set) -> dict:
-    """tuned.py's decode entries under the keys `changed` names ((live columns, size class) pairs), with parts of
-    MMA_N 64 in those classes and every other field and class as tuned.py has it."""
+def _decode_entries(changed: dict) -> dict:
+    """tuned.py's decode entries under the keys `changed` names ({(live columns, size class): fields}), with those
+    fields laid over the classes it names and every other field and class as tuned.py has it."""
     from ..decode.paged_ws_sm90.tuned import CUDA_TUNED
 
-    return {key: {size: {**entry, "MMA_N": 64} if (key, size) in changed else entry
-                  for size, entry in CUDA_TUNED[key].items()} for key in {k for k, _ in changed}}
+    return {key: {size: {**entry, **changed.get((key, size), {})} for size, entry in CUDA_TUNED[key].items()}
+            for key in {k for k, _ in changed}}
 
 
-# Decode next_n 5-7 (live columns 320-448): tuned.py's parts of MMA_N 128 (two accumulators of 64 registers a
-# thread in 128-register warpgroups) spill on 3.8 and 3.9 in the engines' form (no clean logits, the schedule given):
-# 214 / 324 / 227 spill instructions on 3.8 and 336 / 384 / 682 on 3.9 where 3.6 has 62 / 17 / 48. Parts of MMA_N 64
-# spill none on 3.8 and 3.9 (next_n 7: 48 on 3.9). On the H200 under 3.8 (2026-12-02, `ab configs --row paged_ws_sm90
-# --variants ";MMA_N=64"`, checked against the reference): 0.652 / 0.828 / 0.852 of the table's time at B 64 C 8K,
-# 0.766 / 0.860 / 0.895 at B 8 C 8K (B 64 next_n 5: 95.0 -> 61.9 µs, 3.6's table 60.9); on 3.6 MMA_N 64 is 1.03-1.12
-# slower, so tuned.py keeps 128 there. The large class of next_n 6-7 takes the same config as the small (the same
-# build, the same spills); timed at B 64 C 64K under 3.8 (fifth run): MMA_N 128 takes 1.566 / 1.222 / 1.206 of this
-# entry's time at next_n 5 / 6 / 7 (next_n 5's large class is tuned.py's own, MMA_N 64 already). 3.9: chosen from
-# the SASS (0 spills, loops 539 / 641 / 736 against 647 / 756 / 935); what 3.9 users get was timed in the fifth run
-# (B 64 C 8K, schedule given: 60.2 / 69.4 / 80.0 µs), not yet against MMA_N 128 on 3.9. next_n 8's small class
-# (two warpgroups of 168 registers, no spills on 3.8)
-# keeps tuned.py's (MMA_N 64 there: 1.06-1.15 slower on 3.8).
-#
-# Next_n 8 in the large class (three warpgroups), the engines' form: tuned.py's MMA_N 128 build spills 293 instructions
-# on 3.8 and 727 on 3.9 (3.6: 106; 3.9's loops 1026-1047 against 829-834); MMA_N 64 spills 98 / 122. On the H200
-# under 3.8 (2026-12-02, B 64 C 64K): 716.5 against 743.7 µs (0.967), checked bitwise against the table's build; 3.9
-# from the SASS alone. The small class (two warpgroups of 168 registers, no spills) keeps tuned.py's choice.
-_DECODE_PARTS_64 = _decode_parts_of_64({(320, "small"), (384, "small"), (384, "large"), (448, "small"),
-                                        (448, "large"), (512, "large")})
+PARTS_64 = {"MMA_N": 64}  # tuned.py's parts of 128 at 3 math warpgroups (152 registers) spill on 3.8 / 3.9
+TWO_WG = {"MATH_WG": 2, "MMA_N": 128, "AHEAD": True}  # parts of 128 at 2 math warpgroups of 232 registers, one ahead
+
+# On the H200 (2026-12-04, docs/log/gpu-2026-12-04/, `ab configs --row paged_ws_sm90`, the engines' form, every
+# result checked), PARTS_64's time over TWO_WG's at B 8 C 8K / B 64 C 8K (small class) and B 64 C 64K (large):
+#   3.8: next_n 5 1.050 / 1.003 / -, next_n 6 1.116 / 1.130 / 1.116, next_n 7 1.032 / 1.001 / -;
+#   3.9: next_n 5 -, next_n 6 1.066 / 1.030 / 1.045, next_n 7 1.166 / 1.067 / -.
+# Where PARTS_64 stays, TWO_WG's time over it: 3.8 next_n 5 large 1.072, next_n 7 large 1.022; 3.9 next_n 5 small
+# 1.012 / 0.986, next_n 7 large 1.000 (that call's A/A: 0.998-1.022). 3.9 next_n 5 large read 0.963 there and 0.999
+# in an earlier run: not taken. tuned.py's MMA_N 128 took 1.2-1.6x PARTS_64's time on 3.8 (fifth run). next_n 5 large
+# (tuned.py: parts of 64 already) and next_n 8 small (TWO_WG already) keep tuned.py's on both.
+_DECODE_3_8 = _decode_entries({(320, "small"): TWO_WG, (384, "small"): TWO_WG,
+                               (384, "large"): TWO_WG, (448, "small"): TWO_WG, (448, "large"): PARTS_64,
+                               (512, "large"): PARTS_64})
+_DECODE_3_9 = _decode_entries({(320, "small"): PARTS_64, (384, "small"): TWO_WG,
+                               (384, "large"): TWO_WG, (448, "small"): TWO_WG, (448, "large"): PARTS_64,
+                               (512, "large"): PARTS_64})
 
 BY_RELEASE: dict = {
     "tiled": {},
     "gluon_ws_sm90": {},
-    "paged_ws_sm90": {(3, 8): _DECODE_PARTS_64, (3, 9): _DECODE_PARTS_64},
+    "paged_ws_sm90": {(3, 8): _DECODE_3_8, (3, 9): _DECODE_3_9},
     "topk": {},
 }
 
