@@ -62,7 +62,9 @@ def cases() -> list[Case]:
     for width in sorted(PAGED_WS):
         for size in ("small", "large"):
             out.append(_decode("paged_ws_sm90", width // 64, size))
-            out.append(_decode("paged_ws_sm90", width // 64, size, pinned=width in (64, 128), given=True))
+            # (next_n 8 small given: WAIT_BARRIER's case, kernels/decode/paged_ws_sm90/config.py)
+            out.append(_decode("paged_ws_sm90", width // 64, size, given=True,
+                               pinned=width in (64, 128) or (width, size) == (512, "small")))
             out.append(_decode("paged_ws_sm90", width // 64, size, pinned=width in (64, 128, 320) and size == "small",
                                engines=True))
     out += [_decode("paged", n, "large", pinned=n == 2) for n in (1, 2, 4)]

@@ -80,7 +80,17 @@ def default_choice(np_heads: int) -> dict:
 
 
 # what `override` may set
-OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "Q_IN_LANES", "MMA_N", "AHEAD", "PTX_SLOTS")
+OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "Q_IN_LANES", "MMA_N", "AHEAD", "PTX_SLOTS", "WAIT_BARRIER")
+
+
+def wait_barrier_rule(next_n: int, heads: int, mma_n: int, ahead: bool, ptx_slots: bool) -> bool:
+    """A warpgroup barrier before each kv slot's wait (the kernel's WAIT_BARRIER): where a block runs in parts, one
+    ahead, with each part's rows reloaded (more than 256 columns of parts) and triton's mbarrier waits. Triton 3.6
+    put that barrier before every mbarrier wait; 3.8 and 3.9 leave it out, and then 3.8's ptxas rebuilds the q parts'
+    wgmma descriptors each block (sm90 SASS, clean logits: next_n 8 small, schedule given, loops 882 / 890 -> 859 /
+    875, 3.6 860 / 880; next_n 7 small 793 / 802 -> 776 / 782). 3.6 compiles the same code either way; 3.9 one
+    instruction more (the barrier)."""
+    return bool(mma_n) and ahead and not ptx_slots and parts(next_n, heads, mma_n) * mma_n > 256
 
 
 def table_key(next_n: int, heads: int) -> int:
@@ -177,6 +187,8 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
                   # warpgroup in the small class (docs/EXPERIMENTS.md). The kernel keeps a given schedule's reads
                   # before warp_specialize.
                   "SPLIT_INSIDE": g == 1 and size_class == "small"}
+    constexprs["WAIT_BARRIER"] = bool(choice.get("WAIT_BARRIER", wait_barrier_rule(
+        next_n, heads, mma_n, constexprs["AHEAD"], constexprs["PTX_SLOTS"])))
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "blocks_max": cdiv(max(1, max_context_len), block_size), "batch": batch, "bf16": bool(bf16),
                 "smem_per_program": need, "size_class": size_class,
@@ -187,7 +199,8 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
                 "descriptor_pass": parts(next_n, heads, mma_n) < 4,
                 "slots": ("waited for and released in PTX at the kv ring barriers' offsets (FULL_AT, EMPTY_AT: "
                           "read from a first build when it compiles)") if constexprs["PTX_SLOTS"]
-                else "triton's mbarrier ops (a warpgroup barrier before each wait and release)",
+                else "triton's mbarrier ops (a warpgroup barrier before each release; before each wait too on "
+                "triton 3.6, and on 3.8+ where WAIT_BARRIER says so)",
                 "split": "each program computes its share; with schedule_meta given: SELF_SCHEDULE=0, read from it"
                 + ("; computed by each partition after warp_specialize (SPLIT_INSIDE)" if constexprs["SPLIT_INSIDE"]
                    else "")}

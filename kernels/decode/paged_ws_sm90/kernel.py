@@ -139,10 +139,12 @@ class Shape:
     LOADERS: gl.constexpr  # producer warps: 1 (all blocks) or G = 4 (warp k feeds math warpgroup k's ring alone)
     SELF_SCHEDULE: gl.constexpr  # the split computed by the program (else read from p.meta)
     SPLIT_INSIDE: gl.constexpr  # each partition computes its range itself, after warp_specialize (_work)
+    WAIT_BARRIER: gl.constexpr  # parts: a warpgroup barrier before each kv slot's wait (_blocks_in_parts)
 
     @gluon.constexpr_function
     def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, G, LANES, MMA_N=0, AHEAD=True,
-                 PTX_SLOTS=False, FULL_AT=-1, EMPTY_AT=-1, LOADERS=1, SELF_SCHEDULE=True, SPLIT_INSIDE=False):
+                 PTX_SLOTS=False, FULL_AT=-1, EMPTY_AT=-1, LOADERS=1, SELF_SCHEDULE=True, SPLIT_INSIDE=False,
+                 WAIT_BARRIER=False):
         self.NEXT_N = gl.constexpr(NEXT_N)
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
@@ -162,6 +164,7 @@ class Shape:
         self.LOADERS = gl.constexpr(LOADERS)
         self.SELF_SCHEDULE = gl.constexpr(SELF_SCHEDULE)
         self.SPLIT_INSIDE = gl.constexpr(bool(SPLIT_INSIDE) and bool(SELF_SCHEDULE))  # the computed split only
+        self.WAIT_BARRIER = gl.constexpr(WAIT_BARRIER)
 
 
 @aggregate
@@ -456,10 +459,12 @@ def _scales(sc_smem, st, BS: gl.constexpr, k_layout: gl.constexpr):
 
 
 @gluon.jit
-def _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout: gl.constexpr):
-    """The program's block c: wait for its ring slot, start its wgmma with B operand q_t (all draft rows, or the
-    first part), read its kv scales."""
+def _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout: gl.constexpr, BAR: gl.constexpr = False):
+    """The program's block c: wait for its ring slot (BAR: after a warpgroup barrier), start its wgmma with B
+    operand q_t (all draft rows, or the first part), read its kv scales."""
     st, ph = _slot(c, s)
+    if BAR:
+        compat.barrier()
     _wait_slot(kv, st, ph, s.PTX_SLOTS, s.FULL_AT)
     tok = warpgroup_mma(kv.smem.index(st), q_t, acc, use_acc=False, is_async=True)
     return st, tok, _scales(sc_smem, st, s.BS, k_layout)
@@ -522,6 +527,9 @@ def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0,
     PR = MMA_N / H rows, one wgmma each, part j + 1's wgmma issued before part j's epilogue, so the tensor cores
     work on one part while the warpgroup finishes the other; two accumulators of MMA_N columns in registers (AHEAD;
     without it one part at a time, the other warpgroups' wgmmas beside its epilogue).
+    WAIT_BARRIER: a warpgroup barrier before each block's slot wait, as triton 3.6 lowered every mbarrier wait (3.8+
+    leave it out). With it, ptxas keeps the q parts' wgmma descriptors in registers across the loop where the rows
+    are reloaded per part; without it 3.8 rebuilds them each block (config.py's rule and its figures).
     Only the parts that hold rows below next_n run (next_n 3 at PR 1: three wgmmas of N 64 where one wgmma would
     take N 256). The rows' weights and ends stay in registers while they take at most 64 a thread (PARTS x MMA_N <=
     256); past that each part reloads them (a few hundred bytes, from L1) before its wgmma wait. Returns the
@@ -549,7 +557,8 @@ def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0,
     n_seg = (u1 - u0 + s.SUBS - 1) // s.SUBS
     for k in range((WG - c % s.G + s.G) % s.G, n_seg, s.G):
         u = u0 + k * s.SUBS
-        st, tok, sc = _issue_block(c + k, s, kv, sc_smem, _q_part(q, qs, 0, PARTS), acc2, gl.SliceLayout(1, red2))
+        st, tok, sc = _issue_block(c + k, s, kv, sc_smem, _q_part(q, qs, 0, PARTS), acc2, gl.SliceLayout(1, red2),
+                                   s.WAIT_BARRIER)
         for j in gl.static_range(PARTS):
             if s.AHEAD and j + 1 < PARTS:
                 nxt = warpgroup_mma(kv.smem.index(st), _q_part(q, qs, j + 1, PARTS), acc2, use_acc=False,
@@ -723,6 +732,7 @@ def paged_mqa_logits_ws_sm90(
     LOADERS: gl.constexpr = 1,  # producer warps: 1, or 4 at MATH_WG 4 (one per math warpgroup's ring; _load_partition)
     DESC_PARAMS: gl.constexpr = "",  # the TMA descriptors' parameter symbols (mqa_cli.launch.paged_ws sets them)
     SPLIT_INSIDE: gl.constexpr = False,  # the computed split: by each partition after warp_specialize (_work)
+    WAIT_BARRIER: gl.constexpr = False,  # parts: a warpgroup barrier before each kv slot's wait (_blocks_in_parts)
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BS == 64, "a cache block = one warpgroup's 64 MMA rows")
@@ -737,7 +747,7 @@ def paged_mqa_logits_ws_sm90(
     gl.static_assert(((MATH_WG == 4) & (LOADERS == 4)) | ((MATH_WG != 4) & (LOADERS == 1)),
                      "one producer warp, or one per math warpgroup at four")
     s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG, Q_IN_LANES, MMA_N, AHEAD, PTX_SLOTS,
-              FULL_AT, EMPTY_AT, LOADERS, SELF_SCHEDULE, SPLIT_INSIDE)
+              FULL_AT, EMPTY_AT, LOADERS, SELF_SCHEDULE, SPLIT_INSIDE, WAIT_BARRIER)
     gl.static_assert(DESC_PARAMS != "", "the descriptor prefetch needs DESC_PARAMS (the launcher names the parameters)")
     _prefetch_descriptors(_descriptor_prefetch_asm(DESC_PARAMS))
     _prefetch_table(p, BS)
