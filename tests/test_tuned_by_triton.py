@@ -47,8 +47,9 @@ def test_release_decode_entries_change_only_what_their_comment_says():
     from mqa_kernels.decode.paged_ws_sm90.tuned import CUDA_TUNED
 
     want = {(3, 8): {(320, "small"): T.TWO_WG, (384, "small"): T.TWO_WG, (384, "large"): T.TWO_WG,
-                     (448, "small"): T.TWO_WG},
-            (3, 9): {(384, "small"): T.TWO_WG, (384, "large"): T.TWO_WG, (448, "small"): T.TWO_WG}}
+                     (448, "small"): T.TWO_WG, (512, "large"): T.TWO_WG},
+            (3, 9): {(384, "small"): T.TWO_WG, (384, "large"): T.TWO_WG, (448, "small"): T.TWO_WG,
+                     (512, "large"): T.TWO_WG}}
     for rel in ((3, 8), (3, 9)):
         over = T.BY_RELEASE["paged_ws_sm90"][rel]
         assert set(over) == {320, 384, 448, 512}, rel

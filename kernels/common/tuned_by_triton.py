@@ -32,14 +32,16 @@ TWO_WG = {"MATH_WG": 2, "MMA_N": 128, "AHEAD": True}  # parts of 128 at 2 math w
 #   3.9: next_n 5 -, next_n 6 1.066 / 1.030 / 1.045, next_n 7 1.166 / 1.067 / -.
 # Where PARTS_64 stays, TWO_WG's time over it: 3.8 next_n 5 large 1.072, next_n 7 large 1.022; 3.9 next_n 5 small
 # 1.012 / 0.986, next_n 7 large 1.000 (that call's A/A: 0.998-1.022). 3.9 next_n 5 large read 0.963 there and 0.999
-# in an earlier run: not taken. tuned.py's MMA_N 128 took 1.2-1.6x PARTS_64's time on 3.8 (fifth run). next_n 5 large
-# (tuned.py: parts of 64 already) and next_n 8 small (TWO_WG already) keep tuned.py's on both.
+# in an earlier run: not taken. tuned.py's MMA_N 128 took 1.2-1.6x PARTS_64's time on 3.8 (fifth run). next_n 8
+# large: TWO_WG took 0.891 / 0.920 of PARTS_64's time at B 64 / 128 C 64K on 3.8 (0 spill instructions against 98;
+# loops 833 / 834 against 933-940); 3.9 from the SASS alone (0 against 122; 787 / 789 against 848-851), not timed.
+# next_n 5 large (tuned.py: parts of 64 already) and next_n 8 small (TWO_WG already) keep tuned.py's on both.
 _DECODE_3_8 = _decode_entries({(320, "small"): TWO_WG, (384, "small"): TWO_WG,
                                (384, "large"): TWO_WG, (448, "small"): TWO_WG, (448, "large"): PARTS_64,
-                               (512, "large"): PARTS_64})
+                               (512, "large"): TWO_WG})
 _DECODE_3_9 = _decode_entries({(320, "small"): PARTS_64, (384, "small"): TWO_WG,
                                (384, "large"): TWO_WG, (448, "small"): TWO_WG, (448, "large"): PARTS_64,
-                               (512, "large"): PARTS_64})
+                               (512, "large"): TWO_WG})
 
 BY_RELEASE: dict = {
     "tiled": {},
