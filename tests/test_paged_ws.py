@@ -377,8 +377,8 @@ def test_ptx_slots_is_a_choice_the_config_carries_and_names(ptx):
 def test_wait_barrier_rule_where_parts_reload_their_rows(release, monkeypatch):
     """WAIT_BARRIER (a warpgroup barrier before each kv slot's wait) by the rule: a block in parts, one ahead,
     more than 256 columns of parts (rows reloaded per part), triton's mbarrier waits; an override sets it either
-    way, and the compiled variant is named after it. next_n 8 small (two warpgroups, parts of 128) takes it on
-    every release."""
+    way where a block runs in parts (nowhere else: the kernel reads it only there), and the compiled variant is
+    named after it. next_n 8 small (two warpgroups, parts of 128) takes it on every release."""
     from mqa_kernels.common import tuned_by_triton
     from mqa_kernels.decode.paged_ws_sm90.config import wait_barrier_rule
 
@@ -395,8 +395,10 @@ def test_wait_barrier_rule_where_parts_reload_their_rows(release, monkeypatch):
     assert not wait_barrier_rule(4, 64, 64, True, False)  # 4 parts of 64: the rows held in registers
     off = paged_ws_sm90_config(next_n=8, **kw, override={"WAIT_BARRIER": False})
     assert off.constexprs["WAIT_BARRIER"] is False and off.name.endswith("_WAIT_BARRIER_0")
-    on = paged_ws_sm90_config(next_n=2, **kw, override={"WAIT_BARRIER": True})
+    on = paged_ws_sm90_config(next_n=8, **kw, override={"WAIT_BARRIER": True, "AHEAD": False})
     assert on.constexprs["WAIT_BARRIER"] is True and on.name.endswith("_WAIT_BARRIER_1")
+    whole = paged_ws_sm90_config(next_n=2, **kw, override={"WAIT_BARRIER": True})  # one wgmma a block: no parts
+    assert whole.constexprs["MMA_N"] == 0 and whole.constexprs["WAIT_BARRIER"] is False
 
 
 def test_four_math_warpgroups_each_have_their_own_producer_warp():

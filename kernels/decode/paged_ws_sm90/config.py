@@ -187,7 +187,8 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
                   # warpgroup in the small class (docs/EXPERIMENTS.md). The kernel keeps a given schedule's reads
                   # before warp_specialize.
                   "SPLIT_INSIDE": g == 1 and size_class == "small"}
-    constexprs["WAIT_BARRIER"] = bool(choice.get("WAIT_BARRIER", wait_barrier_rule(
+    # (only a block in parts reads it: elsewhere an override would name a variant of the same code)
+    constexprs["WAIT_BARRIER"] = bool(mma_n) and bool(choice.get("WAIT_BARRIER", wait_barrier_rule(
         next_n, heads, mma_n, constexprs["AHEAD"], constexprs["PTX_SLOTS"])))
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "blocks_max": cdiv(max(1, max_context_len), block_size), "batch": batch, "bf16": bool(bf16),
