@@ -43,6 +43,7 @@ COPY_TBS = 4.3
 DECODE_SHAPES = ((1, 8192), (8, 8192), (64, 8192), (128, 8192), (8, 65536), (64, 65536), (128, 65536), (4096, 8192))
 ROWS = ("gluon_ws_sm90", "paged_ws_sm90")
 FORMS = ("none", "given", "half")
+DTYPES = {"fp32": None, "bf16": None}  # filled with torch dtypes in main (no torch import at module load)
 DEV = "cuda"  # "cpu" with --smoke
 
 
@@ -114,10 +115,27 @@ def harness_decode(B: int, C: int, n: int):
     return Paged(t.q, t.kv_cache, t.weights, ctx, t.block_table, t.max_context_len)
 
 
-def copy_pct(ctx, B: int, n: int, maxlen: int, us: float, dim: int = 128) -> float:
-    """% of the 4.3 TB/s copy rate for a decode step of `us`: each sequence's cache (fp8 rows + fp32 scales) up to
-    its largest row end (ctx [B, n]) read once, and the [B * n, maxlen] fp32 logits written."""
-    nbytes = int(ctx.long().max(dim=1).values.sum()) * (dim + 4) + B * n * maxlen * 4
+def measure_copy_tbs() -> float:
+    """This card's device-to-device copy rate (TB/s, bytes read plus written; 1 GiB, median of do_bench): the
+    ceiling a decode step's bytes are held against, measured in the same call as the times it divides."""
+    global COPY_TBS
+    if DEV == "cuda":
+        import torch
+        import triton
+
+        src = torch.empty(1 << 30, dtype=torch.uint8, device=DEV)
+        dst = torch.empty_like(src)
+        ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=50, rep=300, return_mode="median")
+        COPY_TBS = 2 * src.numel() / (ms * 1e-3) / 1e12
+        del src, dst
+        torch.cuda.empty_cache()
+    return COPY_TBS
+
+
+def copy_pct(ctx, B: int, n: int, maxlen: int, us: float, dim: int = 128, out_bytes: int = 4) -> float:
+    """% of this card's copy rate (measure_copy_tbs) for a decode step of `us`: each sequence's cache (fp8 rows +
+    fp32 scales) up to its largest row end (ctx [B, n]) read once, and the [B * n, maxlen] logits written."""
+    nbytes = int(ctx.long().max(dim=1).values.sum()) * (dim + 4) + B * n * maxlen * out_bytes
     return nbytes / (us * 1e-6) / (COPY_TBS * 1e12) * 100
 
 
@@ -256,7 +274,7 @@ def configs_decode(args, names: list[str]) -> int:
             if dg is not None and n <= 2:  # DeepGEMM runs next_n 1-2 on sm90
                 dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)
                 calls["dg"] = lambda: dg.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, ctx, t.block_table, dmeta,
-                                                              maxlen, clean_logits=False)
+                                                              maxlen, clean_logits=False, logits_dtype=dtype)
             for k, f in calls.items():
                 r = f()
                 if k == "dg":
@@ -302,8 +320,10 @@ def decode_forms(args) -> int:
     sms = mqa_cli.get_num_sms()
     if dg is None:
         print(f"DeepGEMM not importable: {why}")
-    rep = Report("decode", ["B", "C", "next_n", *(f"µs {f}" for f in forms), *(f"{f} / DG" for f in forms),
-                            "DeepGEMM µs", f"{forms[0]} % of 4.3 TB/s", "checks", "MHz, W"])
+    dtype = DTYPES[args.dtype]
+    rep = Report(f"decode_{args.dtype}", ["B", "C", "next_n", "logits", *(f"µs {f}" for f in forms),
+                                          *(f"{f} / DG" for f in forms), "DeepGEMM µs",
+                                          f"{forms[0]} % of {COPY_TBS:.2f} TB/s", "DG % of copy", "checks", "MHz, W"])
     for B, C in shapes(args.shapes):
         for n in (int(x) for x in args.next_n.split(",")):
             t = harness_decode(B, C, n)
@@ -314,7 +334,7 @@ def decode_forms(args) -> int:
             for f in forms:
                 meta = metas[f]() if metas[f] else None
                 call = (lambda m=meta: mqa_cli.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, ctx, t.block_table, m,
-                                                                     maxlen, clean_logits=False))
+                                                                     maxlen, clean_logits=False, logits_dtype=dtype))
                 try:
                     outs[f] = call()
                     calls[f] = call
@@ -323,7 +343,7 @@ def decode_forms(args) -> int:
             if dg is not None and n <= 2:
                 dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)
                 calls["dg"] = lambda: dg.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, ctx, t.block_table, dmeta,
-                                                              maxlen, clean_logits=False)
+                                                              maxlen, clean_logits=False, logits_dtype=dtype)
                 outs["dg"] = calls["dg"]()
             if DEV == "cuda":
                 torch.cuda.synchronize()
@@ -332,14 +352,17 @@ def decode_forms(args) -> int:
             for f in forms:
                 if f in outs and f != first and not torch.equal(outs[f][live], outs[first][live]):
                     notes.append(f"{f} differs from {first}!")
-            if first and "dg" in outs and not rel_err(outs["dg"][live], outs[first][live]) < REL_TOL:
+            if first and "dg" in outs and not rel_err(outs["dg"][live], outs[first][live]) < REL_TOL * (
+                    1 if dtype == torch.float32 else 4):
                 notes.append("differs from DeepGEMM!")
             us, ratio = timed(calls, args.rounds) if calls else ({}, None)
             d = us.get("dg")
-            rep.row([B, f"{C // 1024}K", n, *(f"{us[f]:.2f}" if f in us else "-" for f in forms),
+            ob = torch.finfo(dtype).bits // 8
+            rep.row([B, f"{C // 1024}K", n, args.dtype, *(f"{us[f]:.2f}" if f in us else "-" for f in forms),
                      *(f"{ratio(f, 'dg'):.3f}" if f in us and d else "-" for f in forms),
                      "-" if d is None else f"{d:.2f}",
-                     f"{copy_pct(ctx, B, n, maxlen, us[first]):.1f}" if first in us else "-",
+                     f"{copy_pct(ctx, B, n, maxlen, us[first], out_bytes=ob):.1f}" if first in us else "-",
+                     "-" if d is None else f"{copy_pct(ctx, B, n, maxlen, d, out_bytes=ob):.1f}",
                      "; ".join(notes) or "ok", clock_power()], failed=any(x.endswith("!") for x in notes))
             del t, outs, calls
             if DEV == "cuda":
@@ -360,8 +383,10 @@ def prefill_forms(args) -> int:
     if dg is None:
         print(f"DeepGEMM not importable: {why}")
     forms = ("clean", "noclean", "compressed")
-    rep = Report("prefill", ["shape", "max_seqlen_k", *(f"µs {f}" for f in forms), *(f"{f} / DG" for f in forms),
-                             "compressed / ours noclean", "checks", "MHz, W"])
+    dtype = DTYPES[args.dtype]
+    rep = Report(f"prefill_{args.dtype}", ["shape", "logits", "max_seqlen_k", *(f"µs {f}" for f in forms),
+                                           *(f"{f} / DG" for f in forms), "compressed / ours noclean", "checks",
+                                           "MHz, W"])
     benches = matrix.SUITES["seed"]
     if DEV == "cpu":  # --smoke: one tiny causal shape and one ratio-4 shape
         from types import SimpleNamespace
@@ -377,16 +402,23 @@ def prefill_forms(args) -> int:
         t = random_prefill(b.spec, device=DEV)
         M = longest_row(b.spec)
         kv = (t.kv, t.kv_scales)
-        ours = {"clean": lambda: mqa_cli.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=True),
-                "noclean": lambda: mqa_cli.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=False),
-                "compressed": lambda: mqa_cli.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=False,
-                                                             max_seqlen_k=M)}
+        # SGLang's calls (clean or not, full width) and vLLM 0.33 / 0.34's compressed call, each as the engine
+        # passes its arguments; DeepGEMM 54e2261 takes the same three through its keywords
+        ours = {"clean": lambda: mqa_cli.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=True,
+                                                        logits_dtype=dtype),
+                "noclean": lambda: mqa_cli.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=False,
+                                                          logits_dtype=dtype),
+                "compressed": lambda: mqa_cli.fp8_fp4_mqa_logits((t.q, None), kv, t.weights, t.ks, t.ke, M,
+                                                                 logits_dtype=dtype)}
         calls = dict(ours)
         if dg is not None:
-            calls.update({"dg clean": lambda: dg.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=True),
-                          "dg noclean": lambda: dg.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=False),
+            calls.update({"dg clean": lambda: dg.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=True,
+                                                                logits_dtype=dtype),
+                          "dg noclean": lambda: dg.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=False,
+                                                                  logits_dtype=dtype),
                           "dg compressed": lambda: dg.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke,
-                                                                     clean_logits=False, max_seqlen_k=M)})
+                                                                     clean_logits=False, max_seqlen_k=M,
+                                                                     logits_dtype=dtype)})
         rows = torch.randperm(t.S, generator=torch.Generator().manual_seed(0))[:64].to(DEV)
         sub = type(t)(t.q[rows], t.kv, t.kv_scales, t.weights[rows], t.ks[rows], t.ke[rows])
         full_ref = reference_logits(sub)
@@ -400,10 +432,10 @@ def prefill_forms(args) -> int:
                 continue
             live = torch.isfinite(refs[f])
             e = rel_err(got[live], refs[f][live])
-            if not e < REL_TOL or (f == "clean" and not torch.isneginf(got[~live]).all()):
+            if not e < REL_TOL * (1 if dtype == torch.float32 else 4) or (f == "clean" and not torch.isneginf(got[~live]).all()):
                 notes.append(f"{name} off the reference ({e:.1e})!")
         us, ratio = timed(calls, args.rounds)
-        rep.row([b.name, M, *(f"{us[f]:.1f}" for f in forms),
+        rep.row([b.name, args.dtype, M, *(f"{us[f]:.1f}" for f in forms),
                  *(f"{ratio(f, 'dg ' + f):.3f}" if dg is not None else "-" for f in forms),
                  f"{ratio('compressed', 'noclean'):.3f}", "; ".join(notes) or "ok", clock_power()],
                 failed=bool(notes))
@@ -438,6 +470,7 @@ def parser() -> argparse.ArgumentParser:
         x.add_argument("--rounds", type=int, default=6, help="timing rounds, the order reversed every round")
     for x in (d, p):
         x.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (interpreter), no timing")
+        x.add_argument("--dtype", choices=tuple(DTYPES), default="fp32", help="the logits' dtype (logits_dtype=)")
     return ap
 
 
@@ -453,8 +486,10 @@ def main(argv=None) -> int:
     import torch
     import triton
 
+    DTYPES.update(fp32=torch.float32, bf16=torch.bfloat16)
+    copy = measure_copy_tbs()
     print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (smoke: the interpreter)'}, triton {triton.__version__}, torch {torch.__version__}: ab {args.mode} "
-          "(µs: graph replay after an L2 flush, median of the rounds)")
+          f"(µs: graph replay after an L2 flush, median of the rounds; copy rate measured here: {copy:.2f} TB/s)")
     if args.mode == "configs":
         names = variants(args.variants)
         return configs_prefill(args, names) if args.row == "gluon_ws_sm90" else configs_decode(args, names)

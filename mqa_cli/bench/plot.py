@@ -17,13 +17,14 @@ def _roofline(ax, rows, tgt, series, reference_label):
     xs = [r.flop / max(1, r.min_bytes) for r in rows]
     ys = [r.tflops for r in rows] + [timing.tflops(r.flop, r.reference_us) for r in rows if r.reference_us]
     if ceil:
-        fp8, copy, measured = ceil
+        fp8, copy, _ = ceil
         xs.append(fp8 / copy)  # the ridge, so both lines show
-        how = "measured" if measured else "datasheet"
         lo, hi = min(xs) / 3, max(xs) * 3
-        ax.plot([lo, hi], [fp8, fp8], "k--", lw=1, label=f"fp8 ceiling {fp8:g} TF/s ({how})")
+        fp8_how = "measured" if tgt.measured_fp8_tflops else "datasheet"
+        copy_how = "measured" if tgt.measured_bandwidth_tbs else "datasheet"
+        ax.plot([lo, hi], [fp8, fp8], "k--", lw=1, label=f"fp8 ceiling {fp8:g} TF/s ({fp8_how})")
         ax.plot([lo, hi], [lo * copy, hi * copy], color="0.4", ls=":", lw=1.2,
-                label=f"copy rate {copy:g} TB/s ({how}) x intensity")
+                label=f"copy rate {copy:g} TB/s ({copy_how}) x intensity")
         ax.set_xlim(lo, hi)
         ax.set_ylim(max(1e-9, min(ys + [lo * copy]) / 2), 2 * fp8)
     for i, k in enumerate(series):

@@ -132,8 +132,7 @@ def floor_note(tgt) -> str:
     c = timing.ceilings(tgt)
     if c is None:
         return f"floor: none on {tgt.name} (no ceilings; the interpreter's times say nothing about GPU speed)"
-    fp8, copy, measured = c
-    where = "measured on this card (docs/PERFORMANCE.md, METHOD)" if measured else "datasheet peaks"
+    fp8, copy, where = c
     return (f"floor = max(FLOP / {fp8:g} TF/s fp8, min bytes / {copy:g} TB/s copy rate), {where}; binds: fp8 = "
             f"compute-bound, write = the logits written (clean: all S x N), read = inputs read")
 

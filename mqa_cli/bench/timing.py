@@ -124,7 +124,7 @@ class Floor:
     memory_us: float
     fp8_tflops: float
     copy_tbs: float
-    measured: bool  # the project's measured ceilings (else the datasheet's peaks)
+    measured: str  # where the two ceilings come from (measured on the card, or its datasheet)
 
     @property
     def us(self) -> float:
@@ -139,14 +139,22 @@ class Floor:
         return self.us / us if us > 0 else 0.0
 
 
-def ceilings(tgt) -> tuple[float, float, bool] | None:
-    """(fp8 TF/s, copy TB/s, measured?) of a target: the ceilings measured on it where targets.py has them (sm90:
-    1635 TF/s, 4.3 TB/s), else its datasheet peaks; None where it has neither (the interpreter)."""
+def ceilings(tgt) -> tuple[float, float, str] | None:
+    """(fp8 TF/s, copy TB/s, where they come from) of a target: each ceiling measured on its card where cards.py has
+    it (the H200: 1635 TF/s, 4.3 TB/s), else the card's datasheet peak; None where it has neither (the
+    interpreter)."""
+    fp8 = tgt.measured_fp8_tflops or tgt.peak_fp8_tflops
+    copy = tgt.measured_bandwidth_tbs or tgt.bandwidth_tbs
+    if not (fp8 and copy):
+        return None
+    card = tgt.device_name or tgt.card or tgt.name
     if tgt.measured_fp8_tflops and tgt.measured_bandwidth_tbs:
-        return tgt.measured_fp8_tflops, tgt.measured_bandwidth_tbs, True
-    if tgt.peak_fp8_tflops and tgt.bandwidth_tbs:
-        return tgt.peak_fp8_tflops, tgt.bandwidth_tbs, False
-    return None
+        how = f"measured on the {card} (docs/PERFORMANCE.md)"
+    elif tgt.measured_bandwidth_tbs:
+        how = f"copy rate measured on the {card}, fp8 rate its datasheet peak"
+    else:
+        how = f"datasheet peaks of the {card}"
+    return fp8, copy, how
 
 
 def binding_floor(flop: int, nbytes: int, tgt) -> Floor | None:

@@ -164,7 +164,7 @@ def problem_options(fn):
     return wrapper
 
 
-Target = Annotated[Optional[str], typer.Option("--target", help="sm90 | sm100 | gfx942 | gfx950 | cpu [the GPU found, else cpu]")]
+Target = Annotated[Optional[str], typer.Option("--target", help="sm90 | sm100 | gfx942 | gfx950 | cpu, or a card: h100 | h200 | h100-pcie | h20 | ... (sm90 with that card's figures) [the GPU found, else cpu]")]
 KernelSpec = Annotated[Optional[str], typer.Option(
     "--kernel", help="a dispatch row by name (see `explain`), optionally with config overrides: "
                      "NAME:KEY=VALUE,... e.g. tiled:BLOCK_Q=8,num_stages=4; ':KEY=VALUE' overrides the dispatched "

@@ -17,9 +17,9 @@ def floor(c: Counts, target: Target) -> dict | None:
     out = {"compute_us": t_flop, "memory_us": t_bytes, "floor_us": max(t_flop, t_bytes),
            "bound": "compute" if t_flop >= t_bytes else "memory",
            "peak_fp8_tflops": target.peak_fp8_tflops, "bandwidth_tbs": target.bandwidth_tbs}
-    if target.measured_fp8_tflops and target.measured_bandwidth_tbs:
-        mf = c.flop / (target.measured_fp8_tflops * 1e12) * 1e6
-        mb = c.bytes / (target.measured_bandwidth_tbs * 1e12) * 1e6
+    if target.measured_fp8_tflops or target.measured_bandwidth_tbs:  # each measured ceiling the card has
+        mf = c.flop / ((target.measured_fp8_tflops or target.peak_fp8_tflops) * 1e12) * 1e6
+        mb = c.bytes / ((target.measured_bandwidth_tbs or target.bandwidth_tbs) * 1e12) * 1e6
         out["measured_floor_us"] = max(mf, mb)
     return out
 
@@ -33,7 +33,7 @@ def target_dict(t: Target) -> dict:
     return {"name": t.name, "backend": t.backend, "arch": t.arch, "fp8": t.fp8, "warp_size": t.warp_size,
             "peak_fp8_tflops": t.peak_fp8_tflops, "bandwidth_tbs": t.bandwidth_tbs,
             "smem_per_block_kib": t.smem_per_block_kib, "units": t.units, "description": t.description,
-            "device_name": t.device_name}
+            "device_name": t.device_name, "card": t.card, "l2_mib": t.l2_mib}
 
 
 def plan_dict(p: Plan) -> dict:
@@ -109,7 +109,8 @@ def explain_text(d: dict) -> str:
     lines.append(f"kernel name: {pl['kernel_name']}   (dump folder {pl['dump_name']})")
     f = d["floor"]
     if f:
-        line = (f"floor on {t['name']}: compute {f['compute_us']:.1f} µs (at {f['peak_fp8_tflops']:g} TFLOP/s fp8), "
+        card = f" ({t['device_name'] or t['description']})" if t.get("card") else ""
+        line = (f"floor on {t['name']}{card}: compute {f['compute_us']:.1f} µs (at {f['peak_fp8_tflops']:g} TFLOP/s fp8), "
                 f"memory {f['memory_us']:.1f} µs (at {f['bandwidth_tbs']:g} TB/s) → {f['bound']}-bound, "
                 f"≥ {f['floor_us']:.1f} µs")
         lines.append(line)

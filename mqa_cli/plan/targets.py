@@ -9,11 +9,13 @@ Measured ceilings (where we have them) come from this project's own runs: ../doc
 is fp8 wgmma alone on the H200 at its power cap (the mma_ceiling probe in docs/EXPERIMENTS.md: 1633-1637 over four
 wgmma shapes, 2026-11-30; until then 1270, a plain fp8 matmul's rate, which the prefill kernel passed at D 256);
 4.3 TB/s is the device-to-device copy rate.
+The sm90 entry carries the H200's figures; the card a GPU run finds (or `--target h100`, `h200`, ...) carries its
+own (cards.py): the floor is the card's, dispatch the architecture's.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import UserError
 
@@ -33,6 +35,8 @@ class Target:
     measured_fp8_tflops: float | None = None
     measured_bandwidth_tbs: float | None = None
     device_name: str | None = None  # set when detected
+    card: str | None = None  # the card model whose figures these are (cards.py key), None for the architecture's
+    l2_mib: int | None = None
 
     @property
     def is_gpu(self) -> bool:
@@ -50,8 +54,9 @@ class Target:
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
-        Target("sm90", "cuda", 90, "e4m3fn", 32, 1979.0, 4.8, 227, 132, "NVIDIA Hopper (H100/H200)",
-               measured_fp8_tflops=1635.0, measured_bandwidth_tbs=4.3),
+        Target("sm90", "cuda", 90, "e4m3fn", 32, 1979.0, 4.8, 227, 132,
+               "NVIDIA Hopper, the H200's figures (--target h100 for the H100's)",
+               measured_fp8_tflops=1635.0, measured_bandwidth_tbs=4.3, card="h200", l2_mib=50),
         Target("sm100", "cuda", 100, "e4m3fn", 32, 4500.0, 8.0, 227, 148, "NVIDIA Blackwell (B200)"),
         Target("gfx942", "hip", "gfx942", "e4m3fnuz", 64, 2614.9, 5.3, 64, 304, "AMD CDNA3 (MI300X)"),
         Target("gfx950", "hip", "gfx950", "e4m3fn", 64, 5000.0, 8.0, 160, 256, "AMD CDNA4 (MI350X/MI355X)"),
@@ -61,10 +66,31 @@ TARGETS: dict[str, Target] = {
 }
 
 
+def with_card(base: Target, card, units: int | None = None, device_name: str | None = None) -> Target:
+    """`base` (an architecture) with the figures of one card model of it: bandwidth, peak, SMs, L2, measured
+    ceilings (those the card has; an unmeasured one is left out rather than borrowed from another card)."""
+    return replace(base, peak_fp8_tflops=card.peak_fp8_tflops, bandwidth_tbs=card.bandwidth_tbs,
+                   units=units or card.units, description=card.description, card=card.key, l2_mib=card.l2_mib,
+                   measured_fp8_tflops=card.measured_fp8_tflops, measured_bandwidth_tbs=card.measured_bandwidth_tbs,
+                   device_name=device_name)
+
+
+def target_names() -> list[str]:
+    """Every name --target takes: the architectures, then the card models."""
+    from .cards import BY_KEY
+
+    return [*TARGETS, *BY_KEY]
+
+
 def get_target(name: str) -> Target:
-    if name not in TARGETS:
-        raise UserError(f"unknown target {name!r}; choose one of {', '.join(TARGETS)}")
-    return TARGETS[name]
+    from .cards import BY_KEY
+
+    if name in TARGETS:
+        return TARGETS[name]
+    if name in BY_KEY:
+        card = BY_KEY[name]
+        return with_card(TARGETS[card.arch], card)
+    raise UserError(f"unknown target {name!r}; choose one of {', '.join(target_names())}")
 
 
 def _detect_uncached() -> Target:
@@ -88,8 +114,15 @@ def _detect_uncached() -> Target:
         if base is None:
             return Target(f"sm{cc}", "cuda", cc, "e4m3fn", 32, None, None, None, props.multi_processor_count,
                           f"NVIDIA sm{cc} (no datasheet entry)", device_name=props.name)
-    from dataclasses import replace
+        from .cards import card_for
 
+        card = card_for(props.name, base.name)
+        if card is not None:
+            return with_card(base, card, units=props.multi_processor_count, device_name=props.name)
+        if base.card is not None:  # a card of this architecture the table does not name: no borrowed figures
+            return replace(base, units=props.multi_processor_count, device_name=props.name, card=None,
+                           description=f"{props.name} (no card entry: the architecture's datasheet peaks)",
+                           measured_fp8_tflops=None, measured_bandwidth_tbs=None)
     return replace(base, units=props.multi_processor_count, device_name=props.name)
 
 

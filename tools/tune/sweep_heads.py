@@ -570,10 +570,9 @@ def main(argv=None) -> int:
     device = "cpu (smoke: the interpreter; times mean nothing)" if SMOKE else torch.cuda.get_device_name(0)
     from mqa_cli.bench.timing import ceilings
 
-    fp8, copy, measured = ceilings(sw.floor_tgt)
+    fp8, copy, where = ceilings(sw.floor_tgt)
     sw.say(f"device {device}, {sw.units} SMs, torch {torch.__version__}, triton {triton.__version__}; floor = max(FLOP"
-           f" / {fp8:g} TF/s, min bytes / {copy:g} TB/s) ({'measured' if measured else 'datasheet'} ceilings of "
-           f"{sw.floor_tgt.name}); shapes 1x{SEQ} causal, clean logits")
+           f" / {fp8:g} TF/s, min bytes / {copy:g} TB/s) ({where}); shapes 1x{SEQ} causal, clean logits")
     prewarm = Prewarm(0 if SMOKE else max(1, min(8, (os.cpu_count() or 4) - 4)), sw.tgt.name)
     results = []
     try:
