@@ -59,6 +59,17 @@ def deep_gemm():
         return None, f"{type(e).__name__}: {str(e).splitlines()[0][:120]}" if str(e) else type(e).__name__
 
 
+def base_module(folder: str | None):
+    """mqa_cli_base from a tree tools/base_tree.sh wrote (an earlier commit, timed beside this checkout), or None."""
+    if not folder:
+        return None
+    sys.path.insert(0, str(Path(folder).resolve()))
+    import mqa_cli_base
+
+    print(f"beside: mqa_cli_base from {mqa_cli_base.__file__} (commit {(Path(folder) / 'REV').read_text().strip()})")
+    return mqa_cli_base
+
+
 def clock_power() -> str:
     """'MHz, W' as NVML reads them now (the card's state after a shape's timings), or '-'."""
     try:
@@ -321,8 +332,12 @@ def decode_forms(args) -> int:
     if dg is None:
         print(f"DeepGEMM not importable: {why}")
     dtype = DTYPES[args.dtype]
+    base = base_module(args.beside)
     rep = Report(f"decode_{args.dtype}", ["B", "C", "next_n", "logits", *(f"µs {f}" for f in forms),
-                                          *(f"{f} / DG" for f in forms), "DeepGEMM µs",
+                                          *(f"{f} / DG" for f in forms),
+                                          *(c for f in forms for c in ((f"{f} / base", f"base {f} / DG") if base
+                                                                       else ())),
+                                          "DeepGEMM µs",
                                           f"{forms[0]} % of {COPY_TBS:.2f} TB/s", "DG % of copy", "checks", "MHz, W"])
     for B, C in shapes(args.shapes):
         for n in (int(x) for x in args.next_n.split(",")):
@@ -340,6 +355,13 @@ def decode_forms(args) -> int:
                     calls[f] = call
                 except Exception as e:  # noqa: BLE001  (a form the API refuses is a result)
                     notes.append(f"{f} refused: {type(e).__name__}: {str(e)[:80]}")
+                if base is not None:
+                    bm = (base.get_paged_mqa_logits_metadata(ctx, 64, sms) if f == "given" else
+                          base.get_paged_mqa_logits_metadata(ctx, 64, max(1, sms // 2)) if f == "half" else None)
+                    calls[f"base {f}"] = (lambda m=bm: base.fp8_paged_mqa_logits(
+                        t.q, t.kv_cache, t.weights, ctx, t.block_table, m, maxlen, clean_logits=False,
+                        logits_dtype=dtype))
+                    outs[f"base {f}"] = calls[f"base {f}"]()
             if dg is not None and n <= 2:
                 dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)
                 calls["dg"] = lambda: dg.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, ctx, t.block_table, dmeta,
@@ -349,8 +371,8 @@ def decode_forms(args) -> int:
                 torch.cuda.synchronize()
             live = torch.arange(maxlen, device=DEV)[None, :] < ctx.reshape(-1, 1)
             first = next((f for f in forms if f in outs), None)
-            for f in forms:
-                if f in outs and f != first and not torch.equal(outs[f][live], outs[first][live]):
+            for f in outs:
+                if f != "dg" and f != first and not torch.equal(outs[f][live], outs[first][live]):
                     notes.append(f"{f} differs from {first}!")
             if first and "dg" in outs and not rel_err(outs["dg"][live], outs[first][live]) < REL_TOL * (
                     1 if dtype == torch.float32 else 4):
@@ -360,6 +382,9 @@ def decode_forms(args) -> int:
             ob = torch.finfo(dtype).bits // 8
             rep.row([B, f"{C // 1024}K", n, args.dtype, *(f"{us[f]:.2f}" if f in us else "-" for f in forms),
                      *(f"{ratio(f, 'dg'):.3f}" if f in us and d else "-" for f in forms),
+                     *(c for f in forms for c in ((f"{ratio(f, 'base ' + f):.3f}" if f in us else "-",
+                                                   f"{ratio('base ' + f, 'dg'):.3f}" if f in us and d else "-")
+                                                  if base else ())),
                      "-" if d is None else f"{d:.2f}",
                      f"{copy_pct(ctx, B, n, maxlen, us[first], out_bytes=ob):.1f}" if first in us else "-",
                      "-" if d is None else f"{copy_pct(ctx, B, n, maxlen, d, out_bytes=ob):.1f}",
@@ -384,9 +409,12 @@ def prefill_forms(args) -> int:
         print(f"DeepGEMM not importable: {why}")
     forms = ("clean", "noclean", "compressed")
     dtype = DTYPES[args.dtype]
+    base = base_module(args.beside)
     rep = Report(f"prefill_{args.dtype}", ["shape", "logits", "max_seqlen_k", *(f"µs {f}" for f in forms),
-                                           *(f"{f} / DG" for f in forms), "compressed / ours noclean", "checks",
-                                           "MHz, W"])
+                                           *(f"{f} / DG" for f in forms),
+                                           *(c for f in forms for c in ((f"{f} / base", f"base {f} / DG") if base
+                                                                        else ())),
+                                           "compressed / ours noclean", "checks", "MHz, W"])
     benches = matrix.SUITES["seed"]
     if DEV == "cpu":  # --smoke: one tiny causal shape and one ratio-4 shape
         from types import SimpleNamespace
@@ -411,6 +439,14 @@ def prefill_forms(args) -> int:
                 "compressed": lambda: mqa_cli.fp8_fp4_mqa_logits((t.q, None), kv, t.weights, t.ks, t.ke, M,
                                                                  logits_dtype=dtype)}
         calls = dict(ours)
+        if base is not None:  # the same calls through the earlier commit's build
+            calls.update({
+                "base clean": lambda: base.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=True,
+                                                          logits_dtype=dtype),
+                "base noclean": lambda: base.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=False,
+                                                            logits_dtype=dtype),
+                "base compressed": lambda: base.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=False,
+                                                               max_seqlen_k=M, logits_dtype=dtype)})
         if dg is not None:
             calls.update({"dg clean": lambda: dg.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=True,
                                                                 logits_dtype=dtype),
@@ -437,6 +473,9 @@ def prefill_forms(args) -> int:
         us, ratio = timed(calls, args.rounds)
         rep.row([b.name, args.dtype, M, *(f"{us[f]:.1f}" for f in forms),
                  *(f"{ratio(f, 'dg ' + f):.3f}" if dg is not None else "-" for f in forms),
+                 *(c for f in forms for c in ((f"{ratio(f, 'base ' + f):.3f}",
+                                               f"{ratio('base ' + f, 'dg ' + f):.3f}" if dg is not None else "-")
+                                              if base else ())),
                  f"{ratio('compressed', 'noclean'):.3f}", "; ".join(notes) or "ok", clock_power()],
                 failed=bool(notes))
         del t, calls
@@ -471,6 +510,8 @@ def parser() -> argparse.ArgumentParser:
     for x in (d, p):
         x.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (interpreter), no timing")
         x.add_argument("--dtype", choices=tuple(DTYPES), default="fp32", help="the logits' dtype (logits_dtype=)")
+        x.add_argument("--beside", default=None, help="a tree from tools/base_tree.sh: the same calls through that "
+                       "earlier commit, interleaved (columns FORM / base)")
     return ap
 
 
