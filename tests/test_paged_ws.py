@@ -127,15 +127,16 @@ def test_fast_relaunch_rebuilds_the_first_launchs_arguments(given):
 
 def _tables():
     from mqa_kernels.common import tuned_by_triton
+    from mqa_kernels.decode.paged_ws_sm90.tuned_by_triton import BY_RELEASE
 
     return [(rel, N, reg, ch) for rel in ((3, 6), (3, 8), (3, 9))
-            for N, per in sorted(tuned_by_triton.table("paged_ws_sm90", CUDA_TUNED, rel).items())
+            for N, per in sorted(tuned_by_triton.table(BY_RELEASE, CUDA_TUNED, rel).items())
             for reg, ch in sorted(per.items())]
 
 
 @pytest.mark.parametrize("release, N, reg, choice", _tables())
 def test_every_tuned_choice_fits_an_sm(monkeypatch, release, N, reg, choice):
-    """Each entry of the sweep-written table (on each release: tuned_by_triton's entries over tuned.py's) is what
+    """Each entry of the sweep-written table (on each release: its tuned_by_triton.py's entries over tuned.py's) is what
     the config picks for a shape of its size class there, and fits one SM's shared memory and registers."""
     from mqa_kernels.common import tuned_by_triton
 
@@ -241,8 +242,7 @@ def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, c
         assert per_loop == {-(-T // (mma // H)) * D // 32}, per_loop
     assert "LOCAL:0" in res["usage"]  # no register spills
     tail = (f"_Q_IN_LANES_{int(lanes == 1)}_MMA_N_{mma}_AHEAD_{int(ahead or not mma)}_PTX_SLOTS_{ptx}"
-            f"_LOADERS_{4 if wg == 4 else 1}_SPLIT_INSIDE_{int(wg == 1)}"
-            f"_WAIT_BARRIER_{int(bool(mma) and bool(ahead) and not ptx and -(-T // (mma // H)) * mma > 256)}")
+            f"_LOADERS_{4 if wg == 4 else 1}_SPLIT_INSIDE_{int(wg == 1)}")
     assert res["lanes"] == (lanes == 1) and res["name"].endswith(tail)
     # One math warpgroup: the split's results (computed in the kernel or read from the metadata) reach the block
     # loop in uniform registers, so the loop has no uniform-register moves (kernel._through_shared says what they
@@ -369,36 +369,8 @@ def test_ptx_slots_is_a_choice_the_config_carries_and_names(ptx):
                                clean=False, units=132, override={"PTX_SLOTS": ptx})
     c = cfg.constexprs
     assert c["PTX_SLOTS"] is ptx and (c["FULL_AT"], c["EMPTY_AT"]) == (-1, -1)
-    assert f"_PTX_SLOTS_{int(ptx)}_LOADERS_1_SPLIT_INSIDE_0_WAIT_BARRIER_" in cfg.name
+    assert cfg.name.endswith(f"_PTX_SLOTS_{int(ptx)}_LOADERS_1_SPLIT_INSIDE_0")
     assert ("PTX" in cfg.schedule["slots"]) is ptx
-
-
-@pytest.mark.parametrize("release", [(3, 6), (3, 8), (3, 9)])
-def test_wait_barrier_rule_where_parts_reload_their_rows(release, monkeypatch):
-    """WAIT_BARRIER (a warpgroup barrier before each kv slot's wait) by the rule: a block in parts, one ahead,
-    more than 256 columns of parts (rows reloaded per part), triton's mbarrier waits; an override sets it either
-    way where a block runs in parts (nowhere else: the kernel reads it only there), and the compiled variant is
-    named after it. next_n 8 small (two warpgroups, parts of 128) takes it on every release."""
-    from mqa_kernels.common import tuned_by_triton
-    from mqa_kernels.decode.paged_ws_sm90.config import wait_barrier_rule
-
-    monkeypatch.setattr(tuned_by_triton, "installed_release", lambda: release)
-    kw = dict(heads=64, dim=128, block_size=64, batch=1, max_context_len=8192, clean=True, units=132)
-    for n in range(1, 9):
-        c = paged_ws_sm90_config(next_n=n, **kw).constexprs
-        want = wait_barrier_rule(n, 64, c["MMA_N"], c["AHEAD"], c["PTX_SLOTS"])
-        assert c["WAIT_BARRIER"] is want, (release, n)
-        assert want == (bool(c["MMA_N"]) and c["AHEAD"] and not c["PTX_SLOTS"] and n * 64 > 256), (release, n)
-    assert paged_ws_sm90_config(next_n=8, **kw).constexprs["WAIT_BARRIER"] is True
-    assert not wait_barrier_rule(8, 64, 128, True, True)  # PTX slot waits: no triton wait to put it before
-    assert not wait_barrier_rule(8, 64, 128, False, False)  # one part at a time
-    assert not wait_barrier_rule(4, 64, 64, True, False)  # 4 parts of 64: the rows held in registers
-    off = paged_ws_sm90_config(next_n=8, **kw, override={"WAIT_BARRIER": False})
-    assert off.constexprs["WAIT_BARRIER"] is False and off.name.endswith("_WAIT_BARRIER_0")
-    on = paged_ws_sm90_config(next_n=8, **kw, override={"WAIT_BARRIER": True, "AHEAD": False})
-    assert on.constexprs["WAIT_BARRIER"] is True and on.name.endswith("_WAIT_BARRIER_1")
-    whole = paged_ws_sm90_config(next_n=2, **kw, override={"WAIT_BARRIER": True})  # one wgmma a block: no parts
-    assert whole.constexprs["MMA_N"] == 0 and whole.constexprs["WAIT_BARRIER"] is False
 
 
 def test_four_math_warpgroups_each_have_their_own_producer_warp():
@@ -407,10 +379,10 @@ def test_four_math_warpgroups_each_have_their_own_producer_warp():
     kw = dict(heads=64, dim=128, next_n=2, block_size=64, batch=128, max_context_len=65536, clean=False, units=132)
     table = paged_ws_sm90_config(**kw)
     assert (table.constexprs["MATH_WG"], table.constexprs["LOADERS"]) == (4, 4)  # the table's choice
-    assert "_LOADERS_4_SPLIT_INSIDE_0_" in table.name
+    assert table.name.endswith("_LOADERS_4_SPLIT_INSIDE_0")
     for g in (1, 2, 3):
         cfg = paged_ws_sm90_config(**kw, override={"MATH_WG": g, "STAGES": 4, "SUBS": 1})
-        assert cfg.constexprs["LOADERS"] == 1 and "_LOADERS_1_SPLIT_INSIDE_0_" in cfg.name
+        assert cfg.constexprs["LOADERS"] == 1 and cfg.name.endswith("_LOADERS_1_SPLIT_INSIDE_0")
 
 
 @HEAVY

@@ -1,5 +1,6 @@
 """The codebase's shape: no import cycles (function-local imports included), importing any module changes no
-environment, and kernels/ holds only kernels and configs."""
+environment, kernels/ holds only kernels and configs, and a variant is the unit: kernels/common imports no variant
+and no kernel reaches into another module's private names."""
 import ast
 import os
 import subprocess
@@ -74,8 +75,7 @@ def test_importing_every_module_leaves_the_environment_alone():
 
 def test_kernels_folder_holds_kernels_and_configs_only():
     allowed = {"__init__.py", "config.py", "kernel.py", "tuned.py", "epilogue.py", "prologue.py", "naming.py",
-               "gluon_compat.py", "tuned_by_triton.py", "versions.py",
-               "wgmma_descriptors.py"}  # (how the kernels compile on 3.9: the PTX pass their compiles take)
+               "gluon_compat.py", "gluon_ring.py", "gluon_heads.py", "tuned_by_triton.py", "versions.py"}
     files = {p.name for p in (ROOT / "kernels").rglob("*.py")}
     assert files <= allowed, files - allowed
     for cfg in (ROOT / "kernels").rglob("config.py"):
@@ -96,3 +96,72 @@ def test_ci_runs_the_readme_test_command_and_the_heavy_matrices():
     ci = (ROOT / ".ci" / "run").read_text()
     assert f'pip install -q {cmd[0]} -e ".[test]" && {cmd[1]}' in ci
     assert "MQA_LOGITS_HEAVY=1 python -m pytest" in ci and "-m heavy tests" in ci
+
+
+def _variant_of(module: str) -> str | None:
+    """'mqa_kernels.decode.paged_ws_sm90.kernel' -> 'mqa_kernels.decode.paged_ws_sm90'; None outside a variant."""
+    parts = module.split(".")
+    if parts[0] != "mqa_kernels" or len(parts) < 3 or parts[1] == "common":
+        return None
+    return ".".join(parts[:3]) if parts[1] in ("decode", "prefill") and len(parts) >= 3 else ".".join(parts[:2])
+
+
+def test_kernels_common_imports_no_variant():
+    """The shared floor stays shared: nothing under kernels/common imports a variant's module (its config, kernel or
+    table), at any depth of its code; a variant hands what common needs as arguments."""
+    mods = _modules()
+    known = set(mods)
+    bad = []
+    for name, path in mods.items():
+        if not name.startswith("mqa_kernels.common"):
+            continue
+        bad += [f"{name} imports {m}" for m in _imports(name, path, known) if _variant_of(m)]
+    assert not bad, "\n".join(bad)
+
+
+def _private_imports(name: str, path: Path, known: set) -> list:
+    """`from X import _name` in module `name` where X is another project module: what it reaches into."""
+    is_pkg = path.name == "__init__.py"
+    base = name.split(".") if is_pkg else name.split(".")[:-1]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level:
+                mod = ".".join(base[: len(base) - node.level + 1] + ([mod] if mod else []))
+            private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+            if private and mod in known and mod != name:
+                out.append(f"{name} imports {', '.join(private)} from {mod}")
+    return out
+
+
+def test_no_kernel_imports_another_module_s_private_names():
+    """A kernel imports shared pieces by their public names (kernels/common) and nothing from another variant:
+    no `from X import _name` across modules under kernels/, and no kernel imports another variant."""
+    mods = _modules()
+    known = set(mods)
+    bad = []
+    for name, path in mods.items():
+        if not name.startswith("mqa_kernels."):
+            continue
+        bad += _private_imports(name, path, known)
+        if name.endswith(".kernel"):
+            mine = _variant_of(name)
+            bad += [f"{name} imports {m} (another variant)" for m in _imports(name, path, known)
+                    if _variant_of(m) not in (None, mine)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_structure_checks_catch_what_they_guard(tmp_path):
+    """The checks above on a made-up decode kernel that imports the prefill kernel's names, one of them private."""
+    assert _variant_of("mqa_kernels.decode.paged_ws_sm90.kernel") == "mqa_kernels.decode.paged_ws_sm90"
+    assert _variant_of("mqa_kernels.topk.config") == "mqa_kernels.topk"
+    assert _variant_of("mqa_kernels.common.gluon_ring") is None
+    f = tmp_path / "kernel.py"
+    f.write_text("from ...prefill.gluon_ws_sm90.kernel import _ring, lane_head_sum\n"
+                 "from ...common.gluon_ring import ring\n")
+    name = "mqa_kernels.decode.paged_ws_sm90.kernel"
+    known = {"mqa_kernels.prefill.gluon_ws_sm90.kernel", name, "mqa_kernels.common.gluon_ring"}
+    assert _private_imports(name, f, known) == [f"{name} imports _ring from mqa_kernels.prefill.gluon_ws_sm90.kernel"]
+    got = _imports(name, f, known)
+    assert {_variant_of(m) for m in got} == {"mqa_kernels.prefill.gluon_ws_sm90", None}

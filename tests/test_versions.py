@@ -143,7 +143,7 @@ def test_reduction_order_and_fp_fusion_warning_are_the_ones_the_facts_say(tmp_pa
 
 def test_the_reduction_order_facts_split_every_release():
     """Each release the kernels compile on reduces either in order or as a tree, never both or neither: the Gluon
-    head sums take one form or the other by them (lane_head_sum)."""
+    head sums take one form or the other by them (mqa_kernels.common.gluon_heads)."""
     for rel in versions.FACTS["gluon_hopper"].releases:
         v = f"{rel[0]}.{rel[1]}.0"
         assert versions.holds("in_order_reduce", v) != versions.holds("tree_reduce", v), v
@@ -153,11 +153,10 @@ def test_the_reduction_order_facts_split_every_release():
 def test_the_gluon_head_sums_take_the_form_the_fact_says():
     """The Gluon kernels read the fact for the triton they import: plain gl.sum head sums exactly where the release
     reduces in order (PLAIN_SUMS, a constexpr the JIT folds), and explain names the fact on their rows."""
-    from mqa_kernels.common import gluon_compat
-    from mqa_kernels.prefill.gluon_ws_sm90 import kernel
+    from mqa_kernels.common import gluon_compat, gluon_heads
 
     assert gluon_compat.in_order_reduce == versions.holds("in_order_reduce")
-    assert bool(kernel.PLAIN_SUMS.value) == versions.holds("in_order_reduce")
+    assert bool(gluon_heads.PLAIN_SUMS.value) == versions.holds("in_order_reduce")
     p = dispatch.plan(dispatch.Shape("prefill", 8192, 8192, 64, 128), targets.get_target("sm90"),
                       kernel="gluon_ws_sm90", force=True)
     row = next(c for c in p.candidates if c.row.name == "gluon_ws_sm90")

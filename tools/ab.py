@@ -11,9 +11,7 @@ own config; for the prefill row a key its config does not take is set as a const
 sets it: SMALL_REGS=24), launched directly (no API host work). Prefill rows run the seed and heads suites, decode rows the
 harness's decode shapes (H 64 D 128, block 64, 2-D context lengths, no clean logits). Each variant is bitwise
 equal to the first or the row is marked; the first is checked against the float32 reference. A variant named
-twice ("X;X") is the A/A control: it measures the method's own bias. DESCRIPTORS=0 / 1 in a variant compiles it
-without / with the wgmma descriptor pass (mqa_kernels.common.wgmma_descriptors; default: as the version fact
-says), each variant then launched through the JIT, whose cache keys the pass.
+twice ("X;X") is the A/A control: it measures the method's own bias.
 decode: the public API in the engines' forms (schedule_meta None: split in the kernel; given: the metadata of
 get_paged_mqa_logits_metadata; half: that metadata for num_sms // 2 programs, vLLM's at next_n 4), each bitwise
 equal to the first form on live entries, beside DeepGEMM's fp8_paged_mqa_logits given its own metadata.
@@ -93,18 +91,11 @@ def variants(text: str) -> list[str]:
     return out
 
 
-def descriptor_choice(kv: dict):
-    """The variant's DESCRIPTORS key taken out of its override keys: True / False, or None (the version fact)."""
-    v = kv.pop("DESCRIPTORS", None)
-    return None if v is None else str(v).lower() not in ("0", "false", "no")
-
-
-def jit_call(cfg, a, descriptors):
-    """One launch of LaunchArgs `a` through the JIT, with the descriptor pass as `descriptors` says (None: as the
-    config and the version fact say)."""
+def jit_call(cfg, a):
+    """One launch of LaunchArgs `a` through the JIT."""
     from mqa_cli.launch.common import jit_launch
 
-    return lambda: jit_launch(cfg.jitted(), cfg, a, descriptors)
+    return lambda: jit_launch(cfg.jitted(), cfg, a)
 
 
 def shapes(text: str) -> list[tuple[int, int]]:
@@ -209,10 +200,8 @@ def configs_prefill(args, names: list[str]) -> int:
         clean = b.spec.clean_logits and args.form == "clean"
         M = longest_row(b.spec) if args.form == "compressed" else 0
         cfgs, outs, notes, runs = {}, {}, [], {}
-        by_jit = any("DESCRIPTORS" in n for n in names)
         for i, text in enumerate(names):  # keyed by position: a variant may be named twice (the control)
             kv = key_values(text) if text else {}
-            desc = descriptor_choice(kv)
             try:
                 cfg = gluon_ws_sm90_config(heads=t.heads, dim=t.dim, S=t.S, N=t.N, clean=clean, compressed=M > 0,
                                            units=units, override={k: v for k, v in kv.items() if k in OVERRIDE_KEYS})
@@ -223,10 +212,7 @@ def configs_prefill(args, names: list[str]) -> int:
                 continue
             out = launchers.output_for(t, cfg, M)
             out.fill_(float("nan"))
-            if by_jit:
-                runs[i] = jit_call(cfg, launchers.args_builder(cfg)(t, cfg, out, M), desc)
-            else:
-                runs[i] = (lambda cfg=cfg, out=out: launchers.run(t, cfg, out, max_seqlen_k=M))
+            runs[i] = (lambda cfg=cfg, out=out: launchers.run(t, cfg, out, max_seqlen_k=M))
             runs[i]()
             torch.cuda.synchronize()
             cfgs[i], outs[i] = cfg, out
@@ -275,12 +261,11 @@ def configs_decode(args, names: list[str]) -> int:
             calls, outs, name = {}, {}, ""
             for i, text in enumerate(names):
                 kv = key_values(text) if text else {}
-                desc = descriptor_choice(kv)
                 cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=n, block_size=64, batch=B,
                                            max_context_len=maxlen, clean=False, units=sms, override=kv or None)
                 name = name or cfg.name
                 out = torch.full((B * n, maxlen), float("nan"), device="cuda")
-                calls[i] = jit_call(cfg, paged_ws_args(t, cfg, out, None), desc)
+                calls[i] = jit_call(cfg, paged_ws_args(t, cfg, out, None))
                 outs[i] = out
             if dg is not None and n <= 2:  # DeepGEMM runs next_n 1-2 on sm90
                 dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)

@@ -157,7 +157,7 @@ if [ "${SAN_VARIANTS:-1}" = 1 ]; then
           # next_n 7: one part at a time (AHEAD off), three math warpgroups (named: 3.8 / 3.9's small class takes
           # two warpgroups, one part ahead, as next_n 6 does there)
           echo "$tool|$row:MATH_WG=3,AHEAD=0|$row next_n 7 parts|${small/--next-n 4/--next-n 7}" >>"$JOBS"
-          # next_n 8: two warpgroups, parts of 128 one ahead, a warpgroup barrier before each slot wait (WAIT_BARRIER)
+          # next_n 8: two warpgroups, parts of 128 one ahead (rows reloaded per part)
           echo "$tool|$row|$row next_n 8 parts|${small/--next-n 4/--next-n 8}" >>"$JOBS"
           # slot waits and releases in PTX (PTX_SLOTS): one part at a time in three warpgroups, and one wgmma
           echo "$tool|$row:PTX_SLOTS=1|$row next_n 7 PTX_SLOTS|${small/--next-n 4/--next-n 7}" >>"$JOBS"

@@ -23,7 +23,7 @@ async_store = _tma.async_store if hasattr(_tma, "async_store") else _tma.async_c
 
 # How a release orders a reduction shows in no attribute, so it is the version fact (kernels/common/versions.py, the one
 # source explain names), read for the triton imported here: where it adds a thread's values in order, the head sums
-# are plain gl.sum of products (lane_head_sum in mqa_kernels.prefill.gluon_ws_sm90.kernel).
+# are plain gl.sum of products (mqa_kernels.common.gluon_heads).
 in_order_reduce = _holds("in_order_reduce", _triton.__version__)
 
 

@@ -43,12 +43,12 @@ FACTS = {f.name: f for f in (
          "3.9 only as functions that raise)"),
     Fact("tree_reduce", ((3, 8), (3, 9)),
          "reductions add a thread's values as a tree, not in order: a plain gl.sum / tl.sum of products would lose "
-         "its FMAs, so the head sums are FMA chains written out (mqa_kernels.common.epilogue.fma_chain, and the Gluon "
-         "kernels' lane_head_sum)"),
+         "its FMAs, so the head sums are FMA chains written out (mqa_kernels.common.epilogue.fma_chain, and "
+         "mqa_kernels.common.gluon_heads.fma_chain for the Gluon kernels)"),
     Fact("in_order_reduce", ((3, 6),),
          "reductions add a thread's values in order, so a plain gl.sum of products is already one FMA chain: the "
-         "Gluon kernels' head sums are written so here (lane_head_sum: the code measured fastest on the H200; the "
-         "written-out chains compile to as many instructions, scheduled otherwise, and measured 4-18 % slower)"),
+         "Gluon kernels' head sums are written so here (mqa_kernels.common.gluon_heads: the written-out chains "
+         "measured 4-18 % slower on the H200 on 3.6)"),
     Fact("launcher_3_6", ((3, 6),),
          "the CUDA launcher is a CudaLauncher whose compiled C launch takes the grid, stream, function, launch "
          "flags, metadata, hooks and the kernel arguments (mqa_cli.launch.direct calls it directly)"),
@@ -61,11 +61,6 @@ FACTS = {f.name: f for f in (
     Fact("gluon_block_q_32_spills", ((3, 8), (3, 9)),
          "the Gluon prefill kernel's BLOCK_Q 32 layout (H 8 at wgmma N 256: a sweep candidate, in no table) spills "
          "inside its tile loop (32 rows of per-row state beside a 64 x 256 accumulator; on 3.6 only per item)"),
-    Fact("descriptors_32bit", ((3, 9),),
-         "each k-step's wgmma descriptor is built from 32-bit pieces (add.s32 on the address field, then cvt and "
-         "or.b64 with the high word), which costs ptxas a uniform-register rebuild per wgmma: this project's kernels "
-         "get it rebuilt as one 64-bit add from the chain's base while they compile (mqa_kernels.common."
-         "wgmma_descriptors; the hook it uses enters triton's cache keys here)"),
     Fact("gluon_bindings_leak_at_exit", ((3, 9),),
          "a process that compiled a Gluon TMA kernel ends in nanobind leak warnings (GluonOpBuilder's TMA copy methods "
          "keep an ir.attribute as a default argument): the CLI ends such a process without the interpreter's "

@@ -79,8 +79,9 @@ def tuned(kind: str, cols: int, backend: str) -> dict:
     if backend == "cuda":
         from ..common.tuned_by_triton import table
         from .tuned import CUDA_TUNED
+        from .tuned_by_triton import BY_RELEASE
 
-        out.update(_bucket_entry(table("topk", CUDA_TUNED).get(kind, {}), cols) or {})
+        out.update(_bucket_entry(table(BY_RELEASE, CUDA_TUNED).get(kind, {}), cols) or {})
     return out
 
 

@@ -46,11 +46,8 @@ def plan_dict(p: Plan) -> dict:
                            for c in cand.checks],
             "ruled_out_by": None if cand.ok else cand.first_failure.sentence(),
         })
-    from mqa_kernels.common import wgmma_descriptors
-
     return {"candidates": rows, "selected": p.chosen.row.name, "forced": p.forced, "notes": p.notes,
-            "config": p.config.as_dict(), "kernel_name": p.config.name, "dump_name": p.config.dump_name,
-            "descriptor_pass": wgmma_descriptors.state(p.config) if p.target.backend == "cuda" else None}
+            "config": p.config.as_dict(), "kernel_name": p.config.name, "dump_name": p.config.dump_name}
 
 
 def memory_dict(c: Counts, shape, max_seqlen_k: int = 0, topk: dict | None = None) -> dict:
@@ -101,11 +98,8 @@ def explain_text(d: dict) -> str:
     lines.append(f"selected: {pl['selected']}" + (f" ({'; '.join(pl['notes'])})" if pl["notes"] else ""))
     cfg = pl["config"]
     lines.append("config: " + ", ".join(f"{k}={v}" for k, v in {**cfg["constexprs"], **cfg["options"]}.items()))
-    shown = {k: v for k, v in cfg["schedule"].items() if k != "descriptor_pass"}  # (its own line: what it does here)
-    if shown:
-        lines.append("schedule: " + ", ".join(f"{k}={v}" for k, v in shown.items()))
-    if pl.get("descriptor_pass"):
-        lines.append(f"descriptor pass: {pl['descriptor_pass']}")
+    if cfg["schedule"]:
+        lines.append("schedule: " + ", ".join(f"{k}={v}" for k, v in cfg["schedule"].items()))
     lines.append(f"kernel name: {pl['kernel_name']}   (dump folder {pl['dump_name']})")
     f = d["floor"]
     if f:

@@ -5,9 +5,10 @@ dim), paged_ws_sm90 per tuned size class, paged, the top-k selection).
     python -m mqa_cli.inspect.codegen --write tests/codegen/triton-3.8.json    # every case, one compile each (cached)
     python -m mqa_cli.inspect.codegen --table tests/codegen/triton-3.*.json     # the row x version table (docs/CODEGEN.md)
 
-A tile costs the tensor cores about a cycle an instruction of its loop on the H200 (mqa_cli.inspect.sass_loops), so these
-numbers stand for speed where no GPU is at hand. Triton's cache makes a repeated case cheap. The stored tables
-(one per triton release) are what tests/test_codegen.py pins."""
+A tile costs the tensor cores about a cycle an instruction of its loop on the H200 (mqa_cli.inspect.sass_loops), so
+these numbers explain a time the card measured; they do not stand for one. Triton's cache makes a repeated case cheap.
+The stored tables (one per triton release) are a record of what a change did, rewritten by the first command;
+tests/test_codegen.py fails only on a new spill inside a tensor-core loop or a loop longer by more than JUMP."""
 from __future__ import annotations
 
 import argparse
@@ -17,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-TOLERANCE = 0.02  # a loop may be this much longer than the table says (or than 3.6's) before a test fails
+JUMP = 0.15  # a loop may be this much longer than the table says (or than 3.6's) before a test fails
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def cases() -> list[Case]:
     for width in sorted(PAGED_WS):
         for size in ("small", "large"):
             out.append(_decode("paged_ws_sm90", width // 64, size))
-            # (next_n 8 small given: WAIT_BARRIER's case, kernels/decode/paged_ws_sm90/config.py)
+            # (next_n 8 small given: a block in four parts of 128, rows reloaded per part)
             out.append(_decode("paged_ws_sm90", width // 64, size, given=True,
                                pinned=width in (64, 128) or (width, size) == (512, "small")))
             out.append(_decode("paged_ws_sm90", width // 64, size, pinned=width in (64, 128, 320) and size == "small",
@@ -129,6 +130,7 @@ def measure(case: Case) -> dict:
             "spills": r["spill_stores"] + r["spill_loads"], "spill_stores": r["spill_stores"],
             "spill_loads": r["spill_loads"], "loops": [lp["instructions"] for lp in loops],
             "loop_fp32": [{k: lp["mix"].get(k, 0) for k in ("FFMA", "FMUL", "FADD")} for lp in loops],
+            "loop_spills": [lp["mix"].get("STL", 0) + lp["mix"].get("LDL", 0) for lp in loops],
             "seconds": round(art.seconds, 1)}
 
 
@@ -164,9 +166,29 @@ def load_tables(paths) -> dict:
     return tables
 
 
-def regressions(tables: dict, base: str = "3.6", tolerance: float = TOLERANCE) -> list[str]:
-    """Where a release compiles worse than `base`: a tensor-core loop longer than base's (+ tolerance; the i-th
-    shortest against the i-th shortest), or spills where base has none, or a case that does not compile."""
+def loop_spills(case: dict) -> int:
+    """Spill instructions (STL + LDL) inside the case's tensor-core loops (a table without the field: its spills)."""
+    return sum(case["loop_spills"]) if "loop_spills" in case else case["spills"]
+
+
+def worse(m: dict, b: dict, jump: float = JUMP, same_release: bool = True) -> list[str]:
+    """How measurement `m` compiles worse than `b` of the same case: another count of tensor-core loops, a loop
+    longer by more than `jump` (the i-th shortest against the i-th shortest: a release may lay the warpgroups' loops
+    out in another order), or new spill instructions inside the loops: more than `b` (`same_release`: a table
+    against a new compile), or any where `b` has none (one release against another)."""
+    bad = []
+    if len(m["loops"]) != len(b["loops"]):
+        bad.append(f"{len(m['loops'])} tensor-core loops, against {len(b['loops'])}")
+    for i, (x, y) in enumerate(zip(sorted(m["loops"]), sorted(b["loops"]))):
+        if x > y * (1 + jump):
+            bad.append(f"loop {i} {x} instructions, against {y}")
+    if loop_spills(m) > loop_spills(b) and (same_release or not loop_spills(b)):
+        bad.append(f"{loop_spills(m)} spill instructions in its tensor-core loops, against {loop_spills(b)}")
+    return bad
+
+
+def regressions(tables: dict, base: str = "3.6", jump: float = JUMP) -> list[str]:
+    """Where a release compiles worse than `base` (`worse`), or a case does not compile."""
     bad = []
     ref = tables[base]["cases"]
     for rel, t in sorted(tables.items()):
@@ -179,14 +201,7 @@ def regressions(tables: dict, base: str = "3.6", tolerance: float = TOLERANCE) -
                 continue
             if "error" in b:
                 continue
-            if len(m["loops"]) != len(b["loops"]):
-                bad.append(f"{rel} {label}: {len(m['loops'])} tensor-core loops, {base} has {len(b['loops'])}")
-            # loops compared by length order: a release may lay the warpgroups' loops out in another order
-            for i, (x, y) in enumerate(zip(sorted(m["loops"]), sorted(b["loops"]))):
-                if x > y * (1 + tolerance):
-                    bad.append(f"{rel} {label}: loop {i} {x} instructions, {base} {y}")
-            if m["spills"] and not b["spills"]:
-                bad.append(f"{rel} {label}: {m['spills']} spill instructions, {base} none")
+            bad += [f"{rel} {label}: {w} on {base}" for w in worse(m, b, jump, same_release=False)]
     return bad
 
 
@@ -205,7 +220,8 @@ def table_text(tables: dict) -> str:
             elif "error" in m:
                 cells.append("does not compile")
             else:
-                cells.append(f"{m['registers']} / {m['spills']} / {', '.join(map(str, m['loops'])) or '–'}")
+                inner = f" ({loop_spills(m)} in loops)" if m["spills"] and loop_spills(m) else ""
+                cells.append(f"{m['registers']} / {m['spills']}{inner} / {', '.join(map(str, m['loops'])) or '–'}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

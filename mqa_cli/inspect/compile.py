@@ -13,7 +13,6 @@ imported and refuses in one line when it is too late.
 """
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -23,7 +22,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mqa_kernels.common import wgmma_descriptors
 
 from ..errors import UserError
 from ..launch import barrier_offsets
@@ -190,13 +188,12 @@ def compile_config(target, cfg, shape, kernel: str = "", problem: str = "") -> A
     la = build_args(t, cfg, out, extra)
     gpu = target.gpu_target()
     try:
-        descriptors = wgmma_descriptors.choice(cfg)
         # PTX_SLOTS: its ring barriers' offsets, from builds compiled as this one is
-        barrier_offsets.resolve(fn, la, gpu, functools.partial(compile_launch, descriptors=descriptors))
+        barrier_offsets.resolve(fn, la, gpu, compile_launch)
         seen, restore = _listen()
         t0 = time.perf_counter()
         try:
-            compiled, sig = compile_with_signature(fn, la, gpu, descriptors)
+            compiled, sig = compile_with_signature(fn, la, gpu)
         finally:
             restore()
     except UserError:

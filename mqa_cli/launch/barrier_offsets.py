@@ -9,7 +9,6 @@ per compiled variant and target: a launch pays one extra compile, once, before i
 """
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import replace
 
@@ -101,10 +100,6 @@ def resolve_on_device(cfg, la, tensor) -> None:
         return
     from triton.runtime import driver
 
-    from mqa_kernels.common import wgmma_descriptors
-
     from .signature import compile_launch
 
-    # compiled as the launch will compile it (the descriptor pass as the config says), so the JIT finds it cached
-    resolve(cfg.jitted(), la, driver.active.get_current_target(),
-            functools.partial(compile_launch, descriptors=wgmma_descriptors.choice(cfg)))
+    resolve(cfg.jitted(), la, driver.active.get_current_target(), compile_launch)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
-from mqa_kernels.common import wgmma_descriptors
 
 from ..errors import UserError
 from . import interpreter
@@ -107,13 +106,9 @@ def _specialization(args) -> tuple | None:
     return tuple(key)
 
 
-def jit_launch(kernel, cfg, a: LaunchArgs, descriptors: bool | None = None):
-    """One launch through the JIT, which compiles on a miss: with the wgmma descriptor pass as `cfg` says
-    (mqa_kernels.common.wgmma_descriptors; triton 3.9), or as `descriptors` says when given (tools/ab.py's A/B).
-    The JIT keys the pass, so a build with it and one without never mix. Returns the compiled kernel."""
-    enabled = wgmma_descriptors.choice(cfg) if descriptors is None else descriptors
-    with wgmma_descriptors.scoped(kernel.__name__, enabled):
-        return kernel[a.grid](*a.args, **a.constexprs, **a.options)
+def jit_launch(kernel, cfg, a: LaunchArgs):
+    """One launch through the JIT, which compiles on a miss. Returns the compiled kernel."""
+    return kernel[a.grid](*a.args, **a.constexprs, **a.options)
 
 
 def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool):

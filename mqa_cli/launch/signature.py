@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mqa_kernels.common import wgmma_descriptors
 
 from ..errors import UserError
 
@@ -87,9 +86,8 @@ def build_signature(fn, launch_args, backend) -> Signature:
 
 
 
-def compile_with_signature(fn, la, gpu, descriptors: bool | None = None):
-    """triton.compile of `fn` with LaunchArgs `la` for GPUTarget `gpu`: (compiled kernel, its Signature);
-    `descriptors`: the wgmma descriptor pass's `enabled` (mqa_kernels.common.wgmma_descriptors.choice of the config)."""
+def compile_with_signature(fn, la, gpu):
+    """triton.compile of `fn` with LaunchArgs `la` for GPUTarget `gpu`: (compiled kernel, its Signature)."""
     import triton
     from triton.compiler.compiler import make_backend
 
@@ -97,14 +95,13 @@ def compile_with_signature(fn, la, gpu, descriptors: bool | None = None):
     source_cls = triton.compiler.ASTSource
     if fn.is_gluon():
         from triton.experimental.gluon._runtime import GluonASTSource as source_cls
-    with wgmma_descriptors.scoped(fn.__name__, descriptors):
-        return triton.compile(source_cls(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
-                              options=dict(la.options)), sig
+    return triton.compile(source_cls(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
+                          options=dict(la.options)), sig
 
 
-def compile_launch(fn, la, gpu, descriptors: bool | None = None):
+def compile_launch(fn, la, gpu):
     """The compiled kernel of one launch's arguments for `gpu` (triton's cache makes a repeat cheap)."""
-    return compile_with_signature(fn, la, gpu, descriptors)[0]
+    return compile_with_signature(fn, la, gpu)[0]
 
 
 def specialization(fn, la, gpu, leave_out: tuple = ()) -> str:

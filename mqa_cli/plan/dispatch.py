@@ -183,8 +183,7 @@ def _h64d128_config(shape, target):
 
 # The facts the rows' code depends on besides the release check itself (explain names those that hold here).
 TRITON_FACTS = ("tree_reduce", "interpreter_needs_numpy_below_2_4", "fp_fusion_default_warns")
-GLUON_FACTS = ("gluon_names_3_6", "gluon_names_3_8", "tree_reduce", "in_order_reduce", "descriptors_32bit",
-               "fp_fusion_default_warns")
+GLUON_FACTS = ("gluon_names_3_6", "gluon_names_3_8", "tree_reduce", "in_order_reduce", "fp_fusion_default_warns")
 
 
 def check_gluon(caps: Capabilities) -> list:

@@ -14,14 +14,16 @@ parts of MMA_N / H rows, one wgmma each (two accumulators of MMA_N columns in fl
 from __future__ import annotations
 
 from ...common.config import KernelConfig, cdiv, pow2_ceil
-from ...common.tuned_by_triton import table
+from ...common.tuned_by_triton import source, table
 from . import KEYS
 from .tuned import CUDA_TUNED
+from .tuned_by_triton import BY_RELEASE
 
 MAX_DOT_N = 256  # columns of one wgmma
 MAX_ROWS_N = 512  # draft rows x heads one program holds (q slots of 2 x 512 x D bytes): past 256, in parts (MMA_N)
 MAX_MMA_N = 128  # columns of a part's wgmma: two accumulators of 64 registers a thread in flight
 SMEM_PER_SM = 227 * 1024
+_DIR = "kernels/decode/paged_ws_sm90"  # (explain names the table file)
 SMALL_REGS = 40  # producer warp (setmaxnreg); the math warpgroups keep the rest
 
 
@@ -80,17 +82,7 @@ def default_choice(np_heads: int) -> dict:
 
 
 # what `override` may set
-OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "Q_IN_LANES", "MMA_N", "AHEAD", "PTX_SLOTS", "WAIT_BARRIER")
-
-
-def wait_barrier_rule(next_n: int, heads: int, mma_n: int, ahead: bool, ptx_slots: bool) -> bool:
-    """A warpgroup barrier before each kv slot's wait (the kernel's WAIT_BARRIER): where a block runs in parts, one
-    ahead, with each part's rows reloaded (more than 256 columns of parts) and triton's mbarrier waits. Triton 3.6
-    put that barrier before every mbarrier wait; 3.8 and 3.9 leave it out, and then 3.8's ptxas rebuilds the q parts'
-    wgmma descriptors each block (sm90 SASS, clean logits: next_n 8 small, schedule given, loops 882 / 890 -> 859 /
-    875, 3.6 860 / 880; next_n 7 small 793 / 802 -> 776 / 782). 3.6 compiles the same code either way; 3.9 one
-    instruction more (the barrier)."""
-    return bool(mma_n) and ahead and not ptx_slots and parts(next_n, heads, mma_n) * mma_n > 256
+OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "Q_IN_LANES", "MMA_N", "AHEAD", "PTX_SLOTS")
 
 
 def table_key(next_n: int, heads: int) -> int:
@@ -106,15 +98,13 @@ def _table_key(tuned: dict, next_n: int, heads: int) -> int | None:
 
 def table_source(next_n: int, heads: int) -> str:
     """The file (and release) the table entry of this shape comes from, or 'the rule' where none holds it."""
-    from ...common.tuned_by_triton import source
-
-    key = _table_key(table("paged_ws_sm90", CUDA_TUNED), next_n, heads)
-    return "the rule (default_choice)" if key is None else f"{source('paged_ws_sm90', key)}[{key}]"
+    key = _table_key(table(BY_RELEASE, CUDA_TUNED), next_n, heads)
+    return "the rule (default_choice)" if key is None else f"{source(BY_RELEASE, key, _DIR)}[{key}]"
 
 
 def table_entry(next_n: int, heads: int, size_class: str) -> dict:
     """The sweep's choice for this shape (the installed triton's entries over tuned.py's), {} where none."""
-    tuned = table("paged_ws_sm90", CUDA_TUNED)
+    tuned = table(BY_RELEASE, CUDA_TUNED)
     key = _table_key(tuned, next_n, heads)
     return {} if key is None else tuned[key].get(size_class, {})
 
@@ -187,21 +177,15 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
                   # warpgroup in the small class (docs/EXPERIMENTS.md). The kernel keeps a given schedule's reads
                   # before warp_specialize.
                   "SPLIT_INSIDE": g == 1 and size_class == "small"}
-    # (only a block in parts reads it: elsewhere an override would name a variant of the same code)
-    constexprs["WAIT_BARRIER"] = bool(mma_n) and bool(choice.get("WAIT_BARRIER", wait_barrier_rule(
-        next_n, heads, mma_n, constexprs["AHEAD"], constexprs["PTX_SLOTS"])))
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "blocks_max": cdiv(max(1, max_context_len), block_size), "batch": batch, "bf16": bool(bf16),
                 "smem_per_program": need, "size_class": size_class,
                 "table": table_source(next_n, heads),
                 "math_warpgroups": g,
-                # the wgmma descriptor pass (mqa_kernels.common.wgmma_descriptors, triton 3.9) off for a block in 4
-                # or more parts: their q descriptors would be held in registers (spills)
-                "descriptor_pass": parts(next_n, heads, mma_n) < 4,
                 "slots": ("waited for and released in PTX at the kv ring barriers' offsets (FULL_AT, EMPTY_AT: "
                           "read from a first build when it compiles)") if constexprs["PTX_SLOTS"]
                 else "triton's mbarrier ops (a warpgroup barrier before each release; before each wait too on "
-                "triton 3.6, and on 3.8+ where WAIT_BARRIER says so)",
+                "triton 3.6)",
                 "split": "each program computes its share; with schedule_meta given: SELF_SCHEDULE=0, read from it"
                 + ("; computed by each partition after warp_specialize (SPLIT_INSIDE)" if constexprs["SPLIT_INSIDE"]
                    else "")}

@@ -43,10 +43,9 @@ producer reads no block-table entry past a row's table_cols (a context longer th
 there). A block id is not clamped: the TMA unit checks every box against the descriptors' bounds (the cache's
 blocks: fp8 rows [(num_blocks - 1) * RPB + BS, D], scales [num_blocks, BS]) and fills what lies outside with
 zeros, so a bad id (or one whose row coordinate id * RPB wraps in 32 bits) loads zeros or some block of the cache,
-never memory outside it. (A clamp in the producer, two integer ops per 32 ids, costs the math warpgroups a register:
-spills and one to three instructions more in their block loops at three and four warpgroups, sm90 SASS.)
+never memory outside it (no clamp of the ids in the producer: docs/DESIGN-NOTES.md).
 
-mbarrier phases as in mqa_kernels.prefill.gluon_ws_sm90 (Ring): the n-th fill of a slot is waited with parity n & 1 by
+mbarrier phases as in mqa_kernels.common.gluon_ring: the n-th fill of a slot is waited with parity n & 1 by
 its math warpgroup, and its (n-1)-th release with parity (n & 1) ^ 1 by the producer before refilling it. Each
 slot belongs to one warpgroup, which takes its fills in order: a parity wait cannot match a fill two behind (one
 ring shared by several warpgroups can: a warpgroup early for fill n passes on the completed fill n - 2).
@@ -66,8 +65,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.language.core import _aggregate as aggregate
 
 from ...common import gluon_compat as compat
-from ...prefill.gluon_ws_sm90.kernel import (Scalar, _release_slot, _ring, _scalar, _wait_slot, lane_head_sum,
-                                             opaque_i32, quad_head_sum)
+from ...common.gluon_heads import lane_head_sum, quad_head_sum
+from ...common.gluon_ring import Scalar, release_slot, ring, scalar, wait_slot
 from ...common.naming import make_kernel_repr
 from . import KEYS
 
@@ -100,20 +99,20 @@ class Decode:
     def __init__(self, w_ptr, ctx_ptr, table_ptr, out_ptr, batch, max_context_len, rows_per_block, stride_w,
                  stride_ctx_b, stride_ctx_t, ctx_causal, stride_table, stride_out, meta, table_cols):
         self.meta = meta
-        self.table_cols = _scalar(table_cols)
+        self.table_cols = scalar(table_cols)
         self.w_ptr = w_ptr
         self.ctx_ptr = ctx_ptr
         self.table_ptr = table_ptr
         self.out_ptr = out_ptr
-        self.batch = _scalar(batch)
-        self.max_context_len = _scalar(max_context_len)
-        self.rows_per_block = _scalar(rows_per_block)
-        self.stride_w = _scalar(stride_w)
-        self.stride_ctx_b = _scalar(stride_ctx_b)
-        self.stride_ctx_t = _scalar(stride_ctx_t)
-        self.ctx_causal = _scalar(ctx_causal)
-        self.stride_table = _scalar(stride_table)
-        self.stride_out = _scalar(stride_out)
+        self.batch = scalar(batch)
+        self.max_context_len = scalar(max_context_len)
+        self.rows_per_block = scalar(rows_per_block)
+        self.stride_w = scalar(stride_w)
+        self.stride_ctx_b = scalar(stride_ctx_b)
+        self.stride_ctx_t = scalar(stride_ctx_t)
+        self.ctx_causal = scalar(ctx_causal)
+        self.stride_table = scalar(stride_table)
+        self.stride_out = scalar(stride_out)
 
 
 @aggregate
@@ -129,22 +128,20 @@ class Shape:
     SUBS: gl.constexpr  # programs sharing one schedule range
     CLEAN: gl.constexpr
     PIPE: gl.constexpr  # two accumulators: a block's epilogue overlaps the next block's wgmma
-    G: gl.constexpr  # math warpgroups per program; block c of the program goes to warpgroup c % G
-    LANES: gl.constexpr  # Q_IN_LANES: wgmma column n = (draft row (n % 8) // (8 // NP), head ...): see _head_sum
+    MATH_WG: gl.constexpr  # math warpgroups per program; block c of the program goes to warpgroup c % MATH_WG
+    Q_IN_LANES: gl.constexpr  # wgmma column n = (draft row (n % 8) // (8 // NP), head ...): see _head_sum
     MMA_N: gl.constexpr  # columns per wgmma when a block's draft rows go in parts (MMA_N / H rows each); 0: one wgmma
     AHEAD: gl.constexpr  # parts: part j + 1's wgmma issued before part j's epilogue (two accumulators in flight)
-    PTX_SLOTS: gl.constexpr  # kv ring slots waited for and released in PTX (_wait_slot, _release_slot)
+    PTX_SLOTS: gl.constexpr  # kv ring slots waited for and released in PTX (gluon_ring.wait_slot, release_slot)
     FULL_AT: gl.constexpr  # PTX_SLOTS: byte offset of the kv ring's full barriers in shared memory
     EMPTY_AT: gl.constexpr  # PTX_SLOTS: and of its empty barriers
-    LOADERS: gl.constexpr  # producer warps: 1 (all blocks) or G = 4 (warp k feeds math warpgroup k's ring alone)
+    LOADERS: gl.constexpr  # producer warps: 1 (all blocks) or MATH_WG = 4 (warp k feeds math warpgroup k's ring alone)
     SELF_SCHEDULE: gl.constexpr  # the split computed by the program (else read from p.meta)
     SPLIT_INSIDE: gl.constexpr  # each partition computes its range itself, after warp_specialize (_work)
-    WAIT_BARRIER: gl.constexpr  # parts: a warpgroup barrier before each kv slot's wait (_blocks_in_parts)
 
     @gluon.constexpr_function
-    def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, G, LANES, MMA_N=0, AHEAD=True,
-                 PTX_SLOTS=False, FULL_AT=-1, EMPTY_AT=-1, LOADERS=1, SELF_SCHEDULE=True, SPLIT_INSIDE=False,
-                 WAIT_BARRIER=False):
+    def __init__(self, NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG, Q_IN_LANES, MMA_N=0, AHEAD=True,
+                 PTX_SLOTS=False, FULL_AT=-1, EMPTY_AT=-1, LOADERS=1, SELF_SCHEDULE=True, SPLIT_INSIDE=False):
         self.NEXT_N = gl.constexpr(NEXT_N)
         self.H = gl.constexpr(H)
         self.D = gl.constexpr(D)
@@ -154,8 +151,8 @@ class Shape:
         self.SUBS = gl.constexpr(SUBS)
         self.CLEAN = gl.constexpr(CLEAN)
         self.PIPE = gl.constexpr(PIPE)
-        self.G = gl.constexpr(G)
-        self.LANES = gl.constexpr(LANES)
+        self.MATH_WG = gl.constexpr(MATH_WG)
+        self.Q_IN_LANES = gl.constexpr(Q_IN_LANES)
         self.MMA_N = gl.constexpr(MMA_N)
         self.AHEAD = gl.constexpr(AHEAD)
         self.PTX_SLOTS = gl.constexpr(PTX_SLOTS)
@@ -164,7 +161,6 @@ class Shape:
         self.LOADERS = gl.constexpr(LOADERS)
         self.SELF_SCHEDULE = gl.constexpr(SELF_SCHEDULE)
         self.SPLIT_INSIDE = gl.constexpr(bool(SPLIT_INSIDE) and bool(SELF_SCHEDULE))  # the computed split only
-        self.WAIT_BARRIER = gl.constexpr(WAIT_BARRIER)
 
 
 @aggregate
@@ -198,11 +194,11 @@ def _parts(s):
 
 @gluon.jit
 def _slot(c, s):
-    """Ring slot and fill parity of the program's block c: block c goes to math warpgroup c % G, which has its own
+    """Ring slot and fill parity of the program's block c: block c goes to math warpgroup c % MATH_WG, which has its own
     STAGES slots and takes its blocks in order (so a slot's fills are waited for in order, by one warpgroup)."""
-    u = c.to(gl.uint32)  # c >= 0: unsigned, so a power-of-two G or STAGES is a shift and a mask, not a signed division
-    n = u // s.G
-    return ((u % s.G) * s.STAGES + n % s.STAGES).to(gl.int32), ((n // s.STAGES) & 1).to(gl.int32)
+    u = c.to(gl.uint32)  # c >= 0: unsigned, so a power-of-two MATH_WG or STAGES is a shift and a mask, not a signed division
+    n = u // s.MATH_WG
+    return ((u % s.MATH_WG) * s.STAGES + n % s.STAGES).to(gl.int32), ((n // s.STAGES) & 1).to(gl.int32)
 
 
 @gluon.jit
@@ -325,6 +321,13 @@ def _prefetch_descriptors(asm: gl.constexpr):
 
 
 @gluon.jit
+def _opaque_i32(x):
+    """int32 x through a PTX move the compiler cannot see through (no instruction in the SASS): its range is hidden
+    from what is derived from it."""
+    return gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=gl.int32, is_pure=True, pack=1)
+
+
+@gluon.jit
 def _work(p, s):
     """This program's range of (sequence, block) work: range r of the schedule's P, sub-program j of SUBS; computed
     (SELF_SCHEDULE) or read from the schedule."""
@@ -344,17 +347,10 @@ def _work(p, s):
         u_lo = gl.where(r == 0, 0, gl.minimum(gl.maximum(gl.load(p.meta + 2 * r + 1), 0), top))
         b_end = gl.where(last, p.batch, gl.minimum(gl.maximum(gl.load(p.meta + 2 * r + 2), 0), p.batch))
         u_end = gl.where(last, 0, gl.minimum(gl.maximum(gl.load(p.meta + 2 * r + 3), 0), top))
-        if s.G == 3:
-            # A given schedule's first sequence is clamped into [0, batch]: at batch 1 (which the JIT specialises
-            # into the code) the compiler then knows that the sequence loop runs at most once and drops it, and
-            # the three-warpgroup builds (128 registers, next_n 5-7) compiled what is left erratically: on triton
-            # 3.8 the default math partition spilled its accumulator inside its block loop and ptxas serialised
-            # every wgmma (C7512). Hidden, batch 1 compiles as any other batch. sm90 SASS loops (spill
-            # instructions), before -> after: next_n 6 on 3.8 843 / 690 / 687 (252) -> 669 / 672 / 669 (78),
-            # next_n 5 748 / 603 / 600 (222) -> 597 / 585 / 582 (89); next_n 7 on 3.9 1098 / 912 / 930 (691) ->
-            # 741 / 737 / 755 (102); 3.6 next_n 5, 6 603 -> 579, 679 -> 669; next_n 7 on 3.6 and 3.8 +11-16.
-            # With fewer warpgroups the loop-less batch-1 code is as short or shorter on 3.6 and 3.8.
-            b_lo = opaque_i32(b_lo, True)
+        if s.MATH_WG == 3:
+            # the clamped first sequence through an opaque move, so that a batch of 1 the JIT specialised compiles
+            # the sequence loop as any other batch does (docs/CODEGEN.md, "batch 1")
+            b_lo = _opaque_i32(b_lo)
     return Work(b_lo, u_lo, b_end, u_end, j)
 
 
@@ -362,12 +358,12 @@ def _work(p, s):
 def _rings(s, q_desc, kv_desc, sc_desc):
     """The program's shared memory: the q slots and the kv ring with their barriers, initialised and fenced."""
     # q slots: 2 x one TMA box (or, MMA_N, 2 x PARTS boxes of MMA_N rows: slot i's part j in buffer i * PARTS + j),
-    # released by every math warpgroup (empty count G).
-    q = _ring(gl.allocate_shared_memory(q_desc.dtype, [2 * _parts(s)] + q_desc.block_type.shape, q_desc.layout),
-              s.G, 2)
+    # released by every math warpgroup (empty count MATH_WG).
+    q = ring(gl.allocate_shared_memory(q_desc.dtype, [2 * _parts(s)] + q_desc.block_type.shape, q_desc.layout),
+              s.MATH_WG, 2)
     # kv ring: STAGES slots per math warpgroup, each [BS, D] fp8 rows + [1, BS] fp32 scales, one barrier pair per slot.
-    SLOTS: gl.constexpr = s.STAGES * s.G
-    kv = _ring(gl.allocate_shared_memory(kv_desc.dtype, [SLOTS] + kv_desc.block_type.shape, kv_desc.layout),
+    SLOTS: gl.constexpr = s.STAGES * s.MATH_WG
+    kv = ring(gl.allocate_shared_memory(kv_desc.dtype, [SLOTS] + kv_desc.block_type.shape, kv_desc.layout),
                128 if s.PTX_SLOTS else 1)  # PTX_SLOTS: every thread of the warpgroup releases
     sc_smem = gl.allocate_shared_memory(sc_desc.dtype, [SLOTS] + sc_desc.block_type.shape, sc_desc.layout)
     fence_async_shared()
@@ -381,14 +377,9 @@ def _max4(a0, b0, c0, d0, a1, b1, c1, d1):
 
 @gluon.jit
 def _through_shared(a, b, c, d):
-    """The split's four scalars (equal in every thread) as one cross-warp reduction reads them back: from one
-    shared-memory address, which the compiler knows to be the same for the whole warp, so the blocks, slots and
-    descriptors derived from them stay in uniform registers. Straight from the warp shuffles they do not, and the
-    decode loop grew by R2UR moves and warp syncs (sm90 PIPE loop 637 -> 689 instructions, next_n 2 up to 12 %
-    slower on the H200). One barrier pair instead of the 13 barriers the split took when spread over the warps.
-    One element a warp (its lanes hold copies): with 32 a warp, triton 3.8 and 3.9 finish the reduction with warp
-    shuffles and the values leave uniform registers again (the PIPE loop 630 -> 677 instructions on 3.8, its wgmmas
-    serialised: ptxas C7518); so, every release reads them back from shared memory (docs/CODEGEN.md)."""
+    """The split's four scalars (equal in every thread) read back by a cross-warp reduction of one element a warp,
+    which goes through one shared-memory address: the blocks, slots and descriptors derived from them then stay in
+    uniform registers (why this form: docs/DESIGN-NOTES.md)."""
     lay: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
     z = gl.zeros([gl.num_warps()], gl.int32, layout=lay)
     return gl.reduce((z + a, z + b, z + c, z + d), 0, _max4)
@@ -401,7 +392,7 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
     producer per warpgroup, so that a warpgroup whose ring is full holds up no other warpgroup's loads)."""
     lay: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     offs = gl.arange(0, IDS, layout=lay)
-    STEP: gl.constexpr = s.G if s.LOADERS > 1 else 1  # blocks of the program between two of this warp's
+    STEP: gl.constexpr = s.MATH_WG if s.LOADERS > 1 else 1  # blocks of the program between two of this warp's
     c = 0  # the program's blocks so far: block c's ring slot and fill parity are _slot(c, s)
     i = 0  # sequences issued: q slot i % 2, use i // 2
     if s.SPLIT_INSIDE:
@@ -412,7 +403,7 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
             if L == 0:
                 qs = i % 2
                 mbarrier.wait(q.empty.index(qs), ((i // 2) & 1) ^ 1)
-                if s.LANES:  # the [H / R, B * next_n, R, D] view: draft rows b * next_n ..
+                if s.Q_IN_LANES:  # the [H / R, B * next_n, R, D] view: draft rows b * next_n ..
                     mbarrier.expect(q.full.index(qs), q_desc.block_type.nbytes)
                     compat.async_load(q_desc, [0, b * s.NEXT_N, 0, 0], q.full.index(qs),
                                                     q.smem.index(qs))
@@ -459,13 +450,11 @@ def _scales(sc_smem, st, BS: gl.constexpr, k_layout: gl.constexpr):
 
 
 @gluon.jit
-def _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout: gl.constexpr, BAR: gl.constexpr = False):
-    """The program's block c: wait for its ring slot (BAR: after a warpgroup barrier), start its wgmma with B
-    operand q_t (all draft rows, or the first part), read its kv scales."""
+def _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout: gl.constexpr):
+    """The program's block c: wait for its ring slot, start its wgmma with B operand q_t (all draft rows, or the
+    first part), read its kv scales."""
     st, ph = _slot(c, s)
-    if BAR:
-        compat.barrier()
-    _wait_slot(kv, st, ph, s.PTX_SLOTS, s.FULL_AT)
+    wait_slot(kv, st, ph, s.PTX_SLOTS, s.FULL_AT)
     tok = warpgroup_mma(kv.smem.index(st), q_t, acc, use_acc=False, is_async=True)
     return st, tok, _scales(sc_smem, st, s.BS, k_layout)
 
@@ -477,19 +466,19 @@ def _head_sum(x, w, s):
     chain in the accumulator's order (lane_head_sum: it stays one whatever order triton reduces in).
 
     Row-major columns (n = row * H + head) spread each draft row's heads over the 4 lanes: two shuffle rounds per
-    sum (quad_head_sum). With LANES the q block is loaded (host: the [H / R, B * next_n, R, D] view, R = 8 / NP) so
+    sum (quad_head_sum). With Q_IN_LANES the q block is loaded (host: the [H / R, B * next_n, R, D] view, R = 8 / NP) so
     that column n holds draft row (n % 8) // R and head (n // 8) * R + n % R: at NP 4 each lane holds every head of
     its own row (no shuffle), at NP 2 a row's heads are in 2 lanes (one round)."""
-    if s.LANES:
+    if s.Q_IN_LANES:
         R: gl.constexpr = 8 // s.NP
         L: gl.constexpr = R // 2  # lanes sharing a row: c = n % R = 2 (lane bit) + e
         J: gl.constexpr = (s.NP * s.H) // 8
         # [kv, j, row, lane bit, e] -> [kv, row, lane bit, (j, e)]: each lane's heads of a row on the last axis
         xs = gl.reshape(gl.permute(gl.reshape(x, [s.BS, J, s.NP, L, 2]), (0, 2, 3, 1, 4)), [s.BS, s.NP, L, 2 * J])
         ws = gl.reshape(gl.permute(gl.reshape(w, [s.BS, J, s.NP, L, 2]), (0, 2, 3, 1, 4)), [s.BS, s.NP, L, 2 * J])
-        return gl.sum(lane_head_sum(xs, ws, 2 * J, True), axis=2)
+        return gl.sum(lane_head_sum(xs, ws, 2 * J), axis=2)
     else:
-        return quad_head_sum(x, w, s.BS, s.NP, s.H, True)
+        return quad_head_sum(x, w, s.BS, s.NP, s.H)
 
 
 @gluon.jit
@@ -527,9 +516,6 @@ def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0,
     PR = MMA_N / H rows, one wgmma each, part j + 1's wgmma issued before part j's epilogue, so the tensor cores
     work on one part while the warpgroup finishes the other; two accumulators of MMA_N columns in registers (AHEAD;
     without it one part at a time, the other warpgroups' wgmmas beside its epilogue).
-    WAIT_BARRIER: a warpgroup barrier before each block's slot wait, as triton 3.6 lowered every mbarrier wait (3.8+
-    leave it out). With it, ptxas keeps the q parts' wgmma descriptors in registers across the loop where the rows
-    are reloaded per part; without it 3.8 rebuilds them each block (config.py's rule and its figures).
     Only the parts that hold rows below next_n run (next_n 3 at PR 1: three wgmmas of N 64 where one wgmma would
     take N 256). The rows' weights and ends stay in registers while they take at most 64 a thread (PARTS x MMA_N <=
     256); past that each part reloads them (a few hundred bytes, from L1) before its wgmma wait. Returns the
@@ -540,7 +526,7 @@ def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0,
     PR: gl.constexpr = MN // H
     PARTS: gl.constexpr = _parts(s)
     HOLD: gl.constexpr = PARTS * MN <= 256
-    s2 = Shape(s.NEXT_N, H, s.D, BS, PR, s.STAGES, s.SUBS, s.CLEAN, False, s.G, False, MN, True, s.PTX_SLOTS,
+    s2 = Shape(s.NEXT_N, H, s.D, BS, PR, s.STAGES, s.SUBS, s.CLEAN, False, s.MATH_WG, False, MN, True, s.PTX_SLOTS,
                s.FULL_AT, s.EMPTY_AT, s.LOADERS)
     mma2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, MN, 32])
     acc2 = gl.zeros([BS, MN], gl.float32, layout=mma2)
@@ -555,10 +541,9 @@ def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0,
             held = held + (_rows_of_part(p, s2, b, b64, j * PR, cols2, offs_t2), )
     mbarrier.wait(q.full.index(qs), q_phase)
     n_seg = (u1 - u0 + s.SUBS - 1) // s.SUBS
-    for k in range((WG - c % s.G + s.G) % s.G, n_seg, s.G):
+    for k in range((WG - c % s.MATH_WG + s.MATH_WG) % s.MATH_WG, n_seg, s.MATH_WG):
         u = u0 + k * s.SUBS
-        st, tok, sc = _issue_block(c + k, s, kv, sc_smem, _q_part(q, qs, 0, PARTS), acc2, gl.SliceLayout(1, red2),
-                                   s.WAIT_BARRIER)
+        st, tok, sc = _issue_block(c + k, s, kv, sc_smem, _q_part(q, qs, 0, PARTS), acc2, gl.SliceLayout(1, red2))
         for j in gl.static_range(PARTS):
             if s.AHEAD and j + 1 < PARTS:
                 nxt = warpgroup_mma(kv.smem.index(st), _q_part(q, qs, j + 1, PARTS), acc2, use_acc=False,
@@ -572,7 +557,7 @@ def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0,
             else:
                 done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
             if j + 1 == PARTS:
-                _release_slot(kv, st, s.PTX_SLOTS, s.EMPTY_AT)  # slot st: every part and the scales are read
+                release_slot(kv, st, s.PTX_SLOTS, s.EMPTY_AT)  # slot st: every part and the scales are read
             _store_block(p, s2, done, w2j, sc, u, offs_k2, ends2j, rows_j, ok_j, seg_hi)
             if j + 1 < PARTS:
                 if s.AHEAD:
@@ -585,7 +570,7 @@ def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0,
 
 @gluon.jit
 def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
-    """Math warpgroup WG of G: for each of its cache blocks (block c of the program when c % G == WG) one wgmma for
+    """Math warpgroup WG of MATH_WG: for each of its cache blocks (block c of the program when c % MATH_WG == WG) one wgmma for
     all draft rows (or one per part: MMA_N), the fp32 epilogue and the store. Every warpgroup waits for and releases
     each q slot."""
     H: gl.constexpr = s.H
@@ -605,7 +590,7 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
         offs_k = gl.arange(0, BS, layout=k_layout)
     else:
         t_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
-    c = 0  # the program's blocks so far (this warpgroup's among them: c % G == WG): _slot(c, s)
+    c = 0  # the program's blocks so far (this warpgroup's among them: c % MATH_WG == WG): _slot(c, s)
     i = 0  # sequences consumed: q slot i % 2, use i // 2
     if s.SPLIT_INSIDE:
         w = _work(p, s)
@@ -617,7 +602,7 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                 c = _blocks_in_parts(p, s, q, qs, (i // 2) & 1, kv, sc_smem, WG, b, u0, u1, seg_hi, c)
             else:
                 b64 = b.to(gl.int64)
-                if s.LANES:  # column n: draft row (n % 8) // R, head (n // 8) * R + n % R, R = 8 / NP
+                if s.Q_IN_LANES:  # column n: draft row (n % 8) // R, head (n // 8) * R + n % R, R = 8 / NP
                     tc = (cols % 8) // (8 // NP)
                     th = (cols // 8) * (8 // NP) + cols % (8 // NP)
                 else:
@@ -641,7 +626,7 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                             st_b, tok_b, sc_b = _issue_block(c, s, kv, sc_smem, q_t, acc, k_layout)
                             c += 1
                             done_a = warpgroup_mma_wait(num_outstanding=1, deps=(tok_a, ))
-                            _release_slot(kv, st_a, s.PTX_SLOTS, s.EMPTY_AT)
+                            release_slot(kv, st_a, s.PTX_SLOTS, s.EMPTY_AT)
                             _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
                             ua = ub + s.SUBS
                             if ua < u1:
@@ -650,21 +635,21 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                                 done_b = warpgroup_mma_wait(num_outstanding=1, deps=(tok_b, ))
                             else:
                                 done_b = warpgroup_mma_wait(num_outstanding=0, deps=(tok_b, ))
-                            _release_slot(kv, st_b, s.PTX_SLOTS, s.EMPTY_AT)
+                            release_slot(kv, st_b, s.PTX_SLOTS, s.EMPTY_AT)
                             _store_block(p, s, done_b, w2, sc_b, ub, offs_k, ends2, out_rows, t_ok, seg_hi)
                         else:
                             done_a = warpgroup_mma_wait(num_outstanding=0, deps=(tok_a, ))
-                            _release_slot(kv, st_a, s.PTX_SLOTS, s.EMPTY_AT)
+                            release_slot(kv, st_a, s.PTX_SLOTS, s.EMPTY_AT)
                             _store_block(p, s, done_a, w2, sc_a, u, offs_k, ends2, out_rows, t_ok, seg_hi)
                 else:
                     # The program's blocks of this segment are c_seg .. c_seg + n_seg - 1 (block k at token
-                    # u0 + k*SUBS); this warpgroup takes those with (c_seg + k) % G == WG.
+                    # u0 + k*SUBS); this warpgroup takes those with (c_seg + k) % MATH_WG == WG.
                     n_seg = (u1 - u0 + s.SUBS - 1) // s.SUBS
                     c_seg = c
-                    for k in range((WG - c_seg % s.G + s.G) % s.G, n_seg, s.G):
+                    for k in range((WG - c_seg % s.MATH_WG + s.MATH_WG) % s.MATH_WG, n_seg, s.MATH_WG):
                         st, tok, sc = _issue_block(c_seg + k, s, kv, sc_smem, q_t, acc, k_layout)
                         done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
-                        _release_slot(kv, st, s.PTX_SLOTS, s.EMPTY_AT)  # slot st: the tile and its scales are read
+                        release_slot(kv, st, s.PTX_SLOTS, s.EMPTY_AT)  # slot st: the tile and its scales are read
                         _store_block(p, s, done, w2, sc, u0 + k * s.SUBS, offs_k, ends2, out_rows, t_ok, seg_hi)
                     c = c_seg + n_seg
             mbarrier.arrive(q.empty.index(qs), count=1)
@@ -677,8 +662,8 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
         neg = gl.full([FILL], float("-inf"), out_ty, layout=fl)
         t_all = gl.arange(0, NP, layout=fl)
         n_chunks = gl.cdiv(p.max_context_len, FILL)
-        pid = gl.program_id(0) * s.G + WG
-        nprog = gl.num_programs(0) * s.G
+        pid = gl.program_id(0) * s.MATH_WG + WG
+        nprog = gl.num_programs(0) * s.MATH_WG
         for item in range(pid, p.batch * s.NEXT_N * n_chunks, nprog):
             r = item // n_chunks
             c0 = (item - r * n_chunks) * FILL
@@ -732,7 +717,6 @@ def paged_mqa_logits_ws_sm90(
     LOADERS: gl.constexpr = 1,  # producer warps: 1, or 4 at MATH_WG 4 (one per math warpgroup's ring; _load_partition)
     DESC_PARAMS: gl.constexpr = "",  # the TMA descriptors' parameter symbols (mqa_cli.launch.paged_ws sets them)
     SPLIT_INSIDE: gl.constexpr = False,  # the computed split: by each partition after warp_specialize (_work)
-    WAIT_BARRIER: gl.constexpr = False,  # parts: a warpgroup barrier before each kv slot's wait (_blocks_in_parts)
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")
     gl.static_assert(BS == 64, "a cache block = one warpgroup's 64 MMA rows")
@@ -747,7 +731,7 @@ def paged_mqa_logits_ws_sm90(
     gl.static_assert(((MATH_WG == 4) & (LOADERS == 4)) | ((MATH_WG != 4) & (LOADERS == 1)),
                      "one producer warp, or one per math warpgroup at four")
     s = Shape(NEXT_N, H, D, BS, NP, STAGES, SUBS, CLEAN, PIPE, MATH_WG, Q_IN_LANES, MMA_N, AHEAD, PTX_SLOTS,
-              FULL_AT, EMPTY_AT, LOADERS, SELF_SCHEDULE, SPLIT_INSIDE, WAIT_BARRIER)
+              FULL_AT, EMPTY_AT, LOADERS, SELF_SCHEDULE, SPLIT_INSIDE)
     gl.static_assert(DESC_PARAMS != "", "the descriptor prefetch needs DESC_PARAMS (the launcher names the parameters)")
     _prefetch_descriptors(_descriptor_prefetch_asm(DESC_PARAMS))
     _prefetch_table(p, BS)

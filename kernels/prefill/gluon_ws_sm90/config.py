@@ -31,20 +31,22 @@ DIMS = (64, 128, 256)
 
 
 def tuned_entry(heads: int, dim: int) -> dict | None:
-    """The sweep's entry for (heads, dim) (tuned.py, or the installed triton's in tuned_by_triton.py), None where no
+    """The sweep's entry for (heads, dim) (tuned.py, or the installed triton's in this folder's tuned_by_triton.py), None where no
     sweep chose this kernel for the shape."""
     from ...common.tuned_by_triton import table
     from .tuned import CUDA_TUNED
+    from .tuned_by_triton import BY_RELEASE
 
-    return table("gluon_ws_sm90", CUDA_TUNED).get((heads, dim))
+    return table(BY_RELEASE, CUDA_TUNED).get((heads, dim))
 
 
 def tuned_shapes() -> list[tuple[int, int]]:
     """The (heads, dim) shapes the sweeps measured this kernel ahead on: the shapes dispatch gives it."""
     from ...common.tuned_by_triton import table
     from .tuned import CUDA_TUNED
+    from .tuned_by_triton import BY_RELEASE
 
-    return sorted(table("gluon_ws_sm90", CUDA_TUNED))
+    return sorted(table(BY_RELEASE, CUDA_TUNED))
 
 
 def _overridden(entry: dict, override: dict, heads: int) -> dict:

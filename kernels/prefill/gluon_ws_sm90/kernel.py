@@ -1,47 +1,28 @@
 """Hopper (sm90) prefill kernel in Gluon, warp-specialised: fp8 MQA logits with two or three math warpgroups.
 
 Partitions (gl.warp_specialize, register reallocation by setmaxnreg):
-- default partition = math warpgroup 0 (4 warps), worker 0 = math warpgroup 1 (4 warps) (and worker 1 = math
-  warpgroup 2 in the (1, 3) layout);
-- worker 1 = TMA producer (1 warp): q blocks into a double-buffered slot per math warpgroup and kv tiles
-  into a STAGES-deep ring, paced by empty/full mbarrier pairs (kv slots are released by every math
-  warpgroup: empty count MATH_WG, or 128 x MATH_WG with PTX_SLOTS, where each thread waits and releases by PTX
-  at the barriers' offsets and triton adds no warpgroup barrier to the tile loop, as in mqa_kernels.decode.paged_ws_sm90);
-- worker 2 = -inf filler (1 warp, CLEAN only): vectorised -inf stores over each row's dead columns
-  (full form: outside the item's live kv tiles; compressed form: each row's tail [ke - ks, max_seqlen_k)),
-  running beside the math instead of before it.
-Work item = Q_GROUPS*BLOCK_Q query rows against its live kv tiles of KV_GROUPS*BLOCK_KV rows; math warpgroup g
-takes query block g % Q_GROUPS and the 64-row block g // Q_GROUPS of each tile. The default layout (2, 1): two
-warpgroups, g owning rows [q0 + g*BLOCK_Q, q0 + (g+1)*BLOCK_Q), so each kv tile [BLOCK_KV = 64, D] (the wgmma's
-M, A operand) is loaded once for both and each multiplies it by its own K-major q block [D, BLOCK_Q*H] (the
-wgmma's N, B operand: BLOCK_Q * H = 128 or 256). With Q_IN_LANES the q block is loaded head-pair-major so that
-each lane of a quad holds every head of its query rows (_head_sum). kv_splits (a runtime argument) makes a query
-block kv_splits work items, each an equal share of its live kv tiles (_item). With TMA_STORE each logits tile
-leaves through a shared buffer and one TMA store (_tma_store_tile) instead of per-thread stores. CHAINS splits
-a lane's head sum into independent FMA chains.
-Each math warpgroup waits for its own wgmma right away, then runs its fp32 epilogue (relu, x weight, head sum, x
-kv_scale, -inf mask on boundary tiles, store in fp32 or bf16) while the other warpgroup's wgmma runs; each
-instruction of that epilogue still costs the tensor cores about a cycle on the H200 (docs/DESIGN-NOTES.md), so a
-tile's time is its wgmma plus its loop's length. PINGPONG 2 makes the two warpgroups issue their wgmma in turn
-(named barriers 14 and 15, _turn_wait / _turn_pass), which keeps them staggered where the compressed form's stores
-would let them fall into step (config.py has the rule and its figures). Both warpgroups take every tile of every
-item, so each turn wait has its pass; warpgroup 1's last pass has no wait to meet, and the barrier is left
-part-arrived at exit.
+- math warpgroups 0 .. MATH_WG - 1 (the default partition and MATH_WG - 1 workers, 4 warps each);
+- a TMA producer (1 warp): each work item's q blocks into a double-buffered slot per query group, its kv tiles into
+  a STAGES-deep ring (mqa_kernels.common.gluon_ring) that every math warpgroup releases;
+- a -inf filler (1 warp, CLEAN only): 16-byte stores over each row's dead columns beside the math (full form:
+  outside the item's live kv tiles; compressed form: each row's tail [ke - ks, max_seqlen_k)).
+Work item = Q_GROUPS*BLOCK_Q query rows against its live kv tiles of KV_GROUPS*BLOCK_KV rows; math warpgroup g takes
+query block g % Q_GROUPS and the 64-row block g // Q_GROUPS of each tile, and multiplies it (the wgmma's M, A
+operand) by its K-major q block [D, BLOCK_Q*H] (N, B operand). kv_splits (a runtime argument) makes a query block
+kv_splits work items, each an equal share of its live kv tiles (_item).
+Each math warpgroup waits for its own wgmma, releases the kv slot, then runs the fp32 epilogue (relu, x weight,
+head sum, x kv_scale, -inf mask on boundary tiles, store in fp32 or bf16) while the other warpgroups' wgmmas run.
+Options: Q_IN_LANES (q loaded head-pair-major so that a lane holds every head of its query rows: _head_sum),
+CHAINS (a lane's head sum as independent FMA chains), TMA_STORE (logits through shared memory and a TMA store),
+TILE_PTR (the store's address form), PTX_SLOTS (slots waited for and released in PTX: gluon_ring.wait_slot),
+PINGPONG 2 (the two warpgroups issue their wgmma in turn through named barriers 14 and 15; warpgroup 1's last pass
+has no wait to meet, and the barrier is left part-arrived at exit). config.py says which config takes which.
 Persistent grid: program p takes work items in snake order (p, 2P-1-p, 2P+p, ...) counted from the last query
-block (the heaviest in causal-like layouts) backwards, which evens out each program's sum of work. No CTA-wide
-barrier in the loop.
+block (the heaviest in causal-like layouts) backwards. No CTA-wide barrier in the loop.
 
 Output forms: full (column = kv row; CLEAN writes -inf outside [ks, ke)) and COMPRESSED (column c of row
 i = kv row ks[i] + c for c < min(ke[i], N) - ks[i], at most max_seqlen_k; only those are written, and
 with CLEAN the rest of the row's max_seqlen_k columns are -inf). Row bases (row x stride) are 64-bit.
-
-mbarrier phases: an mbarrier starts in phase 0; `mbarrier.wait(bar, parity)` returns once the phase of
-that parity has completed, and on a fresh barrier parity 1 counts as completed (the "phase before 0").
-So a consumer waiting for the n-th fill of a slot waits parity n & 1, and a producer waiting for the
-slot's (n-1)-th release before its n-th fill waits parity (n & 1) ^ 1 (its first wait passes at once).
-
-Racecheck reports one potential hazard, on triton's warp_specialize partition table at the end of shared memory:
-a false positive (barrier 1 orders the table's write before every read; docs/DESIGN-NOTES.md).
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -57,19 +38,13 @@ from triton.language.core import _aggregate as aggregate
 from ...common import gluon_compat as compat
 from ...common.config import INT32_MAX as _INT32_MAX
 from ...common.config import NEG_INF_FILL as _NEG_INF_FILL
+from ...common.gluon_heads import lane_head_sum, quad_head_sum
+from ...common.gluon_ring import Ring, Scalar, release_slot, ring, scalar, wait_slot
 from ...common.naming import make_kernel_repr
 from . import KEYS
 
 INT32_MAX = gl.constexpr(_INT32_MAX)  # "no row" sentinel for min-reductions over ks
 NEG_INF_FILL = gl.constexpr(_NEG_INF_FILL)  # elements per -inf store loop step of the filler warp
-
-# A runtime int argument, or a constexpr where the JIT specialised it (an int equal to 1, e.g. a unit stride).
-Scalar = gl.tensor | gl.constexpr
-
-
-@gluon.constexpr_function
-def _scalar(x):
-    return x if isinstance(x, gl.tensor) else gl.constexpr(x)
 
 
 @aggregate
@@ -100,16 +75,16 @@ class Problem:
         self.ks_ptr = ks_ptr
         self.ke_ptr = ke_ptr
         self.out_ptr = out_ptr
-        self.S = _scalar(S)
-        self.N = _scalar(N)
-        self.max_seqlen_k = _scalar(max_seqlen_k)
-        self.stride_scale = _scalar(stride_scale)
-        self.stride_w_s = _scalar(stride_w_s)
-        self.stride_ks = _scalar(stride_ks)
-        self.stride_ke = _scalar(stride_ke)
-        self.stride_out_s = _scalar(stride_out_s)
-        self.n_items = _scalar(n_items)
-        self.kv_splits = _scalar(kv_splits)
+        self.S = scalar(S)
+        self.N = scalar(N)
+        self.max_seqlen_k = scalar(max_seqlen_k)
+        self.stride_scale = scalar(stride_scale)
+        self.stride_w_s = scalar(stride_w_s)
+        self.stride_ks = scalar(stride_ks)
+        self.stride_ke = scalar(stride_ke)
+        self.stride_out_s = scalar(stride_out_s)
+        self.n_items = scalar(n_items)
+        self.kv_splits = scalar(kv_splits)
 
 
 @aggregate
@@ -131,7 +106,7 @@ class Tiling:
     TMA_STORE: gl.constexpr  # logits tiles leave through shared memory and a TMA store (full form only)
     CHAINS: gl.constexpr  # Q_IN_LANES: independent FMA chains per logit in the head sum
     TILE_PTR: gl.constexpr  # per-thread stores address the tile's base pointer plus the item's held offsets
-    PTX_SLOTS: gl.constexpr  # kv ring slots waited for and released in PTX (_wait_slot, _release_slot)
+    PTX_SLOTS: gl.constexpr  # kv ring slots waited for and released in PTX (gluon_ring.wait_slot, release_slot)
     FULL_AT: gl.constexpr  # PTX_SLOTS: byte offset of the kv ring's full barriers in shared memory
     EMPTY_AT: gl.constexpr  # PTX_SLOTS: and of its empty barriers
     PINGPONG: gl.constexpr  # 2: the two math warpgroups issue their wgmma in turn (named barriers)
@@ -160,93 +135,6 @@ class Tiling:
         self.PINGPONG = gl.constexpr(PINGPONG)
 
 
-@aggregate
-class Ring:
-    """Shared-memory slots and their full/empty mbarrier pairs (one barrier per slot each).
-
-    full[s]: count 1 (the producer's expect-tx arrive; the TMA's bytes complete the phase).
-    empty[s]: count = the consumers that release the slot (2 for kv tiles: both math warpgroups; 1 for a
-    math warpgroup's q slot). Use n of slot s (n = uses so far // slots): consumers wait full[s] with
-    parity n & 1; the producer waits empty[s] with parity (n & 1) ^ 1 before refilling it.
-    """
-
-    smem: gl.shared_memory_descriptor
-    full: gl.shared_memory_descriptor
-    empty: gl.shared_memory_descriptor
-
-    @gluon.constexpr_function
-    def __init__(self, smem, full, empty):
-        self.smem = smem
-        self.full = full
-        self.empty = empty
-
-
-@gluon.jit
-def _ring(smem, empty_count: gl.constexpr, slots: gl.constexpr = 0):
-    """A ring over the slots of `smem` (axis 0; or `slots` of them, each several buffers of smem) with its barriers
-    initialised (full count 1, empty count empty_count)."""
-    SLOTS: gl.constexpr = slots if slots else smem.type.shape[0]
-    full = gl.allocate_shared_memory(gl.int64, [SLOTS, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [SLOTS, 1], mbarrier.MBarrierLayout())
-    for s in gl.static_range(SLOTS):
-        mbarrier.init(full.index(s), count=1)
-        mbarrier.init(empty.index(s), count=empty_count)
-    return Ring(smem, full, empty)
-
-
-@gluon.jit
-def _wait_slot(ring, st, ph, PTX: gl.constexpr, FULL_AT: gl.constexpr):
-    """A math warpgroup's wait for fill parity ph of ring slot st. PTX: by PTX at the full barrier's address
-    (global_smem + FULL_AT + 8 st, mqa_cli.launch.barrier_offsets), which triton does not see as a barrier op: no
-    warpgroup barrier before it (triton puts one between two of its waits on one barrier array, so that no warp runs
-    a phase ahead; a warp here waits for a slot's fills in order, and no fill starts before every consuming thread
-    released the one before)."""
-    if PTX:
-        gl.inline_asm_elementwise(
-            "{ .reg .pred ok; .reg .b32 at; mov.b32 at, global_smem; add.s32 at, at, $1; wait_full: "
-            "mbarrier.try_wait.parity.shared::cta.b64 ok, [at], $2; @!ok bra.uni wait_full; mov.b32 $0, 0; }",
-            "=r,r,r", [st * 8 + FULL_AT, ph], dtype=gl.int32, is_pure=False, pack=1)
-    else:
-        mbarrier.wait(ring.full.index(st), ph)
-
-
-@gluon.jit
-def _release_slot(ring, st, PTX: gl.constexpr, EMPTY_AT: gl.constexpr):
-    """A math warpgroup's release of ring slot st, after its wgmma wait and its reads of the slot: one elected
-    thread arrives (triton puts a warpgroup barrier before it, so that all four warps are done), or, PTX, every
-    thread arrives by PTX at global_smem + EMPTY_AT + 8 st (the empty count is 128 per consuming warpgroup;
-    mbarrier.arrive releases the thread's own reads)."""
-    if PTX:
-        gl.inline_asm_elementwise(
-            "{ .reg .b32 at; mov.b32 at, global_smem; add.s32 at, at, $1; "
-            "mbarrier.arrive.shared::cta.b64 _, [at]; mov.b32 $0, 0; }",
-            "=r,r", [st * 8 + EMPTY_AT], dtype=gl.int32, is_pure=False, pack=1)
-    else:
-        mbarrier.arrive(ring.empty.index(st), count=1)
-
-
-@gluon.jit
-def opaque_i32(x, PURE: gl.constexpr):
-    """int32 x through a PTX mov the compiler cannot see through (no instruction in the SASS): it hides the value's
-    range; PURE=False also keeps it where it is written (a side effect LLVM does not hoist out of a loop)."""
-    return gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=gl.int32, is_pure=PURE, pack=1)
-
-
-@gluon.jit
-def _per_item(x, HOLD: gl.constexpr):
-    """x, a runtime int32 scalar, through an opaque move where HOLD, so that what a math warpgroup derives from it
-    stays in its item loop. A kernel argument times the thread index is invariant in every loop, and LLVM hoists such
-    per-thread offsets (out_offs + offs_kv of the store) out of warp_specialize's worker loop, before its first
-    setmaxnreg, live through every partition's arm. In the three-warpgroup layout that spilled them with 24-register
-    small warps (H16 D256 3.8, H32 D256 3.6 / 3.8; config.REGS gives them 32 now); with 32 the move still buys H32 D256
-    loops 228, 234, 234 -> 227, 230, 230 on 3.9 and 266, 266, 263 -> 265, 265, 263 on 3.6 (3.8 unchanged; H16 D256 one
-    loop +1 on 3.6). The two-warpgroup layout keeps the plain argument (its loops +-3 either way with the move)."""
-    if HOLD and isinstance(x, gl.tensor) and x.dtype == gl.int32:
-        return opaque_i32(x, False)
-    else:
-        return x
-
-
 @gluon.jit
 def _row(ptr, row, stride):
     """Address of row `row` (a scalar) of a strided array: the product in 64 bits."""
@@ -255,9 +143,8 @@ def _row(ptr, row, stride):
 
 @gluon.jit
 def _load_rows(ptr, row0, offs, stride, mask, other):
-    """ptr[(row0 + offs) * stride] for a strided 1-D array, the product in 64 bits per element (a 64-bit base
-    plus int32 offsets would let the compiler hoist the offsets' pointers out of the loops and hold them in
-    registers, which spills the math warpgroups when the stride is a runtime value)."""
+    """ptr[(row0 + offs) * stride] for a strided 1-D array, the product in 64 bits per element (so that no
+    loop-invariant pointer vector is held across the loops: docs/DESIGN-NOTES.md)."""
     return gl.load(ptr + (row0 + offs).to(gl.int64) * stride, mask=mask, other=other)
 
 
@@ -324,116 +211,25 @@ def _my_rounds(n_items):
 
 
 @gluon.jit
-def _halves(x, K: gl.constexpr):
-    """[..., K] -> [..., K / 2, 2]: the first and the second half of the last axis side by side, for split."""
-    y = gl.reshape(x, x.shape[:-1] + [2, K // 2])
-    if len(x.shape) == 2:
-        return gl.permute(y, (0, 2, 1))
-    elif len(x.shape) == 3:
-        return gl.permute(y, (0, 1, 3, 2))
-    else:
-        gl.static_assert(len(x.shape) == 4, "fma_chain takes tensors of rank 2 to 4")
-        return gl.permute(y, (0, 1, 2, 4, 3))
-
-
-@gluon.jit
-def fma_chain_in_order(acc, x, w, K: gl.constexpr, FIRST: gl.constexpr):
-    """fma_chain in the last axis's own order (k = 0, 1, ..., K - 1: its first half, then its second), the order
-    triton 3.6 summed in: where registers are tight (the decode kernel's parts, MMA_N) the accumulator's registers
-    then free in the order the allocator expects (fewer spills on 3.6 than the even-then-odd order)."""
-    if K == 2:
-        x0, x1 = gl.split(x)
-        w0, w1 = gl.split(w)
-        if FIRST:
-            acc = x0 * w0
-        else:
-            acc = gl.fma(x0, w0, acc)
-        return gl.fma(x1, w1, acc)
-    else:
-        x0, x1 = gl.split(_halves(x, K))
-        w0, w1 = gl.split(_halves(w, K))
-        acc = fma_chain_in_order(acc, x0, w0, K // 2, FIRST)
-        return fma_chain_in_order(acc, x1, w1, K // 2, False)
-
-
-@gluon.jit
-def fma_chain(acc, x, w, K: gl.constexpr, FIRST: gl.constexpr):
-    """acc + sum_k x[..., k] * w[..., k] over the last axis (K, a power of two >= 2) of x and w, as K dependent FMAs
-    (FIRST: the chain starts with a multiply and acc is not read); the Gluon twin of mqa_kernels.common.epilogue.fma_chain.
-
-    Written out so that it stays one FMA chain whatever order triton reduces in: since triton 3.8 a reduction adds a
-    thread's values as a tree, whose inner adds cannot take a multiply (a tree of H products costs H/2 FMUL + H/2 FFMA
-    + H/2 FADD where the chain costs 1 FMUL + H - 1 FFMA). The last axis must be one thread's registers (the callers
-    lay it out so): each split is then a renaming, no data moves. Order: even k, then odd, at each level."""
-    if K == 2:
-        x0, x1 = gl.split(x)
-        w0, w1 = gl.split(w)
-        if FIRST:
-            acc = x0 * w0
-        else:
-            acc = gl.fma(x0, w0, acc)
-        return gl.fma(x1, w1, acc)
-    else:
-        x0, x1 = gl.split(gl.reshape(x, x.shape[:-1] + [K // 2, 2]))
-        w0, w1 = gl.split(gl.reshape(w, w.shape[:-1] + [K // 2, 2]))
-        acc = fma_chain(acc, x0, w0, K // 2, FIRST)
-        return fma_chain(acc, x1, w1, K // 2, False)
-
-
-PLAIN_SUMS = gl.constexpr(compat.in_order_reduce)  # fact in_order_reduce (triton 3.6): see lane_head_sum
-
-
-@gluon.jit
-def lane_head_sum(x, w, K: gl.constexpr, IN_ORDER: gl.constexpr = False):
-    """sum_k x[..., k] * w[..., k] over the last axis (K, one thread's registers), one FMA chain per value on every
-    release. Where the release reduces in order (fact in_order_reduce, PLAIN_SUMS: triton 3.6) it is the plain gl.sum
-    of the products, which 3.6 contracts into that chain itself: the code measured fastest there (the chains written
-    out compile to as many instructions, scheduled otherwise: the kv slot released later, fewer operand reuses; the
-    prefill kernel measured 4-18 % slower on the H200, docs/CODEGEN.md). Elsewhere (fact tree_reduce) the chain
-    written out: fma_chain, or with IN_ORDER fma_chain_in_order."""
-    if PLAIN_SUMS:
-        return gl.sum(x * w, axis=len(x.shape) - 1)
-    elif IN_ORDER:
-        return fma_chain_in_order(0.0, x, w, K, True)
-    else:
-        return fma_chain(0.0, x, w, K, True)
-
-
-@gluon.jit
-def quad_head_sum(x, w, KV: gl.constexpr, ROWS: gl.constexpr, H: gl.constexpr, IN_ORDER: gl.constexpr = False):
-    """sum_h x * w over query-major columns (n = row * H + head, H >= 8) of a wgmma accumulator [KV, ROWS * H], where
-    lane t of a quad holds columns 8j + 2t + {0, 1}: a row's heads h = 8j + 2t + e, H / 4 of them in each lane. The
-    lane's share is one FMA chain (lane_head_sum), then the quad's 4 partial sums are added by two shuffle rounds."""
-    # [kv, row, j, t, e] -> [kv, row, t, (j, e)]: each lane's heads of a row on the last axis
-    xs = gl.reshape(gl.permute(gl.reshape(x, [KV, ROWS, H // 8, 4, 2]), (0, 1, 3, 2, 4)), [KV, ROWS, 4, H // 4])
-    ws = gl.reshape(gl.permute(gl.reshape(w, [KV, ROWS, H // 8, 4, 2]), (0, 1, 3, 2, 4)), [KV, ROWS, 4, H // 4])
-    return gl.sum(lane_head_sum(xs, ws, H // 4, IN_ORDER), axis=2)
-
-
-@gluon.jit
 def _head_sum(x, w, t):
     """[BLOCK_KV, BLOCK_Q * H] (wgmma accumulator layout) -> [BLOCK_KV, BLOCK_Q]: sum over heads of x * w (x the
-    relu'd scores, w the weights broadcast to x's shape), as FMA chains (lane_head_sum).
+    relu'd scores, w the weights broadcast to x's shape).
 
-    The accumulator gives lane t of each quad the columns 8j + 2t + {0, 1}. In query-major column order
-    (n = q * H + h) a query row's heads are spread over the 4 lanes: an in-thread chain, then two shuffle rounds
-    for each of the thread's 2 x BLOCK_Q sums, and every logit ends up in 4 lanes (quad_head_sum). With Q_IN_LANES
-    the q tile is loaded so that column n holds query row (n // 2) % BLOCK_Q and head 2 (n // (2 BLOCK_Q)) + n % 2:
-    lane t then holds every head of query rows t, t + 4, ..., and the head sum is in-thread only (no shuffle), each
-    lane ending with its own rows."""
+    Query-major columns (n = q * H + h): a row's heads lie in the 4 lanes of a quad (quad_head_sum: an in-thread
+    chain, then two shuffle rounds). With Q_IN_LANES, column n holds query row (n // 2) % BLOCK_Q and head
+    2 (n // (2 BLOCK_Q)) + n % 2: lane t of a quad holds every head of query rows t, t + 4, ..., so the sum is
+    in-thread only (lane_head_sum), as CHAINS independent chains added at the end."""
     if t.Q_IN_LANES:
-        # column n = (head pair j, query row r, head parity e) in that order; r = 4 rq + lane, so rq and e are
-        # register bits and lane t of a quad holds every head of rows t, t + 4, ... (BLOCK_Q a multiple of 4):
-        # [kv, j, rq, lane in quad, e] -> [kv, rq, lane, j, e], the H in-thread values of a logit on one axis
+        # [kv, j, rq, lane in quad, e] -> [kv, rq, lane, j, e]: the H in-thread values of a logit on the last axis
         xs = gl.reshape(gl.permute(gl.reshape(x, [t.BLOCK_KV, t.H // 2, t.BLOCK_Q // 4, 4, 2]), (0, 2, 3, 1, 4)),
                         [t.BLOCK_KV, t.BLOCK_Q, t.H])
         ws = gl.reshape(gl.permute(gl.reshape(w, [t.BLOCK_KV, t.H // 2, t.BLOCK_Q // 4, 4, 2]), (0, 2, 3, 1, 4)),
                         [t.BLOCK_KV, t.BLOCK_Q, t.H])
-        if t.CHAINS > 1:  # CHAINS independent chains of H / CHAINS FMAs per logit, then their sum: less latency
+        if t.CHAINS > 1:  # CHAINS chains of H / CHAINS FMAs per logit, then their sum
             xs = gl.reshape(xs, [t.BLOCK_KV, t.BLOCK_Q, t.CHAINS, t.H // t.CHAINS])
             ws = gl.reshape(ws, [t.BLOCK_KV, t.BLOCK_Q, t.CHAINS, t.H // t.CHAINS])
             return gl.sum(lane_head_sum(xs, ws, t.H // t.CHAINS), axis=2)
-        else:  # (an else, not a fall-through: the JIT compiles the code after a taken static if's return too)
+        else:  # (an else: the JIT compiles the code after a taken static if's return too)
             return lane_head_sum(xs, ws, t.H)
     else:
         return quad_head_sum(x, w, t.BLOCK_KV, t.BLOCK_Q, t.H)
@@ -499,15 +295,14 @@ def _math_item(p, t, kv, q, osm, out_desc, WG: gl.constexpr, it, acc, cols, offs
     else:
         c_row = my0 + cols // H
         c_head = cols % H
-    # Per element (64-bit) rather than a 64-bit base + int32 offsets: loop-invariant offsets would be
-    # hoisted out of the item loop and held in registers, which spills math warpgroup 0.
+    # The weights' addresses per element in 64 bits (as _load_rows)
     w_ptrs = p.w_ptr + (c_row.to(gl.int64) * p.stride_w_s + c_head)
     w2 = gl.expand_dims(gl.load(w_ptrs, mask=c_row < p.S, other=0.0), 0)
     qr = my0 + offs_q
     q_ok = qr < p.S
     # Rows of this warpgroup's block: a 64-bit scalar base and int32 offsets from it (few registers).
     out_base = _row(p.out_ptr, my0, p.stride_out_s)
-    out_offs = gl.expand_dims(offs_q * _per_item(p.stride_out_s, t.KV_GROUPS > 1), 0)
+    out_offs = gl.expand_dims(offs_q * p.stride_out_s, 0)
     lo2 = out_offs  # (placeholders where the form has no window: the epilogue's masks are compiled out)
     hi2 = out_offs
     in_lo = 0
@@ -539,7 +334,7 @@ def _math_item(p, t, kv, q, osm, out_desc, WG: gl.constexpr, it, acc, cols, offs
         start = (it.lo + tt) * t.KV_TILE + KG * BLOCK_KV
         scale = _tile_scales(p, start, offs_kv)
         # kv slot s, use c // STAGES: wait for its fill.
-        _wait_slot(kv, s, (c // STAGES) & 1, t.PTX_SLOTS, t.FULL_AT)
+        wait_slot(kv, s, (c // STAGES) & 1, t.PTX_SLOTS, t.FULL_AT)
         if t.PINGPONG == 2:
             _turn_wait(WG)
         # ring stage s holds the tile's KV_GROUPS blocks of BLOCK_KV rows in slots s*KV_GROUPS + g
@@ -548,7 +343,7 @@ def _math_item(p, t, kv, q, osm, out_desc, WG: gl.constexpr, it, acc, cols, offs
             _turn_pass(1 - WG)
         done = warpgroup_mma_wait(num_outstanding=0, deps=(tok, ))
         # Release slot s: the last of the math warpgroups' arrivals completes its empty phase.
-        _release_slot(kv, s, t.PTX_SLOTS, t.EMPTY_AT)
+        release_slot(kv, s, t.PTX_SLOTS, t.EMPTY_AT)
         _tile_out(p, t, done, start, scale, c, offs_kv, rs, osm, out_desc, WG)
         c += 1
 
@@ -582,8 +377,8 @@ class RowState:
         self.out_offs = out_offs
         self.lo2 = lo2
         self.hi2 = hi2
-        self.in_lo = _scalar(in_lo)
-        self.in_hi = _scalar(in_hi)
+        self.in_lo = scalar(in_lo)
+        self.in_hi = scalar(in_hi)
 
 
 @gluon.jit
@@ -616,8 +411,7 @@ def _tile_out(p, t, acc, start, scale, tile, offs_kv, rs, osm, out_desc, WG: gl.
             if t.KV_GROUPS > 1:  # a tile's later rows may lie past N, and past the row-padded stride
                 st_ok = st_ok & (start < p.N)
             if t.TILE_PTR:
-                # The tile's base pointer (a scalar) plus the item's loop-invariant int32 offsets: two instructions
-                # an address where (offsets + start) and its 64-bit extension took three (config.py says where).
+                # the tile's base pointer (a scalar) plus the item's loop-invariant int32 offsets
                 gl.store((rs.out_base + start) + (rs.out_offs + gl.expand_dims(offs_kv, 1)), logits.to(out_ty),
                          mask=st_ok)
             else:
@@ -792,9 +586,9 @@ def mqa_logits_gluon_ws_sm90(
     t = Tiling(H, D, BLOCK_Q, BLOCK_KV, STAGES, CLEAN, COMPRESSED, Q_GROUPS, KV_GROUPS, Q_IN_LANES, TMA_STORE,
                CHAINS, TILE_PTR, PTX_SLOTS, FULL_AT, EMPTY_AT, PINGPONG)
     # q slots per query group: 2 x [BQH, D], released by the group's KV_GROUPS warpgroups.
-    q0_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout), KV_GROUPS)
+    q0_ring = ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout), KV_GROUPS)
     if Q_GROUPS == 2:
-        q1_ring = _ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout),
+        q1_ring = ring(gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout),
                         KV_GROUPS)
     else:
         q1_ring = q0_ring

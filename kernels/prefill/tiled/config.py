@@ -9,6 +9,7 @@ from ...common.config import KernelConfig, backend_options, cdiv, pow2_ceil
 from ...common.tuned_by_triton import table
 from . import KEYS
 from .tuned import CUDA_TUNED
+from .tuned_by_triton import BY_RELEASE
 
 # What a table entry (or a sweep's override) may set: query rows per block, column order, pipeline depth, and
 # SPLIT_TILES, the most kv tiles one program walks (the kv axis is split over grid axis 1 into such spans).
@@ -47,7 +48,7 @@ def tiled_config(*, heads: int, dim: int, S: int, N: int, clean: bool, compresse
 
     A tuned.py entry (CUDA, unless use_table is False) and then `override` (sweeps) replace any of OVERRIDE_KEYS;
     BLOCK_Q still shrinks to a short problem's rows, and SPLIT_TILES only ever splits further than the rule."""
-    tuned = table("tiled", CUDA_TUNED).get((heads, dim), {}) if (backend == "cuda" and use_table) else {}
+    tuned = table(BY_RELEASE, CUDA_TUNED).get((heads, dim), {}) if (backend == "cuda" and use_table) else {}
     choice = {**tuned, **(override or {})}
     check_override(heads, choice)
     block_q = max(1, min(choice.get("BLOCK_Q", 256 // heads), pow2_ceil(S)))
