@@ -55,6 +55,13 @@ def ring(smem, empty_count: gl.constexpr, slots: gl.constexpr = 0):
 
 
 @gluon.jit
+def slot_phase(n, SLOTS: gl.constexpr):
+    """Use n of a ring of SLOTS slots taken in turn: its slot n % SLOTS and the fill parity (n // SLOTS) & 1 a
+    consumer waits for (the producer waits for the release of the use before: parity ^ 1)."""
+    return n % SLOTS, (n // SLOTS) & 1
+
+
+@gluon.jit
 def wait_slot(ring, st, ph, PTX: gl.constexpr, FULL_AT: gl.constexpr):
     """A math warpgroup's wait for fill parity ph of ring slot st: mbarrier.wait, or (PTX) a try_wait loop in PTX at
     the full barrier's shared-memory address global_smem + FULL_AT + 8 st (mqa_cli.launch.barrier_offsets finds

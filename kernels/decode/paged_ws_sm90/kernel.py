@@ -66,7 +66,7 @@ from triton.language.core import _aggregate as aggregate
 
 from ...common import gluon_compat as compat
 from ...common.gluon_heads import lane_head_sum, quad_head_sum
-from ...common.gluon_ring import Scalar, release_slot, ring, scalar, wait_slot
+from ...common.gluon_ring import Scalar, release_slot, ring, scalar, slot_phase, wait_slot
 from ...common.naming import make_kernel_repr
 from . import KEYS
 
@@ -194,9 +194,9 @@ def _parts(s):
 
 @gluon.jit
 def _slot(c, s):
-    """Ring slot and fill parity of the program's block c: block c goes to math warpgroup c % MATH_WG, which has its own
-    STAGES slots and takes its blocks in order (so a slot's fills are waited for in order, by one warpgroup)."""
-    u = c.to(gl.uint32)  # c >= 0: unsigned, so a power-of-two MATH_WG or STAGES is a shift and a mask, not a signed division
+    """Ring slot and fill parity of the program's block c: block c goes to math warpgroup c % MATH_WG, which has its
+    own STAGES slots and takes its blocks in order (so a slot's fills are waited for in order, by one warpgroup)."""
+    u = c.to(gl.uint32)  # c >= 0: unsigned, so a power-of-two MATH_WG or STAGES is a shift and a mask
     n = u // s.MATH_WG
     return ((u % s.MATH_WG) * s.STAGES + n % s.STAGES).to(gl.int32), ((n // s.STAGES) & 1).to(gl.int32)
 
@@ -401,8 +401,8 @@ def _load_partition(p, s, w, q, kv, sc_smem, q_desc, kv_desc, sc_desc, L: gl.con
         u0, u1, seg_hi = _segment(p, s, w, b, lay)
         if u0 < u1:
             if L == 0:
-                qs = i % 2
-                mbarrier.wait(q.empty.index(qs), ((i // 2) & 1) ^ 1)
+                qs, qph = slot_phase(i, 2)
+                mbarrier.wait(q.empty.index(qs), qph ^ 1)
                 if s.Q_IN_LANES:  # the [H / R, B * next_n, R, D] view: draft rows b * next_n ..
                     mbarrier.expect(q.full.index(qs), q_desc.block_type.nbytes)
                     compat.async_load(q_desc, [0, b * s.NEXT_N, 0, 0], q.full.index(qs),
@@ -570,9 +570,9 @@ def _blocks_in_parts(p, s, q, qs, q_phase, kv, sc_smem, WG: gl.constexpr, b, u0,
 
 @gluon.jit
 def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
-    """Math warpgroup WG of MATH_WG: for each of its cache blocks (block c of the program when c % MATH_WG == WG) one wgmma for
-    all draft rows (or one per part: MMA_N), the fp32 epilogue and the store. Every warpgroup waits for and releases
-    each q slot."""
+    """Math warpgroup WG of MATH_WG: for each of its cache blocks (block c of the program when c % MATH_WG == WG) one
+    wgmma for all draft rows (or one per part: MMA_N), the fp32 epilogue and the store. Every warpgroup waits for and
+    releases each q slot."""
     H: gl.constexpr = s.H
     NP: gl.constexpr = s.NP
     BS: gl.constexpr = s.BS
@@ -597,9 +597,9 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
     for b in range(w.b_lo, gl.minimum(w.b_end + 1, p.batch)):
         u0, u1, seg_hi = _segment(p, s, w, b, t_layout)
         if u0 < u1:
-            qs = i % 2
+            qs, qph = slot_phase(i, 2)
             if s.MMA_N != 0:
-                c = _blocks_in_parts(p, s, q, qs, (i // 2) & 1, kv, sc_smem, WG, b, u0, u1, seg_hi, c)
+                c = _blocks_in_parts(p, s, q, qs, qph, kv, sc_smem, WG, b, u0, u1, seg_hi, c)
             else:
                 b64 = b.to(gl.int64)
                 if s.Q_IN_LANES:  # column n: draft row (n % 8) // R, head (n // 8) * R + n % R, R = 8 / NP
@@ -613,7 +613,7 @@ def _math_partition(p, s, w, q, kv, sc_smem, WG: gl.constexpr):
                 ends2 = gl.expand_dims(_row_ends(p, b, offs_t, s.NEXT_N), 0)
                 out_rows = gl.expand_dims((b64 * s.NEXT_N + offs_t) * p.stride_out, 0)  # int64 [1, NP]
                 t_ok = gl.expand_dims(offs_t < s.NEXT_N, 0)
-                mbarrier.wait(q.full.index(qs), (i // 2) & 1)
+                mbarrier.wait(q.full.index(qs), qph)
                 q_t = q.smem.index(qs).reshape([NPH, s.D]).permute((1, 0))  # [D, NPH], K-major B operand
                 if s.PIPE:
                     # Two accumulators in fixed roles (A: even blocks, B: odd), so no register copy of an in-flight

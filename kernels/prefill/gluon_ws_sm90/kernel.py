@@ -39,7 +39,7 @@ from ...common import gluon_compat as compat
 from ...common.config import INT32_MAX as _INT32_MAX
 from ...common.config import NEG_INF_FILL as _NEG_INF_FILL
 from ...common.gluon_heads import lane_head_sum, quad_head_sum
-from ...common.gluon_ring import Ring, Scalar, release_slot, ring, scalar, wait_slot
+from ...common.gluon_ring import Ring, Scalar, release_slot, ring, scalar, slot_phase, wait_slot
 from ...common.naming import make_kernel_repr
 from . import KEYS
 
@@ -324,17 +324,15 @@ def _math_item(p, t, kv, q, osm, out_desc, WG: gl.constexpr, it, acc, cols, offs
         hi2 = gl.expand_dims(ke_q, 0)
     rs = RowState(my0, w2, q_ok, out_base, out_offs, lo2, hi2, in_lo, in_hi)
 
-    qs = i % 2
-    # q slot qs, use i // 2: wait for its fill (parity (i // 2) & 1).
-    mbarrier.wait(q.full.index(qs), (i // 2) & 1)
+    qs, qph = slot_phase(i, 2)
+    mbarrier.wait(q.full.index(qs), qph)  # q slot qs: wait for this item's fill
     q_t = q.smem.index(qs).reshape([BLOCK_Q * H, t.D]).permute((1, 0))  # [D, BQH], K-major B operand
 
     for tt in range(it.count):
-        s = c % STAGES
+        s, ph = slot_phase(c, STAGES)
         start = (it.lo + tt) * t.KV_TILE + KG * BLOCK_KV
         scale = _tile_scales(p, start, offs_kv)
-        # kv slot s, use c // STAGES: wait for its fill.
-        wait_slot(kv, s, (c // STAGES) & 1, t.PTX_SLOTS, t.FULL_AT)
+        wait_slot(kv, s, ph, t.PTX_SLOTS, t.FULL_AT)  # kv slot s: wait for this tile's fill
         if t.PINGPONG == 2:
             _turn_wait(WG)
         # ring stage s holds the tile's KV_GROUPS blocks of BLOCK_KV rows in slots s*KV_GROUPS + g
@@ -459,9 +457,8 @@ def _load_item(p, t, kv, q0_ring, q1_ring, q_desc, kv_desc, it, c, i):
     BLOCK_KV: gl.constexpr = t.BLOCK_KV
     STAGES: gl.constexpr = t.STAGES
     q0 = it.q0
-    qs = i % 2
-    # Before use n = i // 2 of q slot qs, wait for the release of use n - 1 (first use: passes at once).
-    qph = ((i // 2) & 1) ^ 1
+    qs, qph = slot_phase(i, 2)
+    qph = qph ^ 1  # before a fill of q slot qs, wait for the release of the one before (the first passes at once)
     mbarrier.wait(q0_ring.empty.index(qs), qph)
     mbarrier.expect(q0_ring.full.index(qs), q_desc.block_type.nbytes)
     compat.async_load(q_desc, _q_coord(q0, t), q0_ring.full.index(qs), q0_ring.smem.index(qs))
@@ -471,9 +468,8 @@ def _load_item(p, t, kv, q0_ring, q1_ring, q_desc, kv_desc, it, c, i):
         compat.async_load(q_desc, _q_coord(q0 + BLOCK_Q, t), q1_ring.full.index(qs),
                                         q1_ring.smem.index(qs))
     for tt in range(it.count):
-        s = c % STAGES
-        # Before use c // STAGES of kv slot s, wait until every math warpgroup released the previous one.
-        mbarrier.wait(kv.empty.index(s), ((c // STAGES) & 1) ^ 1)
+        s, ph = slot_phase(c, STAGES)
+        mbarrier.wait(kv.empty.index(s), ph ^ 1)  # every math warpgroup released the slot's use before
         mbarrier.expect(kv.full.index(s), t.KV_GROUPS * kv_desc.block_type.nbytes)
         for g in gl.static_range(t.KV_GROUPS):  # a block past N reads as zeros (its logits are not stored)
             compat.async_load(kv_desc, [(it.lo + tt) * t.KV_TILE + g * BLOCK_KV, 0], kv.full.index(s),
