@@ -269,8 +269,9 @@ def configs_decode(args, names: list[str]) -> int:
                 outs[i] = out
             if dg is not None and n <= 2:  # DeepGEMM runs next_n 1-2 on sm90
                 dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)
-                calls["dg"] = lambda: dg.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, ctx, t.block_table, dmeta,
-                                                              maxlen, clean_logits=False, logits_dtype=dtype)
+                calls["dg"] = lambda: dg.fp8_fp4_paged_mqa_logits((t.q, None), t.kv_cache, t.weights, ctx,
+                                                                  t.block_table, dmeta, maxlen, clean_logits=False,
+                                                                  logits_dtype=dtype)
             for k, f in calls.items():
                 r = f()
                 if k == "dg":
@@ -349,8 +350,9 @@ def decode_forms(args) -> int:
                     outs[f"base {f}"] = calls[f"base {f}"]()
             if dg is not None and n <= 2:
                 dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)
-                calls["dg"] = lambda: dg.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, ctx, t.block_table, dmeta,
-                                                              maxlen, clean_logits=False, logits_dtype=dtype)
+                calls["dg"] = lambda: dg.fp8_fp4_paged_mqa_logits((t.q, None), t.kv_cache, t.weights, ctx,
+                                                                  t.block_table, dmeta, maxlen, clean_logits=False,
+                                                                  logits_dtype=dtype)
                 outs["dg"] = calls["dg"]()
             if DEV == "cuda":
                 torch.cuda.synchronize()
@@ -433,13 +435,15 @@ def prefill_forms(args) -> int:
                 "base compressed": lambda: base.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=False,
                                                                max_seqlen_k=M, logits_dtype=dtype)})
         if dg is not None:
-            calls.update({"dg clean": lambda: dg.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=True,
-                                                                logits_dtype=dtype),
-                          "dg noclean": lambda: dg.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=False,
-                                                                  logits_dtype=dtype),
-                          "dg compressed": lambda: dg.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke,
-                                                                     clean_logits=False, max_seqlen_k=M,
-                                                                     logits_dtype=dtype)})
+            # (54e2261's fp8_fp4_* names take logits_dtype; its legacy fp8_* names do not)
+            qq = (t.q, None)
+            calls.update({"dg clean": lambda: dg.fp8_fp4_mqa_logits(qq, kv, t.weights, t.ks, t.ke, clean_logits=True,
+                                                                    logits_dtype=dtype),
+                          "dg noclean": lambda: dg.fp8_fp4_mqa_logits(qq, kv, t.weights, t.ks, t.ke,
+                                                                      clean_logits=False, logits_dtype=dtype),
+                          "dg compressed": lambda: dg.fp8_fp4_mqa_logits(qq, kv, t.weights, t.ks, t.ke,
+                                                                         clean_logits=False, max_seqlen_k=M,
+                                                                         logits_dtype=dtype)})
         rows = torch.randperm(t.S, generator=torch.Generator().manual_seed(0))[:64].to(DEV)
         sub = type(t)(t.q[rows], t.kv, t.kv_scales, t.weights[rows], t.ks[rows], t.ke[rows])
         full_ref = reference_logits(sub)
