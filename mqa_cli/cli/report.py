@@ -49,6 +49,7 @@ def plan_dict(p: Plan) -> dict:
     from mqa_kernels.common import wgmma_descriptors
 
     return {"candidates": rows, "selected": p.chosen.row.name, "forced": p.forced, "notes": p.notes,
+            "decisions": {d.about: d.decided for d in p.decisions},
             "config": p.config.as_dict(), "kernel_name": p.config.name, "dump_name": p.config.dump_name,
             "descriptor_pass": wgmma_descriptors.state(p.config) if p.target.backend == "cuda" else None}
 
@@ -99,6 +100,8 @@ def explain_text(d: dict) -> str:
     pl = d["plan"]
     lines.append("")
     lines.append(f"selected: {pl['selected']}" + (f" ({'; '.join(pl['notes'])})" if pl["notes"] else ""))
+    for about, decided in pl.get("decisions", {}).items():
+        lines.append(f"{about}: {decided}")
     cfg = pl["config"]
     lines.append("config: " + ", ".join(f"{k}={v}" for k, v in {**cfg["constexprs"], **cfg["options"]}.items()))
     shown = {k: v for k, v in cfg["schedule"].items() if k != "descriptor_pass"}  # (its own line: what it does here)
