@@ -6,12 +6,12 @@ release, and override tuned.py's entry for the same key on that release alone.
     BY_RELEASE[variant][(major, minor)][key] = None    # removes it there (the shape takes the rule / another row)
 
 A key is the table's top-level key ((heads, dim) for the prefill kernels, the live columns for paged_ws_sm90, the
-regime for topk), so an entry replaces the whole value under it. The release is read from the installed
-distribution's metadata (no triton import: dispatch and explain stay cheap).
+regime for topk), so an entry replaces the whole value under it. The release is versions.installed_release(), the
+one reader of triton's version (no triton import: dispatch and explain stay cheap).
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from .versions import installed_release
 
 
 def _decode_entries(changed: dict) -> dict:
@@ -49,22 +49,6 @@ BY_RELEASE: dict = {
     "paged_ws_sm90": {(3, 8): _DECODE_3_8, (3, 9): _DECODE_3_9},
     "topk": {},
 }
-
-
-@lru_cache(maxsize=1)
-def installed_release() -> tuple | None:
-    """(major, minor) of the installed triton, or None."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        text = version("triton")
-    except PackageNotFoundError:
-        return None
-    parts = []
-    for piece in text.split(".")[:2]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
 
 
 def table(variant: str, base: dict, release: tuple | None = None) -> dict:

@@ -67,8 +67,8 @@ def _cache_descs(cache: torch.Tensor, D: int, BS: int, kv_layout, sc_layout, lay
 
 
 def _layout_id(cache: torch.Tensor, D: int, BS: int) -> int:
-    """A small int naming the cache's (shape, strides, D, BS): _CACHE_DESCS keys on (address, it), which hashes and
-    compares cheaper than the tuples. Ids are never reused (the table starts over past a bound, the counter does not),
+    """A small int naming the cache's (shape, strides, D, BS): _CACHE_DESCS keys on (address, it), a lookup of 1.1 µs
+    against 1.5 µs with the tuples (this project's 2-CPU box, 2026-12-05; the card's host not measured). Ids are never reused (the table starts over past a bound, the counter does not),
     so an id a rebuild holds always names the same layout."""
     layout = (tuple(cache.shape), tuple(cache.stride()), D, BS)
     lid = _LAYOUT_IDS.get(layout)

@@ -24,8 +24,8 @@ from mqa_kernels.prefill.tiled.config import tiled_config
 
 from ..errors import UserError
 from . import build
-from .targets import Target, triton_version
-from mqa_kernels.common.versions import FACTS
+from .targets import Target
+from mqa_kernels.common.versions import FACTS, installed as triton_version
 from ..problem.shape import Shape
 
 
