@@ -233,7 +233,8 @@ PREFILL_ROWS: list[Row] = [
         "4 query rows x 64 heads per MMA, triple-buffered, unmasked interior tiles",
         _h64d128_conditions("gfx950", 4096), _h64d128_config),
     Row("h64d128_sm90", "specialised long-row kernel on Hopper (H 64 or 32, D 128): 256/H query rows x H heads "
-        "= MMA N 256, unmasked interior tiles, heaviest blocks first, wide -inf stores",
+        "= MMA N 256, unmasked interior tiles, heaviest blocks first, wide -inf stores; on every supported triton the "
+        "Gluon row takes its shapes first, so it runs when named (--kernel h64d128_sm90)",
         _h64d128_conditions("sm90", 1024, (32, 64)), _h64d128_config),
     Row("tiled", "portable Triton kernel: kv tile = MMA M, BLOCK_Q x heads = N; live tiles only; -inf fused",
         _tiled_conditions, _tiled_config, TILED_KEYS),
