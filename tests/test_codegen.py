@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from mqa_kernels.common import versions
 pytestmark = pytest.mark.versions
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = sorted((ROOT / "tests" / "codegen").glob("triton-*.json"))
-RELEASE = codegen.release(version("triton"))
+RELEASE = codegen.release(versions.installed())
 
 # Where 3.8 / 3.9 compile worse than 3.6 by the rule above ("release case" as mqa_cli.inspect.codegen.regressions
 # names it), and why: an entry that no longer regresses fails the test, so the list stays true.

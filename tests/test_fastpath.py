@@ -275,9 +275,10 @@ def test_a_rebuild_that_disagrees_with_the_argument_list_is_not_recorded():
     t = _paged(device="cpu")
     cfg = _paged_cfg(t)
     out = mqa_cli.launch.families.output_for(t, cfg)
-    from mqa_cli.launch.paged import config_for, paged_args
+    from mqa_cli.launch.paged import paged_args
+    from mqa_cli.plan.build import with_schedule
 
-    cfg = config_for(cfg, None)
+    cfg = with_schedule(cfg, True)
     a = paged_args(t, cfg, out, None)
     names = [f"a{i}" for i in range(len(a.args))] + list(a.constexprs)
     ins = _paged_ins(t)

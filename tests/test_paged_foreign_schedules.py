@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from mqa_cli.errors import UserError
-from mqa_cli.launch.paged import launch_paged
+from mqa_cli.launch import families as launchers
+from mqa_cli.plan.build import with_schedule
 from mqa_cli.problem.paged_tensors import Paged, validate_paged_values, validate_schedule
 from mqa_kernels.decode.paged.config import paged_config
 from tests.reference64 import assert_logits
@@ -26,7 +27,7 @@ def _kernel(t: Paged, meta, subs: int = 2) -> torch.Tensor:
                        max_context_len=t.max_context_len, clean=True, backend="interpreter", units=3,
                        override={"SUBS": subs})
     out = torch.full((t.S, -(-t.max_context_len // 128) * 128), 7.25)[:, :t.max_context_len]
-    launch_paged(t, cfg, out, meta)
+    launchers.run(t, with_schedule(cfg, meta is None), out, schedule_meta=meta)
     return out
 
 

@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from mqa_cli.errors import UserError
-from mqa_cli.launch.paged import launch_paged, paged_args
+from mqa_cli.launch import families as launchers
+from mqa_cli.launch.paged import paged_args
+from mqa_cli.plan.build import with_schedule
 from mqa_cli.launch.schedule import get_paged_mqa_logits_metadata
 from mqa_cli.problem.paged_tensors import Paged as PagedInputs
 from mqa_kernels.decode.paged.config import paged_config, paged_rows
@@ -103,7 +105,7 @@ def run(t: PagedInputs, clean: bool, *, bf16=False, meta=None, programs=None, ov
     stride = out_stride or -(-t.max_context_len // 128) * 128
     buf = torch.full((t.S, stride), POISON, dtype=dtype)
     out = buf[:, : t.max_context_len]
-    launch_paged(t, cfg, out, meta)
+    launchers.run(t, with_schedule(cfg, meta is None), out, schedule_meta=meta)
     return out, buf
 
 

@@ -1,5 +1,5 @@
-"""The Gluon paged decode kernel (mqa_kernels.decode.paged_ws_sm90) on a machine without a GPU: what dispatch picks, when
-the launcher hands a cache TMA cannot describe to the portable kernel, that the fast relaunch rebuilds the very
+"""The Gluon paged decode kernel (mqa_kernels.decode.paged_ws_sm90) on a machine without a GPU: what dispatch picks, that
+the plan hands a cache TMA cannot describe to the portable kernel (and its launcher refuses one), that the fast relaunch rebuilds the very
 arguments of the first launch, and the kernel cross-compiled for sm90 (TMA loads into fp8 wgmma, no spills).
 Its numbers are checked on the H200 by tools/tune/paged_ws_experiment.py (Gluon has no interpreter path)."""
 import json
@@ -16,7 +16,9 @@ import torch
 
 from mqa_cli.api import fastpath
 from mqa_cli.launch.common import alloc_logits
-from mqa_cli.launch.paged_ws import describable, paged_ws_args, runnable
+from mqa_cli.errors import UserError
+from mqa_cli.launch.paged_ws import paged_ws_args
+from mqa_cli.plan.build import with_schedule
 from mqa_cli.plan import dispatch, targets
 from mqa_cli.problem.paged_tensors import Paged
 from mqa_kernels.decode.paged_ws_sm90.config import (SMEM_PER_SM, padded_rows, paged_ws_sm90_config, q_rows, regime,
@@ -98,14 +100,21 @@ def meta_paged(B=8, T=2, H=64, D=128, L=8192, extra=0):
                  torch.empty(B, T, dtype=torch.int32, **m), torch.empty(B, L // 64, dtype=torch.int32, **m), L)
 
 
+@pytest.mark.skipif(not versions.holds("gluon_hopper"), reason=versions.FACTS["gluon_hopper"].required())
 @pytest.mark.parametrize("extra, ok", [(0, True), (128, True), (4, False), (16, False)])
-def test_cache_described_by_tma_or_run_by_the_portable_kernel(extra, ok):
-    """Block stride must be a multiple of 16 bytes and of D (rows of the fp8 view); otherwise the portable kernel."""
+def test_cache_described_by_tma_or_planned_for_the_portable_kernel(extra, ok):
+    """Block stride must be a multiple of 16 bytes and of D (rows of the fp8 view); otherwise the plan picks the
+    portable kernel, and the TMA launcher refuses such a cache in one line rather than misread it."""
     t = meta_paged(extra=extra)
+    got = dispatch.plan(dispatch.Shape("paged", 16, 8192, 64, 128, False, batch=8, next_n=2, block_size=64,
+                                       cache_block_stride=t.kv_cache.stride(0)), SM90)
+    assert got.chosen.row.name == ("paged_ws_sm90" if ok else "paged")
+    assert ("TMA cannot describe" in dict((d.about, d.decided) for d in got.decisions)["cache"]) is not ok
     cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=2, block_size=64, batch=8, max_context_len=8192, clean=False,
                                units=132)
-    assert describable(t) is ok
-    assert runnable(cfg, t).launcher == ("paged_ws" if ok else "paged")
+    if not ok:
+        with pytest.raises(UserError, match="TMA"):
+            paged_ws_args(t, cfg, alloc_logits(t.S, 8192, "meta"), None)
 
 
 @pytest.mark.parametrize("given", [False, True])
@@ -113,8 +122,8 @@ def test_fast_relaunch_rebuilds_the_first_launchs_arguments(given):
     """The fast path replays a signature through `rebuild`; it must give back exactly what the full path built
     (descriptors field by field, tensors by address, every integer)."""
     t = meta_paged(B=4, T=2)
-    cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=2, block_size=64, batch=4, max_context_len=8192, clean=True,
-                               units=132)
+    cfg = with_schedule(paged_ws_sm90_config(heads=64, dim=128, next_n=2, block_size=64, batch=4, max_context_len=8192,
+                                             clean=True, units=132), not given)
     meta = torch.empty(133, 2, dtype=torch.int32, device="meta") if given else None
     out = alloc_logits(t.S, t.max_context_len, "meta")
     a = paged_ws_args(t, cfg, out, meta)
@@ -167,7 +176,7 @@ COMPILE = textwrap.dedent(r'''
     from triton.experimental.gluon._runtime import GluonASTSource
     from mqa_cli.launch.common import alloc_logits
     from mqa_cli.launch.paged_ws import paged_ws_args
-    from mqa_kernels.decode.paged.config import with_schedule_source
+    from mqa_cli.plan.build import with_schedule
     from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
     sys.path.insert(0, os.path.dirname(sys.argv[1]))  # the repository root: tests is a package
     from tests.test_paged_ws import meta_paged
@@ -181,7 +190,7 @@ COMPILE = textwrap.dedent(r'''
     ov["PTX_SLOTS"] = bool(ptx)  # ring slots waited for and released in PTX at the barriers' resolved offsets
     cfg = paged_ws_sm90_config(heads=H, dim=D, next_n=T, block_size=64, batch=4, max_context_len=8192,
                                clean=bool(clean), bf16=bool(bf16), units=132, override=ov)
-    cfg = with_schedule_source(cfg, not given)
+    cfg = with_schedule(cfg, not given)
     meta = torch.empty(133, 2, dtype=torch.int32, device="meta") if given else None
     out = alloc_logits(t.S, 8192, "meta", torch.bfloat16 if bf16 else torch.float32)
     la = paged_ws_args(t, cfg, out, meta)
@@ -242,7 +251,7 @@ def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, c
         assert per_loop == {-(-T // (mma // H)) * D // 32}, per_loop
     assert "LOCAL:0" in res["usage"]  # no register spills
     tail = (f"_Q_IN_LANES_{int(lanes == 1)}_MMA_N_{mma}_AHEAD_{int(ahead or not mma)}_PTX_SLOTS_{ptx}"
-            f"_LOADERS_{4 if wg == 4 else 1}_SPLIT_INSIDE_{int(wg == 1)}")
+            f"_LOADERS_{4 if wg == 4 else 1}_SPLIT_INSIDE_{int(wg == 1 and not given)}")
     assert res["lanes"] == (lanes == 1) and res["name"].endswith(tail)
     # One math warpgroup: the split's results (computed in the kernel or read from the metadata) reach the block
     # loop in uniform registers, so the loop has no uniform-register moves (kernel._through_shared says what they

@@ -18,15 +18,17 @@
 #   env       GPU, clocks, versions, compute-sanitizer, memory and disk, the dispatch rows of this GPU
 #   install   pip install --no-deps --no-build-isolation -e . (wheels carried in .whl first, if any);
 #             any later step that needs the package installs it when this step was not named
-#   tests     python3 -m pytest -q -p no:cacheprovider tests -x   (the suite's GPU-side tests run here)
+#   tests     python3 -m pytest -q -p no:cacheprovider -m "not gpu" tests -x   (the suite, on the GPU's kernels)
 #   verify    mqa-logits verify --large; verify --paged --large; verify --kernel ROW --large for every
 #             other prefill row of this GPU
-#   capture hostcost views engines large
-#             python3 tools/gpu_checks.py STEP (one process each: a lost CUDA context stays in its step);
-#             engines: the engines' call forms as they pass their arguments (DeepGEMM's schedule format too
-#             when the anchor already put deep_gemm in place)
-#   badmeta   python3 tools/gpu_checks.py badmeta: bad schedules and block ids on both decode kernels, never a fault
-#             or a hang; badmetamc: the same under compute-sanitizer memcheck (BADMETA_MC_NEXT_N, default 2)
+#   gpu       the card's checks: python3 -m pytest -m gpu -q tests/gpu (capture, views, engine forms, past 2^31, bad
+#             schedules, the plan against the launch, DeepGEMM's own cases when the anchor put deep_gemm in place);
+#             $OUT/gpu-junit.xml and $OUT/gpu-summary.txt
+#   capture views engines large badmeta
+#             one file of tests/gpu each (test_capture, test_views, test_engines, test_large, test_bad_schedules),
+#             in its own process: a lost CUDA context stays in its step
+#   hostcost  python3 tools/gpu_checks.py hostcost: eager call against CUDA-graph replay (a measurement)
+#   badmetamc tests/gpu/test_bad_schedules.py under compute-sanitizer memcheck (BADMETA_MC_NEXT_N, default 2)
 #   sanitize  bash tools/gpu_sanitize.sh (memcheck, racecheck, synccheck x every row; racecheck's source lines
 #             counted, the known partition-table pattern told apart)
 #   deepgemm  python3 tools/deepgemm_tests.py: DeepGEMM's own test_attention.py cases against the API;
@@ -65,10 +67,11 @@
 # checks whose timings do not matter, e.g. `sanitize+ deepgemm` (never beside hostcost, bench, forms, ab or anchor).
 # Env: H200_BUDGET_S (570); H200_TRITON (the triton to run under; default the image's); H200_BUNDLES (where the
 #      bundles are, default .tb); DGT_CASES (sample N cases
-#      per DeepGEMM test; default all, cut by the budget); SAN_JOBS / SAN_JOB_S (gpu_sanitize.sh); LARGE_JOBS /
-#      LARGE_SKIP_BIG (gpu_checks.py large); H200_SMOKE=1: a dry run on CPU (gpu_checks.py / deepgemm_tests.py
-#      --smoke).
-# Output: stdout and $OUT/<V>/log.txt; $OUT/<V>/summary.txt (the table); per step: checks.jsonl (gpu_checks),
+#      per DeepGEMM test; default all, cut by the budget; the `gpu` step's DeepGEMM cases default to 24 per kind);
+#      SAN_JOBS / SAN_JOB_S (gpu_sanitize.sh); MQA_LOGITS_HEAVY=1 (the `gpu` step runs the heavy cases too: S = N =
+#      65536 past 2^31); H200_SMOKE=1: a dry run on CPU (the tests skip; deepgemm_tests.py --smoke).
+# Output: stdout and $OUT/<V>/log.txt; $OUT/<V>/summary.txt (the table); per step: gpu-junit.xml and gpu-summary.txt
+# (gpu), checks.jsonl (hostcost),
 # sanitize.txt, deepgemm.txt, bench_seed.csv, bench_decode.csv, anchor.tgz (the harness's files), forms.md,
 # ab.md, the tables a sweep wrote. The device tool brings back at most 8 files.
 set -uo pipefail
@@ -132,21 +135,22 @@ export OUT=${OUT:-/tmp/out}/$TRITON_VERSION
 mkdir -p "$OUT"
 T0=$(date +%s)
 BUDGET=${H200_BUDGET_S:-570}
-STEPS=${*:-env install tests verify pagedws capture hostcost views large sanitize bench}
+STEPS=${*:-env install tests verify pagedws gpu hostcost sanitize bench}
 SLOGS=/tmp/h200_steps/$TRITON_VERSION
 mkdir -p "$SLOGS"
 SUMMARY=$SLOGS/summary.rows
 : >"$SUMMARY"
 
 # per-step cap (s) and the least time worth starting it with
-declare -A CAP=([env]=60 [install]=120 [tests]=200 [verify]=180 [capture]=180 [hostcost]=120 [views]=150
+declare -A CAP=([env]=60 [install]=120 [tests]=200 [verify]=180 [gpu]=560 [capture]=180 [hostcost]=120 [views]=150
                 [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=160 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300 [variants]=200 [ncu]=240 [ncusrc]=200 [engines]=200 [badmeta]=200 [badmetamc]=420 [forms]=300 [ab]=400)
-declare -A MIN=([env]=5 [install]=20 [tests]=30 [verify]=30 [capture]=20 [hostcost]=20 [views]=20
+declare -A MIN=([env]=5 [install]=20 [tests]=30 [verify]=30 [gpu]=60 [capture]=20 [hostcost]=20 [views]=20
                 [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60 [variants]=30 [ncu]=40 [ncusrc]=40 [engines]=30 [badmeta]=30 [badmetamc]=60 [forms]=60 [ab]=40)
 # the line of each step's output that says how it went
-declare -A KEY=([tests]='passed|failed|error' [verify]='passed, [0-9]+ failed' [capture]='^gpu_checks [a-z]+: '
-                [hostcost]='worst eager|^gpu_checks [a-z]+: ' [views]='^gpu_checks [a-z]+: ' [large]='^gpu_checks [a-z]+: '
-                [engines]='^gpu_checks [a-z]+: ' [badmeta]='^gpu_checks [a-z]+: ' [badmetamc]='ERROR SUMMARY|^gpu_checks [a-z]+: ' [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [variants]='^variants:' [ncu]='^ncu:' [ncusrc]='^ncusrc:' [forms]='differs|off the|refused|not importable|^\| 1x32768|^\| 128 \| 64K \| 2' [ab]='differs|off the|not importable' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
+declare -A KEY=([tests]='passed|failed|error' [verify]='passed, [0-9]+ failed' [gpu]='passed|failed|error'
+                [capture]='passed|failed|error' [hostcost]='worst eager|^gpu_checks [a-z]+: ' [views]='passed|failed|error'
+                [large]='passed|failed|error' [engines]='passed|failed|error' [badmeta]='passed|failed|error'
+                [badmetamc]='ERROR SUMMARY|passed|failed|error' [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [variants]='^variants:' [ncu]='^ncu:' [ncusrc]='^ncusrc:' [forms]='differs|off the|refused|not importable|^\| 1x32768|^\| 128 \| 64K \| 2' [ab]='differs|off the|not importable' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
 
 left() { echo $((T0 + BUDGET - $(date +%s))); }
 stamp() { echo; echo "=== $* (t=$(($(date +%s) - T0)) s, $(date -u +%H:%M:%S) UTC, $(left) s left)"; }
@@ -191,7 +195,7 @@ EOF
   return 0
 }
 
-step_tests() { "$PY" -m pytest -q -p no:cacheprovider tests -x || return 1; }  # (pytest's 2 = interrupted)
+step_tests() { "$PY" -m pytest -q -p no:cacheprovider -m "not gpu" tests -x || return 1; }  # (2 = interrupted)
 
 step_verify() {
   local rc=0
@@ -213,17 +217,32 @@ EOF
   return $rc
 }
 
-step_checks() {
-  [ "$1" = engines ] && dg_env ready  # DeepGEMM's schedule format, when the anchor already put it in place
-  "$PY" tools/gpu_checks.py "$1" ${H200_SMOKE:+--smoke} || return 1
+# the file of tests/gpu each check step runs (exported: the steps run in child shells)
+export GPU_FILE_capture=test_capture GPU_FILE_views=test_views GPU_FILE_engines=test_engines GPU_FILE_large=test_large \
+  GPU_FILE_badmeta=test_bad_schedules
+
+step_gpu() {  # the card's checks, as tests: junit and a summary under $OUT
+  dg_env ready  # DeepGEMM's schedule format and its own cases, when the anchor already put it in place
+  "$PY" -m pytest -m gpu -q -p no:cacheprovider -rfEs tests/gpu --junitxml="$OUT/gpu-junit.xml" | tee "$SLOGS/gpu.pytest"
+  local rc=${PIPESTATUS[0]}
+  { grep -E '^(FAILED|ERROR|SKIPPED)' "$SLOGS/gpu.pytest" | cut -c1-300; tail -1 "$SLOGS/gpu.pytest"; } >"$OUT/gpu-summary.txt"
+  return "$rc"
 }
 
-step_badmetamc() {  # the badmeta checks under memcheck: nothing read or written outside the tensors
+step_checks() {  # one file of tests/gpu (capture views engines large badmeta), or hostcost's measurement
+  if [ "$1" = hostcost ]; then "$PY" tools/gpu_checks.py hostcost || return 1; return 0; fi
+  [ "$1" = engines ] && dg_env ready
+  local f=GPU_FILE_$1
+  "$PY" -m pytest -m gpu -q -p no:cacheprovider -rfE "tests/gpu/${!f}.py" || return 1
+}
+
+step_badmetamc() {  # the bad-schedule tests under memcheck: nothing read or written outside the tensors
   local cs
   cs=${CS:-$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)}
   [ -n "$cs" ] || { echo "badmetamc: SKIP (compute-sanitizer not found)"; return 99; }
-  BADMETA_NEXT_N=${BADMETA_MC_NEXT_N:-2} BADMETA_HANG_S=${BADMETA_MC_HANG_S:-240} \
-    "$cs" --tool memcheck --report-api-errors no --print-limit 20 "$PY" tools/gpu_checks.py badmeta ${H200_SMOKE:+--smoke}
+  BADMETA_NEXT_N=${BADMETA_MC_NEXT_N:-2} \
+    "$cs" --tool memcheck --report-api-errors no --print-limit 20 "$PY" -m pytest -m gpu -q -p no:cacheprovider \
+    tests/gpu/test_bad_schedules.py
 }
 
 step_sanitize() {
@@ -424,6 +443,7 @@ step_fn() {  # name t -> the command line of the step
     install) echo "do_install" ;;
     tests) echo "step_tests" ;;
     verify) echo "step_verify" ;;
+    gpu) echo "step_gpu" ;;
     capture|hostcost|views|engines|large|badmeta) echo "step_checks $1" ;;
     sanitize) echo "step_sanitize $2" ;;
     badmetamc) echo "step_badmetamc" ;;
@@ -487,7 +507,7 @@ run_step() {  # name rest [bg]: time-box it, log it, record a summary row; bg: s
   fi
   STEP_T0=$(date +%s)
   export STEP_T0 T0 BUDGET SLOGS REPO OUT
-  export -f step_badmetamc step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify step_variants step_ncu step_ncusrc step_forms step_ab dg_env anchor_kit installed left triton_version
+  export -f step_gpu step_badmetamc step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify step_variants step_ncu step_ncusrc step_forms step_ab dg_env anchor_kit installed left triton_version
   fn=$(step_fn "$s" "$t")
   if [ -n "$bg" ]; then
     ( timeout -k 10 "$t" bash -c "$fn" >"$SLOGS/$s.txt" 2>&1; echo "$? $(( $(date +%s) - STEP_T0 ))" >"$SLOGS/$s.rc" ) &

@@ -10,7 +10,6 @@ them as `compat.NAME(...)`, an attribute of an imported module, which the JIT re
 kernels/common/versions.py holds the same facts by version for dispatch and explain (which import no triton), and
 tests/test_versions.py checks that the two agree on the installed triton.
 """
-import triton as _triton
 from triton.experimental.gluon import language as _gl
 from triton.experimental.gluon.language.nvidia.hopper import tma as _tma
 
@@ -24,7 +23,7 @@ async_store = _tma.async_store if hasattr(_tma, "async_store") else _tma.async_c
 # How a release orders a reduction shows in no attribute, so it is the version fact (kernels/common/versions.py, the one
 # source explain names), read for the triton imported here: where it adds a thread's values in order, the head sums
 # are plain gl.sum of products (mqa_kernels.common.gluon_heads).
-in_order_reduce = _holds("in_order_reduce", _triton.__version__)
+in_order_reduce = _holds("in_order_reduce")  # (versions.installed(): the imported triton's version)
 
 
 def api() -> dict:

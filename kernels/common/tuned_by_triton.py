@@ -7,28 +7,12 @@ choices by release, and they override tuned.py's entry for the same key on that 
 
 A key is the table's top-level key ((heads, dim) for the prefill kernels, the live columns for paged_ws_sm90, the
 regime for topk), so an entry replaces the whole value under it. This module only lays a release's entries over a
-table; it imports no variant. The release is read from the installed distribution's metadata (no triton import:
-dispatch and explain stay cheap).
+table; it imports no variant. The release is versions.installed_release(), the one reader of triton's
+version (no triton import: dispatch and explain stay cheap).
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
-
-@lru_cache(maxsize=1)
-def installed_release() -> tuple | None:
-    """(major, minor) of the installed triton, or None."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        text = version("triton")
-    except PackageNotFoundError:
-        return None
-    parts = []
-    for piece in text.split(".")[:2]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
+from .versions import installed_release
 
 
 def table(by_release: dict, base: dict, release: tuple | None = None) -> dict:

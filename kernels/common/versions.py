@@ -8,8 +8,9 @@ one nobody has compiled the kernels on: dispatch rules the rows that need the fa
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
-
+from functools import lru_cache
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,21 @@ def release(version: str) -> tuple:
 
 
 def installed() -> str | None:
+    """The version of the triton this process runs: the one reader every module uses. The imported module's own
+    version once triton is imported (a release unpacked ahead of another on PYTHONPATH is the one that runs), else
+    the installed distribution's, read without importing triton (dispatch and explain stay cheap)."""
+    v = getattr(sys.modules.get("triton"), "__version__", None)
+    return v if isinstance(v, str) else _distribution()
+
+
+def installed_release() -> tuple | None:
+    """(major, minor) of installed(), or None."""
+    v = installed()
+    return None if v is None else release(v)
+
+
+@lru_cache(maxsize=1)
+def _distribution() -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
     try:

@@ -16,29 +16,21 @@ import torch
 from ..errors import UserError
 from ..launch import families as launchers
 from ..launch.schedule import get_paged_mqa_logits_metadata
-from ..plan import dispatch, targets
+from ..plan import build, dispatch, targets
 from ..problem.paged_tensors import Paged, check_paged, validate_paged_values
 from ..problem.tensors import FP8_NAMES, Prefill, check_prefill, scales_1d, validate_values
 from . import fastpath, forms, sms
 
 LOGITS_DTYPES = (torch.float32, torch.bfloat16)
 
-_PLANS: dict = {}  # (shape key, device) -> KernelConfig: chosen once per shape and target, never per call
-
-
-# MQA_LOGITS_CHECK is read on every call; os.environ.get costs ~1 µs (it encodes the key), so on CPython the
-# mapping os.environ keeps in sync is read directly (same value, set or unset at any time).
-_ENV = getattr(os.environ, "_data", None)
-_CHECK_KEY, _ONE = (os.environ.encodekey("MQA_LOGITS_CHECK"), os.environ.encodevalue("1")) if _ENV is not None \
-    else ("MQA_LOGITS_CHECK", "1")
+# (shape key, device, sms setting) -> the plan's final KernelConfig: chosen once per shape and target, never per
+# call; past MAX_PLANS keys (an engine uses a few dozen: one per batch size and S it sees) the table starts over.
+_PLANS: dict = {}
+MAX_PLANS = 1024
 
 
 def _checking(check_values: bool) -> bool:
-    if check_values:
-        return True
-    if _ENV is not None:
-        return _ENV.get(_CHECK_KEY) == _ONE
-    return os.environ.get("MQA_LOGITS_CHECK") == "1"
+    return check_values or os.environ.get("MQA_LOGITS_CHECK") == "1"
 
 
 def target_for(device: torch.device) -> targets.Target:
@@ -48,8 +40,11 @@ def target_for(device: torch.device) -> targets.Target:
 
 
 def _config(key: tuple, shape_fn, device: torch.device):
+    """The plan's config for this key (dispatch and the decisions after it, mqa_cli.plan), planned on a miss."""
     cfg = _PLANS.get(key)
     if cfg is None:
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()
         cfg = _PLANS[key] = dispatch.plan(shape_fn(), target_for(device)).config
     return cfg
 
@@ -227,27 +222,31 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     entry = fastpath.get(sig)
     if entry is not None:  # this signature passed the checks below before: only the value checks remain
         if _checking(check_values):
+            read = build.reads_schedule(schedule_meta is not None, kv_cache.shape[1])
             validate_paged_values(Paged(q, kv_cache, weights, context_lens, block_table, max_context_len),
-                                  schedule_meta)
+                                  schedule_meta if read else None)
         return entry.launch(ins)
     t = Paged(q, kv_cache, weights, context_lens, block_table, max_context_len)
     check_paged(t)
-    if schedule_meta is not None:
-        if (not isinstance(schedule_meta, torch.Tensor) or schedule_meta.dtype != torch.int32
-                or schedule_meta.dim() != 2 or schedule_meta.shape[1] != 2 or schedule_meta.shape[0] < 2
-                or not schedule_meta.is_contiguous() or schedule_meta.device != q.device):
-            raise UserError("schedule_meta must be get_paged_mqa_logits_metadata's contiguous int32 [num_sms + 1, 2] "
-                            "tensor on q's device, or None")
-        if kv_cache.shape[1] != 64:
-            schedule_meta = None  # engines compute it in 64-token blocks; other block sizes get their own
+    read = build.reads_schedule(schedule_meta is not None, kv_cache.shape[1])  # (the plan decides the same below)
+    if schedule_meta is not None and (
+            not isinstance(schedule_meta, torch.Tensor) or schedule_meta.dtype != torch.int32
+            or schedule_meta.dim() != 2 or schedule_meta.shape[1] != 2 or schedule_meta.shape[0] < 2
+            or not schedule_meta.is_contiguous() or schedule_meta.device != q.device):
+        raise UserError("schedule_meta must be get_paged_mqa_logits_metadata's contiguous int32 [num_sms + 1, 2] "
+                        "tensor on q's device, or None")
     if _checking(check_values):
-        validate_paged_values(t, schedule_meta)
+        validate_paged_values(t, schedule_meta if read else None)
     B, T, H, D = q.shape
     bs = kv_cache.shape[1]
-    key = ("paged", B, T, H, D, bs, max_context_len, clean, q.dtype, bf16, q.device, sms.setting())
+    given, stride, aligned = schedule_meta is not None, kv_cache.stride(0), kv_cache.data_ptr() % 16 == 0
+    key = ("paged", B, T, H, D, bs, max_context_len, clean, q.dtype, bf16, given, stride, aligned, q.device,
+           sms.setting())
     cfg = _config(key, lambda: dispatch.Shape("paged", B * T, max_context_len, H, D, clean, FP8_NAMES[q.dtype],
-                                              batch=B, next_n=T, block_size=bs, bf16=bf16), q.device)
-    launched = launchers.launch_config(t, cfg, schedule_meta=schedule_meta)
+                                              batch=B, next_n=T, block_size=bs, bf16=bf16, schedule_given=given,
+                                              cache_block_stride=stride, cache_aligned=aligned), q.device)
+    # the plan decided whether the schedule is read (SELF_SCHEDULE=0); the launch passes it on only then
+    launched = launchers.launch_config(t, cfg, schedule_meta=None if cfg.constexprs["SELF_SCHEDULE"] else schedule_meta)
     fastpath.record(sig, launched, ins)
     return launched.out
 

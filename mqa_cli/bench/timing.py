@@ -1,4 +1,4 @@
-"""Timing: triton.testing.do_bench (CUDA events, L2 flushed between runs) median and spread on a GPU;
+"""Timing: triton.testing.do_bench (CUDA events, L2 flushed between runs) median and quantiles on a GPU;
 one wall-clock run on the interpreter, flagged as meaningless for speed. And what a time is measured
 against: the binding floor, from the target's ceilings (mqa_cli.plan.targets holds the numbers, once)."""
 from __future__ import annotations
@@ -14,11 +14,6 @@ class Timing:
     p20_us: float
     p80_us: float
     method: str
-
-    @property
-    def spread(self) -> float:
-        """(p80 - p20) / median."""
-        return (self.p80_us - self.p20_us) / self.median_us if self.median_us else 0.0
 
 
 def time_fn(fn, on_gpu: bool, warmup_ms: int = 25, rep_ms: int = 100) -> Timing:

@@ -15,18 +15,26 @@ from .options import Json, KernelSpec, Target, problem_options
 def explain(target: Target = None, kernel: KernelSpec = None, json_: Json = False,
             topk: Annotated[Optional[int], typer.Option("--topk", help="show the memory of the top-k plan "
                                                         "(run --topk K) instead of the full logits")] = None,
+            schedule: Annotated[Optional[str], typer.Option(
+                "--schedule", help="paged: an engine's call passes schedule_meta (given) or None (computed) "
+                                   "[computed]")] = None,
+            cache_block_stride: Annotated[Optional[int], typer.Option(
+                "--cache-block-stride", help="paged: bytes from one cache block to the next, as an engine's "
+                                             "kv_cache.stride(0) (a layer of a bigger buffer) [block_size x (D + 4)]")]
+            = None,
             *, problem):
     """Print the problem, every dispatch row with its conditions, the choice, its config and the time floor.
 
     Examples: `mqa-logits explain --heads 64 --dim 128 --seq 8192`; `mqa-logits explain --target gfx950 --seq 4096 --json`;
-    `mqa-logits explain --heads 8 --seq 8192 --target sm90 --kernel :TMA_STORE=1` (the config `run` would run).
+    `mqa-logits explain --heads 8 --seq 8192 --target sm90 --kernel :TMA_STORE=1` (the config `run` would run);
+    an engine's decode call: `mqa-logits explain --paged --target sm90 --schedule given --cache-block-stride 25344`.
     """
     from ..plan import dispatch, targets
     from ..problem import source
     from . import report
 
     tgt = targets.resolve(target)
-    prob = source.from_options(problem, tgt.fp8)
+    prob = source.with_call(source.from_options(problem, tgt.fp8), schedule, cache_block_stride)
     plan = dispatch.plan_spec(prob.shape, tgt, kernel, force=True)
     tk = None
     if topk is not None and prob.shape.kind == "prefill":

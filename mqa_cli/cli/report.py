@@ -47,6 +47,7 @@ def plan_dict(p: Plan) -> dict:
             "ruled_out_by": None if cand.ok else cand.first_failure.sentence(),
         })
     return {"candidates": rows, "selected": p.chosen.row.name, "forced": p.forced, "notes": p.notes,
+            "decisions": {d.about: d.decided for d in p.decisions},
             "config": p.config.as_dict(), "kernel_name": p.config.name, "dump_name": p.config.dump_name}
 
 
@@ -96,6 +97,8 @@ def explain_text(d: dict) -> str:
     pl = d["plan"]
     lines.append("")
     lines.append(f"selected: {pl['selected']}" + (f" ({'; '.join(pl['notes'])})" if pl["notes"] else ""))
+    for about, decided in pl.get("decisions", {}).items():
+        lines.append(f"{about}: {decided}")
     cfg = pl["config"]
     lines.append("config: " + ", ".join(f"{k}={v}" for k, v in {**cfg["constexprs"], **cfg["options"]}.items()))
     if cfg["schedule"]:

@@ -135,12 +135,12 @@ def measure(case: Case) -> dict:
 
 
 def measure_all(selected: list[Case], known: dict | None = None, progress=print) -> dict:
-    import triton
+    from mqa_kernels.common import versions
 
     from . import compile as comp
 
     comp.prepare()
-    out = {"triton": triton.__version__, "cases": {}}
+    out = {"triton": versions.installed(), "cases": {}}
     # every case compiled as it is launched: one config at two shapes is two binaries (triton specialises integer
     # arguments: == 1, multiples of 16), and triton's cache serves a repeated one
     for c in selected:
@@ -154,7 +154,10 @@ def measure_all(selected: list[Case], known: dict | None = None, progress=print)
 
 
 def release(version: str) -> str:
-    return ".".join(version.split(".")[:2])
+    """'3.8.0' -> '3.8': the key of a release's table (versions.release parses it)."""
+    from mqa_kernels.common.versions import release as parse
+
+    return "{}.{}".format(*parse(version))
 
 
 def load_tables(paths) -> dict:

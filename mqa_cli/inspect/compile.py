@@ -1,6 +1,6 @@
 """Cross-target compile: the plan's kernel for any GPU target, without that GPU (and without running it).
 
-    artifact = compile_plan(plan)              # triton.compile on an AST source, cached by Triton
+    artifact = compile_config(plan.target, plan.config, plan.shape, plan.chosen.row.name)  # triton.compile, cached
     write_dump(artifact, "dumps", force=False)  # every stage + manifest.json in dumps/<target>/<cfg.dump_name>/
 
 The signature is built the way the JIT builds it at launch (mqa_cli.launch.signature): from the LaunchArgs that
@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mqa_kernels.common import versions
 
 from ..errors import UserError
 from ..launch import barrier_offsets
@@ -208,10 +209,6 @@ def compile_config(target, cfg, shape, kernel: str = "", problem: str = "") -> A
                     seen.get("cache_hit"), seconds, problem)
 
 
-def compile_plan(plan, problem: str = "") -> Artifact:
-    return compile_config(plan.target, plan.config, plan.shape, plan.chosen.row.name, problem)
-
-
 def from_compiled(compiled, target, cfg, kernel: str = "", problem: str = "") -> Artifact:
     """An Artifact from a CompiledKernel that ran (mqa-logits run --dump-asm): its own asm, and after
     load the register and spill counts the driver reports."""
@@ -260,13 +257,11 @@ def check_folder(folder: Path, force: bool) -> None:
 
 
 def manifest(art: Artifact, files: list, summary: dict | None) -> dict:
-    import triton
-
     md = {k: v for k, v in art.metadata.items() if k != "extern_libs"}
     return {
         "target": art.target.name,
         "gpu_target": md.get("target"),
-        "triton_version": triton.__version__,
+        "triton_version": versions.installed(),
         "kernel": art.kernel,
         "kernel_name": art.name,
         "dump_name": art.cfg.dump_name,

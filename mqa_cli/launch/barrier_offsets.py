@@ -94,9 +94,12 @@ def resolve(fn, la, gpu, compile_launch, specialization=None) -> None:
 
 
 def resolve_on_device(cfg, la, tensor) -> None:
-    """resolve() for a launch on `tensor`'s GPU (the launchers' hook); a launch on "meta" tensors (the cross-target
-    compile, which resolves for its own target) or without PTX_SLOTS is left alone."""
-    if not la.constexprs.get("PTX_SLOTS") or not tensor.is_cuda:
+    """resolve() for a launch on `tensor`'s GPU, where the plan decided so (config.schedule["slot_offsets"],
+    mqa_cli.plan.build); a launch on "meta" tensors (the cross-target compile, which resolves for its own target) is
+    left alone."""
+    from ..plan.build import FIRST_BUILD
+
+    if cfg.schedule.get("slot_offsets") != FIRST_BUILD or not tensor.is_cuda:
         return
     from triton.runtime import driver
 

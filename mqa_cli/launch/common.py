@@ -80,7 +80,10 @@ def kernel_for(cfg, device: torch.device):
 # Compiled kernels by (config, launch options, device, argument specialization): a repeated launch
 # skips the JIT's argument binding and cache lookup, which cost tens of µs of host time per call
 # (it matters for decode, where kernels run for a few µs).
+# Past MAX_COMPILED keys (a process that sweeps configs) the table starts over; a key missing again only costs one
+# launch through the JIT, whose own cache still holds the binary.
 _COMPILED: dict = {}
+MAX_COMPILED = 1024
 _UNCACHEABLE = object()
 
 
@@ -128,6 +131,8 @@ def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool):
         if key is not None and compiled is not None:
             names = kernel.arg_names[len(a.args):]
             if set(names) == set(a.constexprs):
+                if len(_COMPILED) >= MAX_COMPILED:
+                    _COMPILED.clear()
                 _COMPILED[key] = (compiled, tuple(a.constexprs[n] for n in names))
         return compiled
     compiled, constexpr_values = hit
@@ -143,8 +148,3 @@ def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool):
         return None
     return compiled
 
-
-def launch_pointer(t, cfg, out, max_seqlen_k: int = 0, schedule_meta=None) -> torch.Tensor:
-    """Launch a plain-Triton prefill kernel into `out`."""
-    run_kernel(kernel_for(cfg, t.q.device), cfg, pointer_args(t, cfg, out, max_seqlen_k), interpreter.active())
-    return out

@@ -25,6 +25,7 @@ class Launched:
     kernel: object  # the jitted kernel (its arg_names order the constexprs after the runtime arguments)
     compiled: object
     args: launch.LaunchArgs
+    config: object = None  # the KernelConfig that ran (the plan's, as explain names it)
 
 
 def output_for(t, cfg, max_seqlen_k: int = 0) -> torch.Tensor:
@@ -51,38 +52,18 @@ def args_builder(cfg):
 
 
 def launch_config(t, cfg, out=None, *, max_seqlen_k: int = 0, schedule_meta=None) -> Launched:
-    """Launch the planned kernel on tensors `t` into `out` (allocated when None); returns what ran."""
+    """Launch the planned kernel `cfg` (final: mqa_cli.plan decided what runs) on tensors `t` into `out` (allocated
+    when None); returns what ran. schedule_meta: the decode schedule a config with SELF_SCHEDULE=0 reads."""
     if out is None:
         out = output_for(t, cfg, max_seqlen_k)
     device = t.q.device
-    if cfg.launcher == "paged_ws":
-        from . import paged_ws as launch_paged_ws
-
-        cfg = launch_paged_ws.runnable(cfg, t)  # the portable paged config when TMA cannot describe the cache
-    if cfg.launcher == "paged":
-        cfg = launch_paged.config_for(cfg, schedule_meta)
-        kernel = launch.kernel_for(cfg, device)
-        a = launch_paged.paged_args(t, cfg, out, schedule_meta)
-    elif cfg.launcher == "paged_ws":
-        from . import paged_ws as launch_paged_ws
-
-        cfg = launch_paged.config_for(cfg, schedule_meta)
-        kernel = launch.kernel_for(cfg, device)
-        a = launch_paged_ws.paged_ws_args(t, cfg, out, schedule_meta)
-    elif cfg.launcher == "pointer":
-        kernel = launch.kernel_for(cfg, device)
-        a = launch.pointer_args(t, cfg, out, max_seqlen_k)
-    elif cfg.launcher == "tma":
-        if device.type != "cuda":
-            raise UserError(f"{cfg.kernel} needs CUDA tensors on a Hopper GPU (Gluon has no interpreter path)")
-        from . import tma as launch_tma
-
-        kernel = launch.kernel_for(cfg, device)
-        a = launch_tma.tma_args(t, cfg, out, max_seqlen_k)
-    else:
-        raise UserError(f"config {cfg.name} names an unknown launch family {cfg.launcher!r}")
+    if cfg.launcher == "tma" and device.type != "cuda":
+        raise UserError(f"{cfg.kernel} needs CUDA tensors on a Hopper GPU (Gluon has no interpreter path)")
+    extra = schedule_meta if cfg.launcher in ("paged", "paged_ws") else max_seqlen_k
+    kernel = launch.kernel_for(cfg, device)
+    a = args_builder(cfg)(t, cfg, out, extra)
     compiled = launch.run_kernel(kernel, cfg, a, interpreter.active())
-    return Launched(out, kernel, compiled, a)
+    return Launched(out, kernel, compiled, a, cfg)
 
 
 def run(t, cfg, out=None, *, max_seqlen_k: int = 0, schedule_meta=None) -> torch.Tensor:

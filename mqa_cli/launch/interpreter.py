@@ -43,8 +43,8 @@ def numpy_problem(triton: str | None = None, numpy: str | None = None) -> str | 
 
     from mqa_kernels.common import versions
 
+    triton = triton or versions.installed()
     try:
-        triton = triton or version("triton")
         numpy = numpy or version("numpy")
     except PackageNotFoundError:
         return None

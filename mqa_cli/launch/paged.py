@@ -1,16 +1,12 @@
-"""Launch of the paged decode kernel (mqa_kernels.decode.paged): the config that runs (with or without schedule
-metadata), argument building (shared with `compile`) and the launch itself. Nothing here reads tensor data or
-syncs, so a launch can be captured in a CUDA graph."""
+"""Arguments of the paged decode kernel (mqa_kernels.decode.paged), shared with `compile`. Whether the kernel reads a
+schedule is the plan's decision (SELF_SCHEDULE, mqa_cli.plan.build); the arguments follow it. Nothing here reads
+tensor data or syncs, so a launch can be captured in a CUDA graph."""
 from __future__ import annotations
 
 import torch
 
-from mqa_kernels.decode.paged.config import with_schedule_source
+from .common import LaunchArgs
 
-from . import interpreter
-from .common import LaunchArgs, kernel_for, run_kernel
-
-_TWINS: dict = {}  # (config name, self_schedule) -> the twin that takes its split from there
 _NO_META: dict = {}  # device -> a placeholder int32 tensor for the unused metadata pointer
 
 
@@ -22,19 +18,23 @@ def no_meta(device) -> torch.Tensor:
     return meta
 
 
+def schedule_source(cfg, t, schedule_meta: torch.Tensor | None) -> tuple[torch.Tensor, int]:
+    """(the metadata pointer, the ranges of the grid) as the config says: a SELF_SCHEDULE config splits the work
+    itself over cfg.schedule["programs"] ranges (a placeholder pointer); one that reads the schedule runs its
+    entries - 1 ranges, in blocks of t.block_size tokens."""
+    if cfg.constexprs.get("SELF_SCHEDULE"):
+        return no_meta(t.q.device), cfg.schedule["programs"]
+    if schedule_meta is None:
+        raise ValueError(f"{cfg.name} reads schedule_meta (the plan decided so) but none was passed")
+    return schedule_meta, schedule_meta.shape[0] - 1
+
+
 def paged_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None) -> LaunchArgs:
     """Arguments of paged_mqa_logits for paged tensors `t` and an [B*next_n, max_context_len] view `out`.
-    The grid is (ranges in schedule_meta) x SUBS; schedule_meta's blocks are t.block_size tokens. Without
-    schedule_meta (a SELF_SCHEDULE config) the ranges are cfg.schedule["programs"] and the kernel splits itself."""
+    The grid is ranges x SUBS (schedule_source)."""
     c = cfg.constexprs
-    self_schedule = schedule_meta is None
-    if self_schedule:
-        if not c.get("SELF_SCHEDULE"):
-            raise ValueError("a config that reads schedule metadata needs it; use with_schedule_source(cfg, True)")
-        schedule_meta = no_meta(t.q.device)
-        ranges = cfg.schedule["programs"]
-    else:
-        ranges = schedule_meta.shape[0] - 1
+    self_schedule = bool(c.get("SELF_SCHEDULE"))
+    schedule_meta, ranges = schedule_source(cfg, t, schedule_meta)
     grid = (ranges * c["SUBS"],)
     kv = t.kv_cache.view(t.q.dtype)  # same bytes as fp8 (same element size, any strides)
     ctx = t.context_lens
@@ -59,25 +59,3 @@ def paged_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None) ->
         def rebuild(ins, out):
             return (ins[0], ins[1], ins[2], ins[3], ins[4], ins[5], out, *tail)
     return LaunchArgs(grid, args, dict(c), dict(cfg.options), rebuild)
-
-
-def config_for(cfg, schedule_meta: torch.Tensor | None):
-    """The config that runs: without schedule_meta its SELF_SCHEDULE twin, which computes its split in the kernel
-    (any paged family whose kernel has the SELF_SCHEDULE constexpr: the portable and the Gluon one)."""
-    self_schedule = schedule_meta is None
-    if cfg.constexprs.get("SELF_SCHEDULE") == self_schedule:
-        return cfg
-    key = (cfg.name, self_schedule)
-    twin = _TWINS.get(key)
-    if twin is None:
-        twin = _TWINS[key] = with_schedule_source(cfg, self_schedule)
-    return twin
-
-
-def launch_paged(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None = None) -> torch.Tensor:
-    """Run the paged kernel into `out` (caller-allocated [B*next_n, max_context_len] fp32/bf16 view). Without
-    schedule_meta each of the cfg.schedule["programs"] ranges computes its own split of the work in the kernel
-    (the same split get_paged_mqa_logits_metadata returns): one launch instead of two."""
-    cfg = config_for(cfg, schedule_meta)
-    run_kernel(kernel_for(cfg, t.q.device), cfg, paged_args(t, cfg, out, schedule_meta), interpreter.active())
-    return out

@@ -23,8 +23,9 @@ from mqa_kernels.prefill.tiled.config import OVERRIDE_KEYS as TILED_KEYS
 from mqa_kernels.prefill.tiled.config import tiled_config
 
 from ..errors import UserError
-from .targets import Target, triton_version
-from mqa_kernels.common.versions import FACTS
+from . import build
+from .targets import Target
+from mqa_kernels.common.versions import FACTS, installed as triton_version
 from ..problem.shape import Shape
 
 
@@ -231,7 +232,8 @@ PREFILL_ROWS: list[Row] = [
         "4 query rows x 64 heads per MMA, triple-buffered, unmasked interior tiles",
         _h64d128_conditions("gfx950", 4096), _h64d128_config),
     Row("h64d128_sm90", "specialised long-row kernel on Hopper (H 64 or 32, D 128): 256/H query rows x H heads "
-        "= MMA N 256, unmasked interior tiles, heaviest blocks first, wide -inf stores",
+        "= MMA N 256, unmasked interior tiles, heaviest blocks first, wide -inf stores; on every supported triton the "
+        "Gluon row takes its shapes first, so it runs when named (--kernel h64d128_sm90)",
         _h64d128_conditions("sm90", 1024, (32, 64)), _h64d128_config),
     Row("tiled", "portable Triton kernel: kv tile = MMA M, BLOCK_Q x heads = N; live tiles only; -inf fused",
         _tiled_conditions, _tiled_config, TILED_KEYS),
@@ -256,6 +258,13 @@ def _paged_config(shape, target, override=None):
                         backend=target.backend, units=target.units, override=override)
 
 
+def check_cache_tma(shape: Shape) -> Check:
+    """The Gluon decode kernel reads the cache blocks by TMA in place; a cache inside a bigger buffer whose block
+    stride TMA cannot describe runs the portable row (mqa_cli.plan.build)."""
+    return Check("cache", "TMA-describable (block stride a multiple of 16 bytes and of D, 16-byte aligned base)",
+                 build.cache_sentence(shape), build.cache_describable(shape))
+
+
 def _paged_ws_sm90_conditions(shape, target, caps):
     return [
         check_eq("problem", shape.kind, "paged"),
@@ -266,6 +275,7 @@ def _paged_ws_sm90_conditions(shape, target, caps):
         Check("next_n x heads", "<= 512 (one wgmma up to 256, parts past it)", f"{shape.next_n} x {shape.heads}",
               1 <= shape.next_n and paged_ws_fits(shape.next_n, shape.heads)),
         check_eq("fp8 flavour", shape.fp8, "e4m3fn"),
+        check_cache_tma(shape),
         *check_gluon(caps),
         check_split_blocks(shape),
         check_offsets(shape),
@@ -287,7 +297,7 @@ PAGED_ROWS: list[Row] = [
         "(PTX_SLOTS); with four math warpgroups (next_n 2 at large batches) one producer warp each, streaming its "
         "own ring; persistent length-balanced ranges, SUBS programs per SM; the TMA descriptors prefetched "
         "at entry; at small batches with one math warpgroup, a computed split found by each partition after the "
-        "warps start (SPLIT_INSIDE). A cache whose block stride TMA cannot describe runs the paged row", _paged_ws_sm90_conditions, _paged_ws_sm90_config,
+        "warps start (SPLIT_INSIDE)", _paged_ws_sm90_conditions, _paged_ws_sm90_config,
         PAGED_WS_KEYS),
     Row("paged", "paged decode: persistent grid, the cache blocks of all sequences split evenly over the SMs "
         "(schedule metadata, or computed by each program when none is given); each kv tile gathered once through "
@@ -325,6 +335,8 @@ class Plan:
     config: KernelConfig
     forced: bool = False
     notes: list = field(default_factory=list)
+    # what the chosen row runs as, decided after dispatch (mqa_cli.plan.build): schedule, cache, slot offsets
+    decisions: list = field(default_factory=list)
 
 
 def plan(shape: Shape, target: Target, kernel: str | None = None, force: bool = False,
@@ -340,12 +352,18 @@ def plan(shape: Shape, target: Target, kernel: str | None = None, force: bool = 
             fails = "; ".join(c.sentence() for c in chosen.checks if not c.ok)
             raise UserError(f"kernel {kernel} does not hold for this problem on {target.name}: {fails} (--force to run it anyway)")
         notes = [f"forced by --kernel {kernel}" + (" --force" if not chosen.ok else "")]
-        return Plan(shape, target, candidates, chosen, _configure(chosen.row, shape, target), True, notes)
+        return _decided(Plan(shape, target, candidates, chosen, _configure(chosen.row, shape, target), True, notes))
     chosen = next((c for c in candidates if c.ok), None)
     if chosen is None:
         why = "; ".join(f"{c.row.name}: {c.first_failure.sentence()}" for c in candidates)
         raise UserError(f"no kernel supports this problem on {target.name}: {why}")
-    return Plan(shape, target, candidates, chosen, _configure(chosen.row, shape, target))
+    return _decided(Plan(shape, target, candidates, chosen, _configure(chosen.row, shape, target)))
+
+
+def _decided(p: Plan) -> Plan:
+    """The plan with its config final: the decisions that follow dispatch applied (mqa_cli.plan.build)."""
+    p.config, p.decisions = build.decide(p.shape, p.config)
+    return p
 
 
 def plan_spec(shape: Shape, target: Target, spec: str | None, force: bool = False,
@@ -375,6 +393,7 @@ def plan_spec(shape: Shape, target: Target, spec: str | None, force: bool = Fals
             p.config = row.config(shape, target, override=parse_overrides(p.config, overrides))
         except ValueError as e:
             raise UserError(f"kernel {row.name} cannot be configured with {spec.partition(':')[2]}: {e}") from None
+    _decided(p)
     p.notes.append("config overrides: " + ", ".join(f"{k}={v}" for k, v in overrides.items()))
     return p
 

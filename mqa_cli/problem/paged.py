@@ -155,11 +155,6 @@ class PagedCounts(Counts):
         object.__setattr__(self, "bytes", self.kv_tokens * (self.dim + 4) + 4 * self.S * self.N)
 
 
-def row_ends_list(contexts, next_n: int) -> list[list[int]]:
-    """ends[b][t] for 1-D context lengths (causal draft rows)."""
-    return [[max(0, c - next_n + t + 1) for t in range(next_n)] for c in contexts]
-
-
 def counts_from_ends(ends, next_n: int, heads: int, dim: int, max_context_len: int, clean: bool) -> PagedCounts:
     live = sum(sum(r) for r in ends)
     kv_tokens = sum(max(r) for r in ends)

@@ -20,6 +20,11 @@ class Shape:
     block_size: int = 0
     compressed: bool = False  # prefill: logits [S, max_seqlen_k] starting at each row's ks
     bf16: bool = False  # logits in bfloat16
+    # paged: the call's schedule_meta is a tensor (an engine's call), not None
+    schedule_given: bool = False
+    # paged: bytes from one cache block to the next (kv_cache.stride(0)); 0: dense, block_size * (dim + 4)
+    cache_block_stride: int = 0
+    cache_aligned: bool = True  # paged: the cache's base address is 16-byte aligned
 
     @property
     def out_elements(self) -> int:

@@ -5,7 +5,7 @@ reference of a check, in bytes, computed from sizes alone) with the device's mem
 in one line (exit 2) what would not fit."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import UserError
 from .paged import memory as paged_memory
@@ -134,3 +134,24 @@ def from_options(opts, target_fp8: str = "e4m3fn") -> Problem:
     if getattr(opts, "paged", None):
         return from_spec(opts.paged_spec(), target_fp8, msk, bf16, max_bytes)
     return from_spec(opts.spec(), target_fp8, msk, bf16, max_bytes)
+
+
+def with_call(prob: Problem, schedule: str | None = None, cache_block_stride: int | None = None) -> Problem:
+    """The problem as an engine's paged call presents it: schedule_meta given or not, the cache's block stride in
+    bytes (a layer of a bigger buffer). What the plan decides from them is what that call runs."""
+    if schedule is None and cache_block_stride is None:
+        return prob
+    if prob.shape.kind != "paged":
+        raise UserError("--schedule and --cache-block-stride describe a paged call; add --paged")
+    changes = {}
+    if schedule is not None:
+        if schedule not in ("given", "computed"):
+            raise UserError(f"--schedule must be given or computed, got {schedule!r}")
+        changes["schedule_given"] = schedule == "given"
+    if cache_block_stride is not None:
+        dense = prob.shape.block_size * (prob.shape.dim + 4)
+        if cache_block_stride < dense or cache_block_stride % 4:
+            raise UserError(f"--cache-block-stride must be a multiple of 4 bytes of at least one block "
+                            f"({dense} bytes), got {cache_block_stride}")
+        changes["cache_block_stride"] = cache_block_stride
+    return replace(prob, shape=replace(prob.shape, **changes))

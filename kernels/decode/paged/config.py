@@ -8,8 +8,6 @@ next_n x H passes 256), so each tile is read once for all next_n rows.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ...common.config import KernelConfig, backend_options, cdiv, pow2_ceil
 from . import KEYS
 from .tuned import CUDA_TUNED
@@ -111,11 +109,3 @@ def paged_config(*, heads: int, dim: int, next_n: int, block_size: int, batch: i
     return KernelConfig("paged", "paged_mqa_logits", KEYS, constexprs, options, (programs * subs,), schedule,
                         launcher="paged", load=_load)
 
-
-def with_schedule_source(cfg: KernelConfig, self_schedule: bool) -> KernelConfig:
-    """The config's twin that takes its split of the work from the schedule metadata (self_schedule False: the
-    engines pass get_paged_mqa_logits_metadata's tensor) or computes it in each program (True: the default, one
-    launch, what the CLI runs and explain names)."""
-    if cfg.constexprs.get("SELF_SCHEDULE") == self_schedule:
-        return cfg
-    return replace(cfg, constexprs={**cfg.constexprs, "SELF_SCHEDULE": self_schedule})

@@ -1,0 +1,80 @@
+"""What `explain` names for an engine's decode call is what the API launches for that call: the plan decides whether
+the schedule is read, whether TMA can read the cache and the block size's consequences (mqa_cli.plan.build), and
+the launch layer runs the config it is handed. Each engine form here is called through the public API with the
+launch recorded, then explained with the flags that describe it (--schedule, --cache-block-stride, --block-size);
+the two configs must be the same build. On sm90 (plan only, no launch) a strided cache rules the TMA row out."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import mqa_cli
+from mqa_cli.api import sms
+from mqa_cli.cli.app import app
+from mqa_cli.launch import families as launchers
+from mqa_cli.plan import dispatch, targets
+from mqa_kernels.common import versions
+
+from .test_api_forms import DEVICE, paged_problem
+from .test_engine_forms import layer_view
+
+C = 48  # every sequence's context: explain's --context-len with no jitter gives the same max_context_len
+
+
+def _explain(*flags) -> dict:
+    target = "cpu" if DEVICE == "cpu" else targets.detect().name
+    r = CliRunner().invoke(app, ["explain", "--json", "--target", target, *map(str, flags)])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("bs, schedule, layers", [(64, "given", 1), (64, "given", 3), (32, "given", 1),
+                                                  (32, "computed", 3), (64, "computed", 1)],
+                         ids=["given", "given-layer-view", "given-block-32", "computed-block-32-view", "computed"])
+def test_explain_names_the_build_an_engine_call_launches(monkeypatch, bs, schedule, layers):
+    sms.set_num_sms(0)
+    p = paged_problem(B=2, T=2, H=16, D=64, bs=bs, ctx=(C, C), seed=7)
+    cache = layer_view(p.cache, layers=layers) if layers > 1 else p.cache
+    ran = []
+    real = launchers.launch_config
+
+    def recording(*a, **kw):
+        launched = real(*a, **kw)
+        ran.append(launched.config)
+        return launched
+
+    monkeypatch.setattr(launchers, "launch_config", recording)
+    meta = mqa_cli.get_paged_mqa_logits_metadata(p.ctx, bs, mqa_cli.get_num_sms()) if schedule == "given" else None
+    mqa_cli.fp8_paged_mqa_logits(p.q, cache, p.w, p.ctx, p.table, meta, C, False)
+    assert len(ran) == 1
+    d = _explain("--paged", "--batch", 2, "--next-n", 2, "--heads", 16, "--dim", 64, "--block-size", bs,
+                 "--context-len", C, "--context-jitter", 0, "--no-clean", "--schedule", schedule,
+                 "--cache-block-stride", cache.stride(0))
+    plan = d["plan"]
+    assert plan["kernel_name"] == ran[0].name
+    assert plan["config"]["constexprs"] == ran[0].constexprs and plan["config"]["options"] == ran[0].options
+    read = schedule == "given" and bs == 64
+    assert ran[0].constexprs["SELF_SCHEDULE"] is (not read)
+    assert ("is read" in plan["decisions"]["schedule_meta"]) is read
+    if schedule == "given" and bs != 64:
+        assert "not read" in plan["decisions"]["schedule_meta"]
+
+
+@pytest.mark.parametrize("stride, bs, row", [(64 * 132, 64, "paged_ws_sm90"), (3 * 64 * 132, 64, "paged_ws_sm90"),
+                                             (64 * 132 + 4, 64, "paged"), (32 * 132, 32, "paged")])
+def test_on_sm90_the_plan_names_the_row_a_strided_cache_or_block_32_runs(stride, bs, row):
+    """A layer view keeps TMA; a block stride TMA cannot describe, or a block of 32 tokens, runs the portable row,
+    and the plan says why (the cache decision and the row's ruled-out condition)."""
+    shape = dispatch.Shape("paged", 16, 8192, 64, 128, False, batch=8, next_n=2, block_size=bs, schedule_given=True,
+                           cache_block_stride=stride)
+    if row == "paged_ws_sm90" and not versions.holds("gluon_hopper"):
+        pytest.skip(versions.FACTS["gluon_hopper"].required())
+    p = dispatch.plan(shape, targets.TARGETS["sm90"])
+    assert p.chosen.row.name == row
+    assert p.config.constexprs["SELF_SCHEDULE"] is (bs != 64)
+    ws = next(c for c in p.candidates if c.row.name == "paged_ws_sm90")
+    if row == "paged":
+        assert not ws.ok
