@@ -18,6 +18,7 @@ from mqa_cli.launch import families as launchers
 from mqa_cli.plan import dispatch, targets
 from mqa_kernels.common import versions
 
+from .reference64 import assert_logits
 from .test_api_forms import DEVICE, paged_problem
 from .test_engine_forms import layer_view
 
@@ -35,7 +36,9 @@ def _explain(*flags) -> dict:
                                                   (32, "computed", 3), (64, "computed", 1)],
                          ids=["given", "given-layer-view", "given-block-32", "computed-block-32-view", "computed"])
 def test_explain_names_the_build_an_engine_call_launches(monkeypatch, bs, schedule, layers):
-    sms.set_num_sms(0)
+    # as on a GPU, get_num_sms() is the call's program count (the CPU path's default is 4 programs against 1 SM)
+    sms.set_num_sms(4)
+    monkeypatch.setattr(sms, "_SETTING", 4)
     p = paged_problem(B=2, T=2, H=16, D=64, bs=bs, ctx=(C, C), seed=7)
     cache = layer_view(p.cache, layers=layers) if layers > 1 else p.cache
     ran = []
@@ -78,3 +81,35 @@ def test_on_sm90_the_plan_names_the_row_a_strided_cache_or_block_32_runs(stride,
     ws = next(c for c in p.candidates if c.row.name == "paged_ws_sm90")
     if row == "paged":
         assert not ws.ok
+
+
+@pytest.mark.parametrize("ranges", [2, 4, 6])
+def test_a_schedule_of_fewer_ranges_than_programs_is_not_read(monkeypatch, ranges):
+    """vLLM builds its next_n 4 schedule for num_sms // 2 programs (DeepGEMM's 2-SM clusters): read as given it would
+    run on half the SMs. The plan reads a schedule only with at least as many ranges as the call has programs, else
+    each program computes its split over all of them; explain --schedule given:R says the same, and the logits are
+    the reference's either way."""
+    sms.set_num_sms(4)
+    try:
+        p = paged_problem(B=3, T=4, H=16, D=64, bs=64, ctx=(100, 7, 180), seed=3)
+        ran = []
+        real = launchers.launch_config
+
+        def recording(*a, **kw):
+            launched = real(*a, **kw)
+            ran.append(launched.config)
+            return launched
+
+        monkeypatch.setattr(launchers, "launch_config", recording)
+        meta = mqa_cli.get_paged_mqa_logits_metadata(p.ctx, 64, ranges)
+        out = mqa_cli.fp8_paged_mqa_logits(p.q, p.cache, p.w, p.ctx, p.table, meta, p.max_context_len, True)
+        assert_logits(out.cpu(), p.ref, p.mag, clean=True)
+        read = ranges >= 4
+        assert ran[0].constexprs["SELF_SCHEDULE"] is (not read)
+        d = _explain("--paged", "--batch", 3, "--next-n", 4, "--heads", 16, "--dim", 64, "--block-size", 64,
+                     "--context-len", 180, "--context-jitter", 0, "--schedule", f"given:{ranges}")
+        decided = d["plan"]["decisions"]["schedule_meta"]
+        assert ("is read" in decided) is read and (f"fewer than the 4 programs" in decided) is (not read)
+        assert d["plan"]["config"]["constexprs"]["SELF_SCHEDULE"] is (not read)
+    finally:
+        sms.set_num_sms(0)

@@ -65,7 +65,7 @@
 #             for `deepgemm`); writes kernels/topk/tuned.py (copy in $OUT)
 # NAME+ starts a step in the background and goes on with the next (its output is printed at the end): for
 # checks whose timings do not matter, e.g. `sanitize+ deepgemm` (never beside hostcost, bench, forms, ab or anchor).
-# Env: H200_BUDGET_S (570); H200_TRITON (the triton to run under; default the image's); H200_BUNDLES (where the
+# Env: GPU_PYTEST_ARGS (more arguments for the gpu step's pytest, e.g. -k "not deepgemm"); H200_BUDGET_S (570); H200_TRITON (the triton to run under; default the image's); H200_BUNDLES (where the
 #      bundles are, default .tb); DGT_CASES (sample N cases
 #      per DeepGEMM test; default all, cut by the budget; the `gpu` step's DeepGEMM cases default to 24 per kind);
 #      SAN_JOBS / SAN_JOB_S (gpu_sanitize.sh); MQA_LOGITS_HEAVY=1 (the `gpu` step runs the heavy cases too: S = N =
@@ -223,7 +223,9 @@ export GPU_FILE_capture=test_capture GPU_FILE_views=test_views GPU_FILE_engines=
 
 step_gpu() {  # the card's checks, as tests: junit and a summary under $OUT
   dg_env ready  # DeepGEMM's schedule format and its own cases, when the anchor already put it in place
-  "$PY" -m pytest -m gpu -q -p no:cacheprovider -rfEs tests/gpu --junitxml="$OUT/gpu-junit.xml" | tee "$SLOGS/gpu.pytest"
+  # shellcheck disable=SC2086  (GPU_PYTEST_ARGS: more pytest arguments, e.g. -k "not deepgemm")
+  eval "set -- ${GPU_PYTEST_ARGS:-}"
+  "$PY" -m pytest -m gpu -q -p no:cacheprovider -rfEs tests/gpu --junitxml="$OUT/gpu-junit.xml" "$@" | tee "$SLOGS/gpu.pytest"
   local rc=${PIPESTATUS[0]}
   { grep -E '^(FAILED|ERROR|SKIPPED)' "$SLOGS/gpu.pytest" | cut -c1-300; tail -1 "$SLOGS/gpu.pytest"; } >"$OUT/gpu-summary.txt"
   return "$rc"

@@ -240,11 +240,13 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     B, T, H, D = q.shape
     bs = kv_cache.shape[1]
     given, stride, aligned = schedule_meta is not None, kv_cache.stride(0), kv_cache.data_ptr() % 16 == 0
-    key = ("paged", B, T, H, D, bs, max_context_len, clean, q.dtype, bf16, given, stride, aligned, q.device,
+    ranges = schedule_meta.shape[0] - 1 if given else 0  # (a shape: no read of its data)
+    key = ("paged", B, T, H, D, bs, max_context_len, clean, q.dtype, bf16, given, ranges, stride, aligned, q.device,
            sms.setting())
     cfg = _config(key, lambda: dispatch.Shape("paged", B * T, max_context_len, H, D, clean, FP8_NAMES[q.dtype],
                                               batch=B, next_n=T, block_size=bs, bf16=bf16, schedule_given=given,
-                                              cache_block_stride=stride, cache_aligned=aligned), q.device)
+                                              schedule_ranges=ranges, cache_block_stride=stride,
+                                              cache_aligned=aligned), q.device)
     # the plan decided whether the schedule is read (SELF_SCHEDULE=0); the launch passes it on only then
     launched = launchers.launch_config(t, cfg, schedule_meta=None if cfg.constexprs["SELF_SCHEDULE"] else schedule_meta)
     fastpath.record(sig, launched, ins)

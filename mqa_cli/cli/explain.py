@@ -16,8 +16,8 @@ def explain(target: Target = None, kernel: KernelSpec = None, json_: Json = Fals
             topk: Annotated[Optional[int], typer.Option("--topk", help="show the memory of the top-k plan "
                                                         "(run --topk K) instead of the full logits")] = None,
             schedule: Annotated[Optional[str], typer.Option(
-                "--schedule", help="paged: an engine's call passes schedule_meta (given) or None (computed) "
-                                   "[computed]")] = None,
+                "--schedule", help="paged: an engine's call passes schedule_meta (given; given:R for one of R "
+                                   "ranges, e.g. vLLM's num_sms // 2 at next_n 4) or None (computed) [computed]")] = None,
             cache_block_stride: Annotated[Optional[int], typer.Option(
                 "--cache-block-stride", help="paged: bytes from one cache block to the next, as an engine's "
                                              "kv_cache.stride(0) (a layer of a bigger buffer) [block_size x (D + 4)]")]

@@ -20,9 +20,12 @@ TMA_ALIGN = 16  # bytes: TMA bases and row strides
 FIRST_BUILD = "first build"  # config.schedule["slot_offsets"]: FULL_AT / EMPTY_AT read from a first compile
 
 
-def reads_schedule(given: bool, block_size: int) -> bool:
-    """Whether a decode call reads the schedule_meta it was given (the API passes it on only then)."""
-    return given and block_size == SCHEDULE_BLOCK
+def reads_schedule(given: bool, block_size: int, ranges: int = 0, programs: int = 0) -> bool:
+    """Whether a decode call reads the schedule_meta it was given (the API passes it on only then): one counted in
+    64-token blocks, split into at least as many ranges as the call has programs. A schedule of fewer ranges would
+    run on that many SMs and leave the rest idle (vLLM builds num_sms // 2 at next_n 4, for DeepGEMM's 2-SM
+    clusters): the kernel then computes its own split over every SM."""
+    return given and block_size == SCHEDULE_BLOCK and not (ranges and programs and ranges < programs)
 
 
 def cache_block_stride(shape: Shape) -> int:
@@ -77,9 +80,13 @@ def with_schedule(cfg: KernelConfig, self_schedule: bool) -> KernelConfig:
 
 
 def _schedule(shape: Shape, cfg: KernelConfig) -> tuple[KernelConfig, Decision]:
-    read = reads_schedule(shape.schedule_given, shape.block_size)
+    ranges, programs = shape.schedule_ranges, int(cfg.schedule.get("programs") or 0)
+    read = reads_schedule(shape.schedule_given, shape.block_size, ranges, programs)
     if read:
         why = "given: schedule_meta is read (SELF_SCHEDULE=0)"
+    elif shape.schedule_given and shape.block_size == SCHEDULE_BLOCK:
+        why = (f"given in {ranges} ranges, fewer than the {programs} programs of this call: not read (it would leave "
+               f"{programs - ranges} SMs idle); each program computes its split over all {programs} (SELF_SCHEDULE=1)")
     elif shape.schedule_given:
         why = (f"given at block size {shape.block_size}: not read (a schedule counts {SCHEDULE_BLOCK}-token blocks); "
                "each program computes its split (SELF_SCHEDULE=1)")

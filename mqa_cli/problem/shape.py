@@ -22,6 +22,8 @@ class Shape:
     bf16: bool = False  # logits in bfloat16
     # paged: the call's schedule_meta is a tensor (an engine's call), not None
     schedule_given: bool = False
+    # paged: the ranges a given schedule_meta splits the work into (its entries - 1; 0 where none is given)
+    schedule_ranges: int = 0
     # paged: bytes from one cache block to the next (kv_cache.stride(0)); 0: dense, block_size * (dim + 4)
     cache_block_stride: int = 0
     cache_aligned: bool = True  # paged: the cache's base address is 16-byte aligned

@@ -145,9 +145,13 @@ def with_call(prob: Problem, schedule: str | None = None, cache_block_stride: in
         raise UserError("--schedule and --cache-block-stride describe a paged call; add --paged")
     changes = {}
     if schedule is not None:
-        if schedule not in ("given", "computed"):
-            raise UserError(f"--schedule must be given or computed, got {schedule!r}")
-        changes["schedule_given"] = schedule == "given"
+        kind, _, ranges = schedule.partition(":")
+        if kind not in ("given", "computed") or (ranges and (kind != "given" or not ranges.isdigit()
+                                                             or int(ranges) < 1)):
+            raise UserError(f"--schedule must be given, given:RANGES (e.g. given:66, vLLM's num_sms // 2 at next_n 4) "
+                            f"or computed, got {schedule!r}")
+        changes["schedule_given"] = kind == "given"
+        changes["schedule_ranges"] = int(ranges or 0)
     if cache_block_stride is not None:
         dense = prob.shape.block_size * (prob.shape.dim + 4)
         if cache_block_stride < dense or cache_block_stride % 4:
