@@ -8,11 +8,14 @@ Each check runs in a fresh interpreter started outside the source tree, so that 
 metadata (a stale build's metadata in the source tree would otherwise be read first)."""
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from mqa_cli import vllm_plugin
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECK = os.path.join(ROOT, ".ci", "plugin_check.py")
@@ -162,3 +165,16 @@ def test_vendored_copy_is_not_looked_up_outside_vllm(tmp_path):
         print("NO VLLM OK")
     ''')
     ok(spawn(code, tmp_path, None, site=str(site)), "NO VLLM OK")
+
+
+def test_readme_and_pyproject_name_the_same_variable_and_entry_point():
+    """The README's plug-in line sets the variable the plug-in reads; the entry point it names for VLLM_PLUGINS is
+    the one pyproject.toml ships, pointing at the plug-in's function."""
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    section = readme.split("## Inside vLLM and SGLang", 1)[1].split("\n## ", 1)[0]
+    first_bash = re.findall(r"```bash\n(.*?)```", section, flags=re.S)[0]
+    assert f"{vllm_plugin.ENV}=1 vllm serve" in first_bash, first_bash
+    assert "`mqa_logits`" in section and "`vllm.general_plugins`" in section
+    pyproject = open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8").read()
+    group = pyproject.split('[project.entry-points."vllm.general_plugins"]', 1)[1].split("\n[", 1)[0]
+    assert re.search(r'^mqa_logits = "mqa_cli\.vllm_plugin:register"$', group, flags=re.M), group
