@@ -116,7 +116,7 @@ def fake_package(root, dotted: str, who: str):
 def test_other_names_go_to_the_real_deep_gemm(tmp_path, case):
     """The log line names where the names it does not serve go, and they go there: an installed deep_gemm (also
     when imported before the plug-in runs), else vLLM's vendored copy in a process that imported vLLM, else none;
-    set_num_sms reaches the real one too; PYTHONPATH is left alone (vLLM loads the plug-in in each process)."""
+    PYTHONPATH is left alone (vLLM loads the plug-in in each process)."""
     site = tmp_path / "site"
     if case.startswith("installed"):
         fake_package(site, "deep_gemm", "deep_gemm")
@@ -127,15 +127,11 @@ def test_other_names_go_to_the_real_deep_gemm(tmp_path, case):
     code = before + LOADER + textwrap.dedent('''
         import os
         import deep_gemm
-        import mqa_cli
-        assert deep_gemm.__name__ == "mqa_cli.deep_gemm" and deep_gemm.fp8_fp4_mqa_logits is mqa_cli.fp8_fp4_mqa_logits
+        assert deep_gemm.__name__ == "mqa_cli.deep_gemm", deep_gemm
         assert os.environ.get("PYTHONPATH") == SITE, os.environ.get("PYTHONPATH")
         real = getattr(deep_gemm, "fp8_gemm_nt", None)
         print("GEMM:", real() if real else None)
-        deep_gemm.set_num_sms(3)
-        assert mqa_cli.get_num_sms() == 3
-        if real:
-            assert deep_gemm._real_module.calls == [3], deep_gemm._real_module.calls
+        assert "torch" not in sys.modules  # (served names and set_num_sms: tests/test_api_deep_gemm.py)
         print("FORWARD OK")
     ''').replace("SITE", repr(str(site)))
     out = ok(spawn(code, tmp_path, "1", site=str(site)), "FORWARD OK")
