@@ -6,9 +6,13 @@ Engines call DeepGEMM on the module object (`deep_gemm.<name>`), so replacing th
 (54e2261, 0.2.3.post2), fp8_fp4_mqa_logits, fp8_fp4_paged_mqa_logits (all three), get_paged_mqa_logits_metadata,
 get_num_sms, set_num_sms (set_num_sms is passed on to the real DeepGEMM too, whose GEMMs then follow it). Any other
 name (the GEMMs, deep_gemm.utils, ...) is looked up on the real module, imported on first such use; without one it
-is an AttributeError that names what is missing.
+is an AttributeError that names what is missing. The real DeepGEMM is an installed `deep_gemm`, else, in a process
+that has imported vLLM, vLLM's vendored copy (`vllm.third_party.deep_gemm`, what vLLM itself imports when no
+`deep_gemm` is installed), so that vLLM's GEMMs keep theirs.
 
-Two ways in, both before the engine imports deep_gemm:
+Three ways in, each before the engine imports deep_gemm:
+- vLLM's plug-in (mqa_cli.vllm_plugin, an entry point of the wheel): with MQA_LOGITS_AS_DEEP_GEMM=1, vLLM calls
+  `install(child_processes=False)` in every process it starts;
 - `install()` in the process that starts the engine: sys.modules["deep_gemm"] is then this module, and the
   processes it starts (vLLM's and SGLang's workers, forked or spawned) find it through a one-file shim directory put
   first on sys.path and PYTHONPATH;
@@ -35,6 +39,7 @@ import mqa_cli.deep_gemm as _standin
 sys.modules[__name__] = _standin
 '''
 
+_VENDORED = "vllm.third_party.deep_gemm"  # vLLM's own copy of DeepGEMM (0.33 and later)
 _real_module = None  # the real deep_gemm, once imported
 _why_not: str | None = None  # why there is none ("is not installed", "failed to import: ...")
 __all__ = list(SERVED)
@@ -77,21 +82,39 @@ def _is_shim_dir(path: str) -> bool:
         return False
 
 
+def _real_spec():
+    """The real DeepGEMM's spec, found without running it: an installed deep_gemm (shim directories skipped), else,
+    where vLLM is imported already, vLLM's vendored copy; None without either."""
+    spec = importlib.machinery.PathFinder.find_spec("deep_gemm", [p for p in sys.path if not _is_shim_dir(p)])
+    if spec is not None and spec.loader is not None:
+        return spec
+    if "vllm" not in sys.modules:  # finding a submodule imports its parents: vLLM is never imported from here
+        return None
+    try:
+        spec = importlib.util.find_spec(_VENDORED)
+    except Exception:  # no vllm.third_party in this vLLM, or it fails to import: no vendored copy
+        return None
+    return spec if spec is not None and spec.loader is not None else None
+
+
 def _real():
     """The real deep_gemm module, imported once under its own name (this stand-in keeps sys.modules["deep_gemm"]);
     None when there is none (then _why_not says why)."""
     global _real_module, _why_not
     if _real_module is not None or _why_not is not None:
         return _real_module
-    spec = importlib.machinery.PathFinder.find_spec("deep_gemm", [p for p in sys.path if not _is_shim_dir(p)])
-    if spec is None or spec.loader is None:
+    spec = _real_spec()
+    if spec is None:
         _why_not = "is not installed"
         return None
     held = sys.modules.get("deep_gemm")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["deep_gemm"] = module  # its own `from . import ...` and `deep_gemm.x` imports resolve to it
     try:
-        spec.loader.exec_module(module)
+        if spec.name == _VENDORED:  # a submodule of vLLM, imported as vLLM imports it
+            module = importlib.import_module(_VENDORED)
+        else:
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["deep_gemm"] = module  # its own `from . import ...` and `deep_gemm.x` imports resolve to it
+            spec.loader.exec_module(module)
     except Exception as e:  # installed but not importable here: the served names still work
         first = (str(e).strip().splitlines() or [""])[0]
         _why_not = f"failed to import ({type(e).__name__}: {first})"
@@ -103,6 +126,20 @@ def _real():
             sys.modules.pop("deep_gemm", None)
     _real_module = module
     return module
+
+
+def forwarded_to() -> str:
+    """Where the names this stand-in does not serve go, as a clause for a log line; DeepGEMM is not imported here."""
+    if _real_module is not None:
+        where = os.path.dirname(getattr(_real_module, "__file__", None) or "") or _real_module.__name__
+        return f"every other name goes to DeepGEMM ({where})"
+    spec = _real_spec()
+    if spec is None:
+        return "no DeepGEMM is installed, so every other name is missing"
+    if spec.name == _VENDORED:
+        return f"every other name goes to vLLM's vendored DeepGEMM ({_VENDORED})"
+    where = os.path.dirname(spec.origin) if spec.origin else next(iter(spec.submodule_search_locations or []), "?")
+    return f"every other name goes to DeepGEMM ({where})"
 
 
 def shim_dir(path: str | None = None) -> str:

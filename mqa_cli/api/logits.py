@@ -93,7 +93,8 @@ def fp8_mqa_logits(q: torch.Tensor, kv, weights: torch.Tensor, cu_seq_len_k_star
     - a bool is clean_logits (54e2261, sgl-deep-gemm 0.2.3.post2): then max_seqlen_k, logits_dtype, schedule_meta.
       clean_logits defaults to True (54e2261's default; callers of 0.2.3.post2, whose default is False, pass it).
     - an int > 0 is max_seqlen_k (DeepGEMM 0.2.5, vLLM 0.33's six positionals): compressed output, the columns
-      past each row's ke - ks not written; the seventh argument is then schedule_meta.
+      past each row's ke - ks not written; the seventh argument is then schedule_meta, or, when it is a
+      torch.dtype, logits_dtype with schedule_meta eighth (DeepGEMM 2.8.1 as vLLM 0.34 vendors it).
     - anything else there (int 0, a negative, a float, None) is refused in one line.
     schedule_meta (sm100's prefill schedule) is accepted, None or a tensor, and not read.
 
@@ -110,7 +111,7 @@ def fp8_mqa_logits(q: torch.Tensor, kv, weights: torch.Tensor, cu_seq_len_k_star
         forms.check_prefill_schedule(schedule_meta)
     else:
         (kv_fp8, kv_scales), ks, ke = _kv_pair(kv), cu_seq_len_k_start, cu_seq_len_k_end
-        clean, width = forms.prefill_options(clean_logits, max_seqlen_k, schedule_meta)
+        clean, width, logits_dtype = forms.prefill_options(clean_logits, max_seqlen_k, logits_dtype, schedule_meta)
     _refuse_mx(kv_scales, weights)
     return _prefill(q, kv_fp8, kv_scales, weights, ks, ke, clean, width, logits_dtype, check_values)
 
@@ -129,13 +130,14 @@ def fp8_fp4_mqa_logits(q, kv, weights: torch.Tensor, cu_seq_len_k_start: torch.T
                        check_values: bool = False) -> torch.Tensor:
     """DeepGEMM's combined entry: q = (q_fp8, q_scale or None), kv = (kv_fp8, kv_scales). fp8 inputs run as
     fp8_mqa_logits, with the same rule for the sixth argument (a bool: clean_logits; an int > 0: max_seqlen_k of
-    DeepGEMM 0.2.5, compressed output, then schedule_meta); fp4 and MX inputs (a q scale, packed fp4 kv, int32
+    DeepGEMM 0.2.5 / 2.8.1, compressed output, then schedule_meta, or a torch.dtype: logits_dtype, then
+    schedule_meta); fp4 and MX inputs (a q scale, packed fp4 kv, int32
     scales, bf16 weights) are refused on this library's targets."""
     q_fp8, q_scale = q if isinstance(q, (tuple, list)) else (q, None)
     kv_fp8, kv_scales = _kv_pair(kv)
     _refuse_fp4(q_scale, kv_fp8, q_fp8.shape[-1])
     _refuse_mx(kv_scales, weights)
-    clean, width = forms.prefill_options(clean_logits, max_seqlen_k, schedule_meta)
+    clean, width, logits_dtype = forms.prefill_options(clean_logits, max_seqlen_k, logits_dtype, schedule_meta)
     return _prefill(q_fp8, kv_fp8, kv_scales, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean, width,
                     logits_dtype, check_values)
 
@@ -209,10 +211,11 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     [num_sms + 1, 2] or None (then it is computed on the device). clean_logits: -inf past each row's end.
 
     The eighth argument's type says which DeepGEMM generation wrote the call (mqa_cli.api.forms): a bool is
-    clean_logits (54e2261, 0.2.3.post2; default False), None is 0.2.5's indices=None (not cleaned), a tensor is
-    0.2.5's varlen indices, refused in one line (it needs sm100), as is an `indices=` tensor.
+    clean_logits (54e2261, 0.2.3.post2; default False), None is 0.2.5's indices=None (not cleaned), a torch.dtype
+    is logits_dtype with indices ninth (DeepGEMM 2.8.1 as vLLM 0.34 vendors it; not cleaned), a tensor is 0.2.5's
+    varlen indices, refused in one line (it needs sm100), as is an `indices=` tensor.
     """
-    clean = forms.paged_clean(clean_logits, indices)
+    clean, logits_dtype = forms.paged_options(clean_logits, logits_dtype, indices)
     bf16 = _logits_dtype(logits_dtype)
     if not isinstance(max_context_len, int) or isinstance(max_context_len, bool):
         raise UserError(f"max_context_len must be an int (reading it from context_lens would sync), got "
