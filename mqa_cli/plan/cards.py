@@ -46,7 +46,7 @@ CARDS: tuple[Card, ...] = (
     Card("h200", ("H200",), "sm90", "NVIDIA H200 SXM", 1979.0, 4.8, 132, 50,
          measured_fp8_tflops=1635.0, measured_bandwidth_tbs=4.3, measured_on="2026-11-30, docs/PERFORMANCE.md"),
     Card("h100", ("H100",), "sm90", "NVIDIA H100 SXM5", 1979.0, 3.35, 132, 50,
-         measured_bandwidth_tbs=3.0, measured_on="2026-12-05, docs/PERFORMANCE.md"),
+         measured_bandwidth_tbs=3.0, measured_on="2026-12-05: 3.01 TB/s, tools/ab.py's copy, docs/PERFORMANCE.md"),
     Card("h20", ("H20",), "sm90", "NVIDIA H20", 296.0, 4.0, 78, 60),
 )
 
