@@ -141,7 +141,8 @@ def _launched_args(call):
 @pytest.mark.parametrize("with_meta", [False, True])
 def test_paged_hit_launches_the_new_tensors_without_the_full_path(fake_gpu, with_meta):
     t1, t2 = _paged(0), _paged(1)
-    m1 = mqa_cli.get_paged_mqa_logits_metadata(t1.context_lens, 64, 3) if with_meta else None
+    # as many ranges as the call has programs (4 on the CPU path), so the plan reads it (mqa_cli.plan.build)
+    m1 = mqa_cli.get_paged_mqa_logits_metadata(t1.context_lens, 64, 4) if with_meta else None
     m2 = m1.clone() if with_meta else None
     fake_gpu.full = 0  # the metadata kernel went through run_kernel too
     first = _call_paged(t1, m1)
