@@ -242,7 +242,7 @@ def _paged_conditions(shape, target, caps):
     return [
         check_eq("problem", shape.kind, "paged"),
         Check("next_n", "in [1, 8]", str(shape.next_n), 1 <= shape.next_n <= 8),
-        check_in("block_size", shape.block_size, (16, 32, 64)),
+        check_in("block_size", shape.block_size, (1, 16, 32, 64, 128, 256)),
         check_pow2_range("heads", shape.heads, 8, 64),
         check_in("dim", shape.dim, (64, 128)),
         check_fp8_runs(shape, target),

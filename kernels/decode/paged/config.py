@@ -119,3 +119,12 @@ def with_schedule_source(cfg: KernelConfig, self_schedule: bool) -> KernelConfig
     if cfg.constexprs.get("SELF_SCHEDULE") == self_schedule:
         return cfg
     return replace(cfg, constexprs={**cfg.constexprs, "SELF_SCHEDULE": self_schedule})
+
+
+def with_kv_shuffled(cfg: KernelConfig) -> KernelConfig:
+    """The config's twin that reads a cache whose fp8 rows are in aiter's pre-shuffled order (kernel.py's
+    KV_SHUFFLED): same tiles, schedule and options, only the addresses of the fp8 bytes differ. Its name ends in
+    _KV_SHUFFLED_1 (as the kernel's repr names it); the plain layout's configs keep their names."""
+    if cfg.constexprs.get("KV_SHUFFLED"):
+        return cfg
+    return replace(cfg, keys=cfg.keys + ("KV_SHUFFLED",), constexprs={**cfg.constexprs, "KV_SHUFFLED": True})
