@@ -19,6 +19,7 @@ from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 from mqa_kernels.prefill.gluon_ws_sm90.config import OVERRIDE_KEYS as GLUON_KEYS
 from mqa_kernels.prefill.gluon_ws_sm90.config import tuned_shapes as gluon_tuned_shapes
 from mqa_kernels.prefill.h64d128.config import h64d128_config
+from mqa_kernels.prefill.heads_on_m.config import heads_on_m_config
 from mqa_kernels.prefill.tiled.config import OVERRIDE_KEYS as TILED_KEYS
 from mqa_kernels.prefill.tiled.config import tiled_config
 
@@ -181,6 +182,11 @@ def _h64d128_config(shape, target):
                           compressed=shape.compressed, bf16=shape.bf16, target=target.name)
 
 
+def _heads_on_m_config(shape, target):
+    return heads_on_m_config(heads=shape.heads, dim=shape.dim, S=shape.S, N=shape.N, clean=shape.clean_logits,
+                             compressed=shape.compressed, bf16=shape.bf16, target=target.name)
+
+
 # The facts the rows' code depends on besides the release check itself (explain names those that hold here).
 TRITON_FACTS = ("tree_reduce", "interpreter_needs_numpy_below_2_4", "fp_fusion_default_warns")
 GLUON_FACTS = ("gluon_names_3_6", "gluon_names_3_8", "tree_reduce", "in_order_reduce", "descriptors_32bit",
@@ -228,9 +234,13 @@ PREFILL_ROWS: list[Row] = [
         "in PTX (PTX_SLOTS: no warpgroup barrier a tile); the (heads, dim) shapes where a sweep measured it ahead (its table, tuned.py, says by how much; "
         "docs/PERFORMANCE.md)",
         _gluon_ws_sm90_conditions, _gluon_ws_sm90_config, GLUON_KEYS),
-    Row("h64d128_gfx950", "aiter's rule: specialised H64D128 kernel on gfx950 for seq_len >= 4096; "
-        "4 query rows x 64 heads per MMA, triple-buffered, unmasked interior tiles",
-        _h64d128_conditions("gfx950", 4096), _h64d128_config),
+    Row("h64d128_gfx950", "aiter's rule: specialised H64D128 kernel on gfx950 for seq_len >= 4096; one wave per "
+        "query row, its 64 heads on the MFMA's M (32x32x64), head sum folded in registers (no LDS, no barrier), each "
+        "kv tile shared by the workgroup's 4 rows, 2 waves per SIMD, uniform loop bounds, unmasked interior tiles",
+        _h64d128_conditions("gfx950", 4096, (32, 64)), _heads_on_m_config),
+    Row("h64d128_gfx942", "the same kernel on gfx942 (MI300X: 32x32x16 fp8 MFMA, e4m3fnuz) for seq_len >= 4096: "
+        "one wave per query row, heads on the MFMA's M, head sum in registers, 2 waves per SIMD",
+        _h64d128_conditions("gfx942", 4096, (32, 64)), _heads_on_m_config),
     Row("h64d128_sm90", "specialised long-row kernel on Hopper (H 64 or 32, D 128): 256/H query rows x H heads "
         "= MMA N 256, unmasked interior tiles, heaviest blocks first, wide -inf stores",
         _h64d128_conditions("sm90", 1024, (32, 64)), _h64d128_config),
