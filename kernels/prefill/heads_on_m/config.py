@@ -12,7 +12,7 @@ from . import KEYS
 # (BLOCK_KV, options) per AMD target; gfx942 has half gfx950's fp8 MFMA rate and the same register file.
 TUNED = {
     "gfx950": (64, {"num_warps": 4, "num_stages": 2, "waves_per_eu": 2, "matrix_instr_nonkdim": 32, "llvm_fn_attrs": "amdgpu-agpr-alloc=0"}),
-    "gfx942": (64, {"num_warps": 4, "num_stages": 2, "waves_per_eu": 2, "matrix_instr_nonkdim": 32}),
+    "gfx942": (64, {"num_warps": 4, "num_stages": 2, "waves_per_eu": 2, "matrix_instr_nonkdim": 32, "llvm_fn_attrs": "amdgpu-agpr-alloc=0"}),
     "cpu": (64, {"num_warps": 4, "num_stages": 1}),
 }
 
