@@ -48,7 +48,12 @@ def plan_dict(p: Plan) -> dict:
         })
     from mqa_kernels.common import wgmma_descriptors
 
-    return {"candidates": rows, "selected": p.chosen.row.name, "forced": p.forced, "notes": p.notes,
+    model = None
+    if p.target.backend == "hip":  # AMD: the stored static cost-model figure of this config (no card here)
+        from ..inspect import amdgcn_model
+
+        model = amdgcn_model.stored(p.target.name, p.config.dump_name)
+    return {"cost_model": model, "candidates": rows, "selected": p.chosen.row.name, "forced": p.forced, "notes": p.notes,
             "config": p.config.as_dict(), "kernel_name": p.config.name, "dump_name": p.config.dump_name,
             "descriptor_pass": wgmma_descriptors.state(p.config) if p.target.backend == "cuda" else None}
 
@@ -107,6 +112,14 @@ def explain_text(d: dict) -> str:
     if pl.get("descriptor_pass"):
         lines.append(f"descriptor pass: {pl['descriptor_pass']}")
     lines.append(f"kernel name: {pl['kernel_name']}   (dump folder {pl['dump_name']})")
+    if t["backend"] == "hip":
+        from ..inspect import amdgcn_model
+
+        if pl.get("cost_model"):
+            lines.append(amdgcn_model.figure_line(pl["cost_model"]))
+        else:
+            lines.append(f"cost model: none stored for this config; `mqa-logits dump --target {t['name']}` with this "
+                         f"problem computes it (a static model, not a timing)")
     f = d["floor"]
     if f:
         line = (f"floor on {t['name']}: compute {f['compute_us']:.1f} µs (at {f['peak_fp8_tflops']:g} TFLOP/s fp8), "

@@ -212,3 +212,84 @@ def table(loops: list[dict], target: str) -> str:
             f"{lp['per_work']:.0f} per 1.05 MFLOP, {lp['flop_per_cycle']:.0f} FLOP/cycle/SIMD")
     lines.append("  " + cost_note(target))
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- stored figures
+# `explain` shows the model's figure without compiling: amd_figures.json holds what `python -m
+# mqa_cli.inspect.amdgcn_model --write` measured for the AMD rows' configs (H 64 D 128, S = N = 4096 and 8192
+# causal, and the tiled row there) with the installed triton. `dump --target gfx950|gfx942` recomputes it for any
+# config.
+FIGURES = __file__.rsplit("/", 1)[0] + "/amd_figures.json"
+SHAPES = ((4096, 64, 128), (8192, 64, 128))
+ROWS = {"gfx950": ("h64d128_gfx950", "tiled"), "gfx942": ("h64d128_gfx942", "tiled")}
+
+
+def stored(target: str, dump_name: str) -> dict | None:
+    """The stored figures of config `dump_name` on `target`, or None (not measured for it)."""
+    import json
+    import os
+
+    if not os.path.exists(FIGURES):
+        return None
+    with open(FIGURES) as f:
+        d = json.load(f)
+    e = d["configs"].get(f"{target}/{dump_name}")
+    return {**e, "triton": d["triton"]} if e else None
+
+
+def figure_line(e: dict) -> str:
+    """One line for `explain`: the main loop's figure and what the kernel compiles to."""
+    return (f"cost model ({e['target']}, triton {e['triton']}; static, not a timing): main loop {e['instructions']} "
+            f"instructions, {e['per_work']:.0f} cycles per 1.05 MFLOP ({e['bound']}-bound), {e['vgprs']} VGPR + "
+            f"{e['agprs']} AGPR, {e['waves']} waves/SIMD, {e['spills']} spills, {e['barriers']} barriers in the loop, "
+            f"{e['lds_kb']} KB LDS per wave and trip")
+
+
+def measure(target_name: str, row: str, S: int, H: int, D: int) -> tuple[str, dict]:
+    """Compile `row` for a causal S x S problem on the target and return (key, figures of its main loop)."""
+    from ..plan import dispatch, targets
+    from ..problem.shape import Shape
+    from . import asm
+    from . import compile as comp
+
+    tgt = targets.get_target(target_name)
+    shape = Shape("prefill", S, S, H, D, True, tgt.fp8)
+    p = dispatch.plan(shape, tgt, kernel=row)
+    art = comp.compile_config(tgt, p.config, shape, row, f"s{S}-h{H}-d{D}-causal")
+    text = art.stages["amdgcn"]
+    res = asm.amd_resources(text)
+    lp = main_loop(model(text, target_name))
+    entry = {"target": target_name, "row": row, "kernel_name": p.config.name, "instructions": lp["instructions"],
+             "per_work": lp["per_work"], "bound": lp["bound"], "barriers": lp["barriers"],
+             "lds_kb": lp["lds_bytes"] // 1024, "vgprs": res["vgprs"] - (res["agprs"] or 0),
+             "agprs": res["agprs"] or 0, "waves": res["occupancy_waves_per_simd"], "spills": res["vgpr_spills"]}
+    return f"{target_name}/{p.config.dump_name}", entry
+
+
+def main(argv=None) -> int:
+    import argparse
+    import json
+    from importlib.metadata import version
+
+    from . import compile as comp
+
+    ap = argparse.ArgumentParser(description="measure the AMD rows' static cost-model figures")
+    ap.add_argument("--write", action="store_true", help=f"write {FIGURES}")
+    args = ap.parse_args(argv)
+    comp.prepare()
+    configs = {}
+    for target_name, rows in ROWS.items():
+        for row in rows:
+            for S, H, D in SHAPES:
+                key, entry = measure(target_name, row, S, H, D)
+                configs[key] = entry
+                print(key, figure_line({**entry, "triton": version("triton")}))
+    if args.write:
+        with open(FIGURES, "w") as f:
+            json.dump({"triton": ".".join(version("triton").split(".")[:2]), "configs": configs}, f, indent=1)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

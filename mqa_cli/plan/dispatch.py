@@ -235,11 +235,14 @@ PREFILL_ROWS: list[Row] = [
         "docs/PERFORMANCE.md)",
         _gluon_ws_sm90_conditions, _gluon_ws_sm90_config, GLUON_KEYS),
     Row("h64d128_gfx950", "aiter's rule: specialised H64D128 kernel on gfx950 for seq_len >= 4096; one wave per "
-        "query row, its 64 heads on the MFMA's M (32x32x64), head sum folded in registers (no LDS, no barrier), each "
-        "kv tile shared by the workgroup's 4 rows, 2 waves per SIMD, uniform loop bounds, unmasked interior tiles",
+        "query row, its heads in that wave's 32x32x64 MFMA tiles (kv = M, heads = N), relu (one max) x weight summed "
+        "in its registers (FMAs and a lane swap: no LDS round trip, no barrier), each kv tile loaded once into LDS for "
+        "the workgroup's 4 rows, 2 waves per SIMD, uniform loop bounds, unmasked interior tiles (cost model: "
+        "`mqa-logits dump --target gfx950`)",
         _h64d128_conditions("gfx950", 4096, (32, 64)), _heads_on_m_config),
     Row("h64d128_gfx942", "the same kernel on gfx942 (MI300X: 32x32x16 fp8 MFMA, e4m3fnuz) for seq_len >= 4096: "
-        "one wave per query row, heads on the MFMA's M, head sum in registers, 2 waves per SIMD",
+        "one wave per query row, its heads summed in that wave's registers, each kv tile shared by 4 rows, 2 waves "
+        "per SIMD",
         _h64d128_conditions("gfx942", 4096, (32, 64)), _heads_on_m_config),
     Row("h64d128_sm90", "specialised long-row kernel on Hopper (H 64 or 32, D 128): 256/H query rows x H heads "
         "= MMA N 256, unmasked interior tiles, heaviest blocks first, wide -inf stores",
