@@ -137,3 +137,11 @@ def test_stored_figures_cover_the_amd_rows_and_meet_the_bar():
                                     .config.dump_name)
         assert ours["waves"] == 2 and ours["per_work"] <= tiled["per_work"]
         assert ours["per_work"] == pytest.approx({"gfx950": 512, "gfx942": 1024}[target], rel=0.02)
+
+
+def test_wheel_ships_the_stored_figures():
+    """setup.py's package_data names the figures file `explain` reads (an installed wheel has it too)."""
+    from pathlib import Path
+
+    setup = (Path(__file__).resolve().parents[1] / "setup.py").read_text()
+    assert '"mqa_cli.inspect": ["amd_figures.json"]' in setup and Path(amdgcn_model.FIGURES).exists()
