@@ -237,7 +237,7 @@ PREFILL_ROWS: list[Row] = [
     Row("h64d128_gfx950", "aiter's rule: specialised H64D128 kernel on gfx950 for seq_len >= 4096; one wave per "
         "query row, its heads in that wave's 32x32x64 MFMA tiles (kv = M, heads = N), relu (one max) x weight summed "
         "in its registers (FMAs and a lane swap: no LDS round trip, no barrier), each kv tile loaded once into LDS for "
-        "the workgroup's 4 rows, 2 waves per SIMD, uniform loop bounds, unmasked interior tiles (cost model: "
+        "the workgroup's 4 rows, 2 waves per SIMD, uniform loop bounds, one tile loop (cost model: "
         "`mqa-logits dump --target gfx950`)",
         _h64d128_conditions("gfx950", 4096, (32, 64)), _heads_on_m_config),
     Row("h64d128_gfx942", "the same kernel on gfx942 (MI300X: 32x32x16 fp8 MFMA, e4m3fnuz) for seq_len >= 4096: "
