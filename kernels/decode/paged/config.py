@@ -104,7 +104,7 @@ def paged_config(*, heads: int, dim: int, next_n: int, block_size: int, batch: i
     programs = units if units else 4
     constexprs = {"NEXT_N": next_n, "H": heads, "D": dim, "BS": block_size, "BLOCK_KV": block_kv,
                   "ROWS": rows, "CHUNKS": chunks, "SUBS": subs, "CLEAN": bool(clean), "FILL": FILL,
-                  "SELF_SCHEDULE": True}
+                  "SELF_SCHEDULE": True, "KV_SHUFFLED": False}
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "kv_tiles_max": cdiv(max(1, max_context_len), block_kv), "batch": batch, "bf16": bool(bf16),
                 "split": "each program computes its share; with schedule_meta given: SELF_SCHEDULE=0, read from it"}
