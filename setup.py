@@ -5,4 +5,5 @@ from setuptools import find_packages, setup
 
 setup(packages=find_packages(include=["mqa_cli", "mqa_cli.*"])
       + ["mqa_kernels"] + [f"mqa_kernels.{p}" for p in find_packages("kernels")],
-      package_dir={"mqa_kernels": "kernels"})
+      package_dir={"mqa_kernels": "kernels"},
+      package_data={"mqa_cli.inspect": ["amd_figures.json"]})  # the AMD cost-model figures `explain` shows

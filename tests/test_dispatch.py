@@ -25,6 +25,7 @@ def shape(S=8192, N=8192, H=64, D=128, clean=True, fp8="e4m3fn"):
 # (row, a shape and target that select it, a shape and target that rule it out, the condition that does)
 CASES = {
     "h64d128_gfx950": ((shape(), "gfx950"), (shape(S=4095), "gfx950"), "seq_len (S)"),
+    "h64d128_gfx942": ((shape(fp8="e4m3fnuz"), "gfx942"), (shape(S=4095, fp8="e4m3fnuz"), "gfx942"), "seq_len (S)"),
     "gluon_ws_sm90": ((shape(H=32), "sm90"), (shape(H=32, D=32), "sm90"), "heads x dim"),  # (D 32: never swept)
     "h64d128_sm90": ((shape(H=32), "sm90", "h64d128_sm90"), (shape(H=16), "sm90"), "heads"),  # (forced: with Gluon
     # the row above holds wherever this one does; this one runs where Gluon is not there)
@@ -65,7 +66,10 @@ def test_gfx950_rule_boundaries():
 
 
 def test_gfx942_needs_fnuz_and_cpu_refuses_fnuz():
-    assert dispatch.plan(shape(fp8="e4m3fnuz"), targets.get_target("gfx942")).chosen.row.name == "tiled"
+    assert dispatch.plan(shape(fp8="e4m3fnuz"), targets.get_target("gfx942")).chosen.row.name == "h64d128_gfx942"
+    assert dispatch.plan(shape(S=4095, fp8="e4m3fnuz"), targets.get_target("gfx942")).chosen.row.name == "tiled"
+    with pytest.raises(UserError, match="fp8 flavour"):
+        dispatch.plan(shape(), targets.get_target("gfx942"), kernel="h64d128_gfx942")
     with pytest.raises(UserError, match="e4m3fnuz"):
         dispatch.plan(shape(fp8="e4m3fnuz"), targets.get_target("cpu"))
 
@@ -82,7 +86,7 @@ def test_forced_kernel_names_failed_conditions():
 def test_config_name_carries_config():
     p = dispatch.plan(shape(), targets.get_target("gfx950"))
     c = p.config.constexprs
-    assert p.config.name.startswith("mqa_logits_h64d128_H_64_D_128_")
+    assert p.config.name.startswith("mqa_logits_heads_on_m_H_64_D_128_")
     assert f"BLOCK_Q_{c['BLOCK_Q']}" in p.config.name and "CLEAN_1" in p.config.name
     assert dispatch.plan(shape(clean=False), targets.get_target("gfx950")).config.name != p.config.name
 

@@ -45,7 +45,9 @@ def dump(target: Target = None, kernel: KernelSpec = None, dump_dir: DumpDir = "
     DUMP_DIR/<target>/<kernel name>_w<warps>_s<stages>/ (an existing non-empty folder needs --force), then prints the
     summary: registers, spills, stack/local/shared memory, warps, stages and the instruction mix (tensor-core,
     global and shared loads/stores, shuffles, max/relu); on CUDA also each tensor-core loop's length and mix (what
-    a tile costs the tensor cores). Triton's cache makes a repeated dump cheap.
+    a tile costs the tensor cores); on AMD a static cost model of each matrix-core loop (MFMA, VALU, LDS, memory
+    and scalar counts, the cycles each unit needs a trip, the bound, cycles per 1.05 MFLOP and FLOP per cycle; a
+    model, not a timing: its costs are printed with it). Triton's cache makes a repeated dump cheap.
 
     Examples: `mqa-logits dump --target sm90 --seq 4096`;
     `mqa-logits dump --target gfx950 --seq 8192 --stage amdgcn`;
@@ -103,6 +105,11 @@ def dump(target: Target = None, kernel: KernelSpec = None, dump_dir: DumpDir = "
         sys.stdout.write(comp.stage_text(art, stage))
         return
     summary = inspect_asm.summarize(art)
+    if tgt.backend == "hip":  # AMD: the static cost model of each matrix-core loop (no card here to time it)
+        from ..inspect import amdgcn_model
+
+        summary["cost_model"] = {"loops": amdgcn_model.model(art.stages.get("amdgcn", ""), tgt.name),
+                                 "assumes": amdgcn_model.cost_note(tgt.name)}
     folder = comp.write_dump(art, dump_dir, force=force, summary=summary)
     files = [comp.stage_file(art, s) for s in comp.STAGES[tgt.backend] if s in art.stages] + ["manifest.json"]
     if json_:
@@ -117,5 +124,10 @@ def dump(target: Target = None, kernel: KernelSpec = None, dump_dir: DumpDir = "
     print(f"cache    {_cache_note(art, cache_dir).removeprefix('triton cache ')}")
     print()
     print(inspect_asm.summary_table(summary))
+    if "cost_model" in summary:
+        from ..inspect import amdgcn_model
+
+        print()
+        print(amdgcn_model.table(summary["cost_model"]["loops"], tgt.name))
     print()
 

@@ -46,8 +46,13 @@ def plan_dict(p: Plan) -> dict:
                            for c in cand.checks],
             "ruled_out_by": None if cand.ok else cand.first_failure.sentence(),
         })
-    return {"candidates": rows, "selected": p.chosen.row.name, "forced": p.forced, "notes": p.notes,
-            "decisions": {d.about: d.decided for d in p.decisions},
+    model = None
+    if p.target.backend == "hip":  # AMD: the stored static cost-model figure of this config (no card here)
+        from ..inspect import amdgcn_model
+
+        model = amdgcn_model.stored(p.target.name, p.config.dump_name)
+    return {"cost_model": model, "candidates": rows, "selected": p.chosen.row.name, "forced": p.forced,
+            "notes": p.notes, "decisions": {d.about: d.decided for d in p.decisions},
             "config": p.config.as_dict(), "kernel_name": p.config.name, "dump_name": p.config.dump_name}
 
 
@@ -104,6 +109,14 @@ def explain_text(d: dict) -> str:
     if cfg["schedule"]:
         lines.append("schedule: " + ", ".join(f"{k}={v}" for k, v in cfg["schedule"].items()))
     lines.append(f"kernel name: {pl['kernel_name']}   (dump folder {pl['dump_name']})")
+    if t["backend"] == "hip":
+        from ..inspect import amdgcn_model
+
+        if pl.get("cost_model"):
+            lines.append(amdgcn_model.figure_line(pl["cost_model"]))
+        else:
+            lines.append(f"cost model: none stored for this config; `mqa-logits dump --target {t['name']}` with this "
+                         f"problem computes it (a static model, not a timing)")
     f = d["floor"]
     if f:
         card = f" ({t['device_name'] or t['description']})" if t.get("card") else ""

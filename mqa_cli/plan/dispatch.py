@@ -19,6 +19,7 @@ from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 from mqa_kernels.prefill.gluon_ws_sm90.config import OVERRIDE_KEYS as GLUON_KEYS
 from mqa_kernels.prefill.gluon_ws_sm90.config import tuned_shapes as gluon_tuned_shapes
 from mqa_kernels.prefill.h64d128.config import h64d128_config
+from mqa_kernels.prefill.heads_on_m.config import heads_on_m_config
 from mqa_kernels.prefill.tiled.config import OVERRIDE_KEYS as TILED_KEYS
 from mqa_kernels.prefill.tiled.config import tiled_config
 
@@ -182,6 +183,11 @@ def _h64d128_config(shape, target):
                           compressed=shape.compressed, bf16=shape.bf16, target=target.name)
 
 
+def _heads_on_m_config(shape, target):
+    return heads_on_m_config(heads=shape.heads, dim=shape.dim, S=shape.S, N=shape.N, clean=shape.clean_logits,
+                             compressed=shape.compressed, bf16=shape.bf16, target=target.name)
+
+
 # The facts the rows' code depends on besides the release check itself (explain names those that hold here).
 TRITON_FACTS = ("tree_reduce", "interpreter_needs_numpy_below_2_4", "fp_fusion_default_warns")
 GLUON_FACTS = ("gluon_names_3_6", "gluon_names_3_8", "tree_reduce", "in_order_reduce", "fp_fusion_default_warns")
@@ -228,9 +234,16 @@ PREFILL_ROWS: list[Row] = [
         "in PTX (PTX_SLOTS: no warpgroup barrier a tile); the (heads, dim) shapes where a sweep measured it ahead (its table, tuned.py, says by how much; "
         "docs/PERFORMANCE.md)",
         _gluon_ws_sm90_conditions, _gluon_ws_sm90_config, GLUON_KEYS),
-    Row("h64d128_gfx950", "aiter's rule: specialised H64D128 kernel on gfx950 for seq_len >= 4096; "
-        "4 query rows x 64 heads per MMA, triple-buffered, unmasked interior tiles",
-        _h64d128_conditions("gfx950", 4096), _h64d128_config),
+    Row("h64d128_gfx950", "aiter's rule: specialised H64D128 kernel on gfx950 for seq_len >= 4096; one wave per "
+        "query row, its heads in that wave's 32x32x64 MFMA tiles (kv = M, heads = N), relu (one max) x weight summed "
+        "in its registers (FMAs and a lane swap: no LDS round trip, no barrier), each kv tile loaded once into LDS for "
+        "the workgroup's 4 rows, 2 waves per SIMD, uniform loop bounds, one tile loop (cost model: "
+        "`mqa-logits dump --target gfx950`)",
+        _h64d128_conditions("gfx950", 4096, (32, 64)), _heads_on_m_config),
+    Row("h64d128_gfx942", "the same kernel on gfx942 (MI300X: 32x32x16 fp8 MFMA, e4m3fnuz) for seq_len >= 4096: "
+        "one wave per query row, its heads summed in that wave's registers, each kv tile shared by 4 rows, 2 waves "
+        "per SIMD",
+        _h64d128_conditions("gfx942", 4096, (32, 64)), _heads_on_m_config),
     Row("h64d128_sm90", "specialised long-row kernel on Hopper (H 64 or 32, D 128): 256/H query rows x H heads "
         "= MMA N 256, unmasked interior tiles, heaviest blocks first, wide -inf stores; on every supported triton the "
         "Gluon row takes its shapes first, so it runs when named (--kernel h64d128_sm90)",
@@ -243,7 +256,7 @@ def _paged_conditions(shape, target, caps):
     return [
         check_eq("problem", shape.kind, "paged"),
         Check("next_n", "in [1, 8]", str(shape.next_n), 1 <= shape.next_n <= 8),
-        check_in("block_size", shape.block_size, (16, 32, 64)),
+        check_in("block_size", shape.block_size, (1, 16, 32, 64, 128, 256)),
         check_pow2_range("heads", shape.heads, 8, 64),
         check_in("dim", shape.dim, (64, 128)),
         check_fp8_runs(shape, target),

@@ -8,6 +8,8 @@ next_n x H passes 256), so each tile is read once for all next_n rows.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...common.config import KernelConfig, backend_options, cdiv, pow2_ceil
 from . import KEYS
 from .tuned import CUDA_TUNED
@@ -102,10 +104,18 @@ def paged_config(*, heads: int, dim: int, next_n: int, block_size: int, batch: i
     programs = units if units else 4
     constexprs = {"NEXT_N": next_n, "H": heads, "D": dim, "BS": block_size, "BLOCK_KV": block_kv,
                   "ROWS": rows, "CHUNKS": chunks, "SUBS": subs, "CLEAN": bool(clean), "FILL": FILL,
-                  "SELF_SCHEDULE": True}
+                  "SELF_SCHEDULE": True, "KV_SHUFFLED": False}
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "kv_tiles_max": cdiv(max(1, max_context_len), block_kv), "batch": batch, "bf16": bool(bf16),
                 "split": "each program computes its share; with schedule_meta given: SELF_SCHEDULE=0, read from it"}
     return KernelConfig("paged", "paged_mqa_logits", KEYS, constexprs, options, (programs * subs,), schedule,
                         launcher="paged", load=_load)
 
+
+def with_kv_shuffled(cfg: KernelConfig) -> KernelConfig:
+    """The config's twin that reads a cache whose fp8 rows are in aiter's pre-shuffled order (kernel.py's
+    KV_SHUFFLED): same tiles, schedule and options, only the addresses of the fp8 bytes differ. Its name ends in
+    _KV_SHUFFLED_1 (as the kernel's repr names it); the plain layout's configs keep their names."""
+    if cfg.constexprs.get("KV_SHUFFLED"):
+        return cfg
+    return replace(cfg, keys=cfg.keys + ("KV_SHUFFLED",), constexprs={**cfg.constexprs, "KV_SHUFFLED": True})

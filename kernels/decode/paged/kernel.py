@@ -11,6 +11,9 @@ heads = N), then relu, x weight, head sum, x kv scale, and the [BLOCK_KV, ROWS] 
 
 Cache layout (DeepGEMM's): block i starts at byte i * stride_kv_block and holds BS*D fp8 bytes
 (token-major) followed by BS fp32 scales; the scale pointer is the byte pointer bitcast to fp32.
+KV_SHUFFLED: the BS*D fp8 bytes in aiter's pre-shuffled order instead (aiter.ops.shuffle.shuffle_weight with
+its (16, 16) layout on the [BS, D] rows: byte (token s, dim d) at (s // 16) * 16 * D + (d // 16) * 256 +
+(s % 16) * 16 + d % 16; BS a multiple of 16), read in place; the scales as before.
 Row (b, t) ends at ctx[b] - NEXT_N + t + 1 (1-D context lens: ctx_causal = 1, stride_ctx_t = 0)
 or at ctx[b, t] (2-D: ctx_causal = 0). Tokens at or past the sequence's largest row end (clamped to
 max_context_len) are never read. With CLEAN, row entries in [end, largest end) are written -inf by
@@ -76,13 +79,20 @@ def _tile_blocks(table_row, start, seg_hi, num_blocks, table_cols, BS: tl.conste
 
 @triton.jit
 def _tile_kv(kv_ptr, blk, start, seg_hi, stride_kv_block, BS: tl.constexpr, D: tl.constexpr,
-             BLOCK_KV: tl.constexpr):
+             BLOCK_KV: tl.constexpr, KV_SHUFFLED: tl.constexpr):
     """The tile's fp8 rows [BLOCK_KV, D] and fp32 scales [BLOCK_KV] (zeros past seg_hi)."""
     k = start + tl.arange(0, BLOCK_KV)
     ok = k < seg_hi
     slot = k % BS
     base = kv_ptr + blk * stride_kv_block
-    kv = tl.load((base + slot * D)[:, None] + tl.arange(0, D)[None, :], mask=ok[:, None], other=0.0)
+    dims = tl.arange(0, D)
+    if KV_SHUFFLED:
+        # aiter's pre-shuffled block: 16-token groups; inside one, the 16-byte pieces of D go piece-major
+        # (piece p of token r at group + p * 256 + r * 16), so each 16-byte load along D stays contiguous.
+        row = (slot // 16) * (16 * D) + (slot % 16) * 16
+        kv = tl.load((base + row)[:, None] + ((dims // 16) * 256 + dims % 16)[None, :], mask=ok[:, None], other=0.0)
+    else:
+        kv = tl.load((base + slot * D)[:, None] + dims[None, :], mask=ok[:, None], other=0.0)
     sp = (base + BS * D).to(tl.pointer_type(tl.float32), bitcast=True) + slot
     return kv, tl.load(sp, mask=ok, other=0.0)
 
@@ -144,7 +154,17 @@ def _split_point(ctx_ptr, batch, stride_ctx_b, stride_ctx_t, p, P,
     return seq, tl.cast(off, tl.int32)
 
 
-@triton.jit(repr=make_kernel_repr("paged_mqa_logits", KEYS))
+def _name(specialization) -> str:
+    """The config-aware name; a pre-shuffled cache adds _KV_SHUFFLED_1 (the plain layout's names stay as they were)."""
+    constants = getattr(specialization, "constants", None) or {}
+    shuffled = constants.get("KV_SHUFFLED") is True
+    return _BASE_NAME(specialization) + ("_KV_SHUFFLED_1" if shuffled else "")
+
+
+_BASE_NAME = make_kernel_repr("paged_mqa_logits", KEYS)
+
+
+@triton.jit(repr=_name)
 def paged_mqa_logits(
     q_ptr,  # fp8 [B, NEXT_N, H, D], D contiguous
     kv_ptr,  # fp8 view of the cache bytes: block i at i * stride_kv_block (bytes)
@@ -175,6 +195,7 @@ def paged_mqa_logits(
     CLEAN: tl.constexpr,
     FILL: tl.constexpr,  # columns per -inf fill item
     SELF_SCHEDULE: tl.constexpr,  # each program computes its metadata entries itself (meta_ptr unused)
+    KV_SHUFFLED: tl.constexpr = False,  # the cache's fp8 rows in aiter's pre-shuffled order (_tile_kv)
 ):
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
@@ -221,7 +242,7 @@ def paged_mqa_logits(
             # block-table indirection it keeps more than one tile in flight only from num_stages 5 up.
             for start in range(s0, seg_hi, step):
                 blk = _tile_blocks(table_row, start, seg_hi, num_blocks, table_cols, BS, BLOCK_KV)
-                kv, scale = _tile_kv(kv_ptr, blk, start, seg_hi, stride_kv_block, BS, D, BLOCK_KV)
+                kv, scale = _tile_kv(kv_ptr, blk, start, seg_hi, stride_kv_block, BS, D, BLOCK_KV, KV_SHUFFLED)
                 k = start + offs
                 k_ok = k < seg_hi
                 _chunk_logits(kv, scale, q0, w0, ends0, out_ptr, b, k, k_ok, stride_out,

@@ -1,0 +1,147 @@
+"""The AMD prefill rows (h64d128_gfx950, h64d128_gfx942: the heads_on_m kernel) checked where an AMD kernel can be
+checked here: through the Triton interpreter against the float64 reference (S >= 4096 shapes, windows with
+non-zero ks, clean and not, compressed), and the static cost model's reading of AMDGCN and its stored figures."""
+import pytest
+import torch
+
+from mqa_cli.inspect import amdgcn_model
+from mqa_cli.plan import dispatch, targets
+from mqa_cli.problem.shape import Shape
+
+from .conftest import some_heavy
+from .reference64 import assert_logits, compress64, fp8_q, fp8_rows, gen, prefill64
+
+
+def _config(S, N, H=64, D=128, clean=True, compressed=False, target="gfx950"):
+    shape = Shape("prefill", S, N, H, D, clean, "e4m3fn", compressed=compressed)
+    return dispatch.plan(shape, targets.get_target("cpu"), kernel=f"h64d128_{target}", force=True).config
+
+
+def _window_problem(S, N, width, seed):
+    """Sliding windows of `width` ending at each row's causal end (ks > 0 from row `width` on)."""
+    g = gen(seed)
+    q = fp8_q((S, 64, 128), g)
+    kv, sc = fp8_rows(N, 128, g)
+    w = torch.randn(S, 64, generator=g)
+    ke = (torch.arange(S) * N // S + 1).clamp(max=N).to(torch.int32)
+    ks = (ke - width).clamp(min=0).to(torch.int32)
+    return q, kv, sc, w, ks, ke
+
+
+def _run(cfg, q, kv, sc, w, ks, ke, max_seqlen_k=0):
+    from mqa_cli.launch import families as launchers
+    from mqa_cli.problem.tensors import Prefill
+
+    return launchers.run(Prefill(q, kv, sc, w, ks, ke), cfg, max_seqlen_k=max_seqlen_k)
+
+
+@pytest.mark.parametrize("S,clean", some_heavy([(4096, True), (4096, False), (260, True), (260, False)], keep=(2, 3),
+                                                 ids=lambda p: f"S{p[0]}-{'clean' if p[1] else 'not-clean'}"))
+def test_gfx950_row_long_rows_with_windows(S, clean):
+    """Windows of 150 with ks > 0 (head, interior and tail tiles all run); S = 4096, the row's threshold, in the
+    heavy run (the interpreter takes minutes there), S = 260 every run."""
+    N = S // 4
+    q, kv, sc, w, ks, ke = _window_problem(S, N, 150, seed=11)
+    cfg = _config(S, N, clean=clean)
+    assert cfg.name.startswith("mqa_logits_heads_on_m_H_64_D_128_BLOCK_Q_4")
+    out = _run(cfg, q, kv, sc, w, ks, ke)
+    ref, mag = prefill64(q, kv, sc, w, ks, ke)
+    assert_logits(out, ref, mag, clean=clean)
+
+
+@pytest.mark.parametrize("S", some_heavy([4099, 263], keep=(1,)))
+def test_gfx950_row_compressed_and_uneven_rows(S):
+    """Compressed output (column c = logit(i, ks + c)), S not a multiple of the 4-row block."""
+    N, width = S // 6, 90
+    q, kv, sc, w, ks, ke = _window_problem(S, N, width, seed=12)
+    out = _run(_config(S, N, compressed=True), q, kv, sc, w, ks, ke, max_seqlen_k=width)
+    ref, mag = prefill64(q, kv, sc, w, ks, ke)
+    cref, cmag = compress64(ref, mag, ks, ke, width)
+    assert_logits(out, cref, cmag, clean=True)
+
+
+@pytest.mark.parametrize("H", [32, 16])
+def test_heads_on_m_other_head_counts(H):
+    """H 32 (the row's other head count: one 32-head tile a row) and H 16 (fewer heads than a tile, as --force
+    runs it): causal rows."""
+    S = N = 96
+    g = gen(13 + H)
+    q = fp8_q((S, H, 128), g)
+    kv, sc = fp8_rows(N, 128, g)
+    w = torch.randn(S, H, generator=g)
+    ke = torch.arange(1, S + 1, dtype=torch.int32)
+    ks = torch.zeros(S, dtype=torch.int32)
+    out = _run(_config(S, N, H=H), q, kv, sc, w, ks, ke)
+    ref, mag = prefill64(q, kv, sc, w, ks, ke)
+    assert_logits(out, ref, mag, clean=True)
+
+
+def test_both_amd_rows_run_the_same_kernel_here():
+    """On the CPU both rows plan the heads_on_m kernel (the interpreter's config): what the tests above check is
+    what gfx950 and gfx942 compile."""
+    assert _config(4096, 4096, target="gfx942").kernel == _config(4096, 4096).kernel == "mqa_logits_heads_on_m"
+
+
+# ------------------------------------------------------------------------------------------ the cost model
+
+AMDGCN = """
+_k:
+  s_load_dwordx2 s[0:1], s[4:5], 0x0
+.LBB0_1:
+  buffer_load_dword v1, v2, s[8:11], 0 offen
+  buffer_load_dwordx4 v3, s[12:15], 0 offen lds
+  ds_read_b128 v[4:7], v8
+  ds_read_b128 v[9:12], v8 offset:16
+  v_mfma_f32_32x32x64_f8f6f4 v[16:31], v[32:39], v[40:47], v[16:31]
+  v_mfma_f32_32x32x64_f8f6f4 v[16:31], v[48:55], v[40:47], v[16:31]
+  v_maximum3_f32 v0, v16, 0, 0
+  v_pk_fma_f32 v[0:1], v[2:3], v[4:5], v[0:1]
+  v_exp_f32_e32 v2, v2
+  s_waitcnt vmcnt(0)
+  s_barrier
+  s_add_i32 s3, s3, 64
+  s_cmp_lt_i32 s3, s22
+  s_cbranch_scc1 .LBB0_1
+  s_endpgm
+"""
+
+
+def test_model_reads_one_loop_and_its_bounds():
+    (lp,) = amdgcn_model.model(AMDGCN, "gfx950")
+    assert lp["mfma"] == {"32x32x64": 2} and lp["flop"] == 2 * 2 * 32 * 32 * 64
+    assert lp["valu"] == 3 and lp["barriers"] == 1 and lp["waitcnts"] == 1
+    assert lp["lds_bytes"] == 2 * 16 * 64 and lp["memory_bytes"] == (4 + 16) * 64
+    u = lp["unit_cycles"]
+    assert u["mfma"] == 2 * 64 and u["valu"] == 2 * 4 + 16 and u["scalar"] == 3  # add, cmp, branch
+    assert lp["bound"] == "mfma" and lp["per_work"] == pytest.approx(128 * amdgcn_model.WORK_FLOP / lp["flop"])
+    # gfx942 has no 32x32x64 MFMA: the model gives it no cycles, and says so by its bound
+    text = amdgcn_model.table([lp], "gfx950")
+    assert "not a timing" in text and "ISA" in text and "per 1.05 MFLOP" in text
+
+
+def test_model_ignores_loops_without_mfma_and_refuses_other_targets():
+    assert amdgcn_model.model("_k:\n.LBB0_1:\n  v_add_f32 v0, v0, v1\n  s_cbranch_scc1 .LBB0_1\n", "gfx942") == []
+    with pytest.raises(ValueError):
+        amdgcn_model.model(AMDGCN, "sm90")
+
+
+def test_stored_figures_cover_the_amd_rows_and_meet_the_bar():
+    """The figures `explain` shows exist for the AMD rows at H 64 D 128; the dispatched kernel's main loop is at
+    most the portable kernel's per FLOP on both targets, at 2 waves per SIMD, with no spill in the loop."""
+    for target in ("gfx950", "gfx942"):
+        shape = Shape("prefill", 8192, 8192, 64, 128, True, targets.get_target(target).fp8)
+        cfg = dispatch.plan(shape, targets.get_target(target)).config
+        ours = amdgcn_model.stored(target, cfg.dump_name)
+        assert ours is not None, f"no stored figures for {target}: python -m mqa_cli.inspect.amdgcn_model --write"
+        tiled = amdgcn_model.stored(target, dispatch.plan(shape, targets.get_target(target), kernel="tiled")
+                                    .config.dump_name)
+        assert ours["waves"] == 2 and ours["per_work"] <= tiled["per_work"]
+        assert ours["per_work"] == pytest.approx({"gfx950": 512, "gfx942": 1024}[target], rel=0.02)
+
+
+def test_wheel_ships_the_stored_figures():
+    """setup.py's package_data names the figures file `explain` reads (an installed wheel has it too)."""
+    from pathlib import Path
+
+    setup = (Path(__file__).resolve().parents[1] / "setup.py").read_text()
+    assert '"mqa_cli.inspect": ["amd_figures.json"]' in setup and Path(amdgcn_model.FIGURES).exists()
