@@ -9,6 +9,19 @@ from .epilogue import INT32_MAX
 
 
 @triton.jit
+def ordered_program(ORDER: tl.constexpr):
+    """This program's query block in the launch order ORDER: 0 forward, 1 last-first, 2 zigzag (last, first,
+    second-last, second, ...), so that long causal rows start first."""
+    pid = tl.program_id(0)
+    last = tl.num_programs(0) - 1
+    if ORDER == 1:
+        pid = last - pid
+    elif ORDER == 2:
+        pid = tl.where(pid % 2 == 0, last - pid // 2, pid // 2)
+    return pid
+
+
+@triton.jit
 def block_windows(ks_ptr, ke_ptr, rows, row_ok, stride_ks, stride_ke):
     """ks, ke of the block's rows (rows past S: an empty window) and the block's span [min ks, max ke)."""
     ks = tl.load(ks_ptr + rows * stride_ks, mask=row_ok, other=INT32_MAX)

@@ -16,7 +16,7 @@ import triton.language as tl
 
 from ...common.epilogue import INT32_MAX, fill_neg_inf, store_tile, weighted_head_sum
 from ...common.naming import make_kernel_repr
-from ...common.prologue import block_queries, block_windows
+from ...common.prologue import block_queries, block_windows, ordered_program
 from . import KEYS
 
 
@@ -69,13 +69,7 @@ def mqa_logits_h64d128(
     ORDER: tl.constexpr,  # 0 forward, 1 last-first, 2 zigzag
     DEAD_MULT: tl.constexpr,  # kv tiles per -inf store
 ):
-    pid = tl.program_id(0)
-    last = tl.num_programs(0) - 1
-    if ORDER == 1:
-        pid = last - pid
-    elif ORDER == 2:
-        pid = tl.where(pid % 2 == 0, last - pid // 2, pid // 2)
-    q0 = pid * BLOCK_Q
+    q0 = ordered_program(ORDER) * BLOCK_Q
     r = tl.arange(0, BLOCK_Q)
     rows = q0 + r
     row_ok = rows < S

@@ -16,6 +16,7 @@ import triton.language as tl
 
 from ...common.epilogue import INT32_MAX, fill_neg_inf, fma_chain, store_tile
 from ...common.naming import make_kernel_repr
+from ...common.prologue import ordered_program
 from . import KEYS
 
 HEAD_TILE = tl.constexpr(32)  # N of one 32 x 32 MFMA: the heads one wave's tile holds
@@ -113,13 +114,7 @@ def mqa_logits_heads_on_m(
     ORDER: tl.constexpr,  # 0 forward, 1 last-first, 2 zigzag
     DEAD_MULT: tl.constexpr,  # kv tiles per -inf store
 ):
-    pid = tl.program_id(0)
-    last = tl.num_programs(0) - 1
-    if ORDER == 1:
-        pid = last - pid
-    elif ORDER == 2:
-        pid = tl.where(pid % 2 == 0, last - pid // 2, pid // 2)
-    q0 = pid * BLOCK_Q
+    q0 = ordered_program(ORDER) * BLOCK_Q
     r = tl.arange(0, BLOCK_Q)
     rows = q0 + r
     row_ok = rows < S
