@@ -25,6 +25,20 @@ from .test_engine_forms import layer_view
 C = 48  # every sequence's context: explain's --context-len with no jitter gives the same max_context_len
 
 
+def record_launches(monkeypatch) -> list:
+    """The configs the API launches from now on (in order), recorded around launchers.launch_config."""
+    ran = []
+    real = launchers.launch_config
+
+    def recording(*a, **kw):
+        launched = real(*a, **kw)
+        ran.append(launched.config)
+        return launched
+
+    monkeypatch.setattr(launchers, "launch_config", recording)
+    return ran
+
+
 def _explain(*flags) -> dict:
     target = "cpu" if DEVICE == "cpu" else targets.detect().name
     r = CliRunner().invoke(app, ["explain", "--json", "--target", target, *map(str, flags)])
@@ -41,15 +55,7 @@ def test_explain_names_the_build_an_engine_call_launches(monkeypatch, bs, schedu
     monkeypatch.setattr(sms, "_SETTING", 4)
     p = paged_problem(B=2, T=2, H=16, D=64, bs=bs, ctx=(C, C), seed=7)
     cache = layer_view(p.cache, layers=layers) if layers > 1 else p.cache
-    ran = []
-    real = launchers.launch_config
-
-    def recording(*a, **kw):
-        launched = real(*a, **kw)
-        ran.append(launched.config)
-        return launched
-
-    monkeypatch.setattr(launchers, "launch_config", recording)
+    ran = record_launches(monkeypatch)
     meta = mqa_cli.get_paged_mqa_logits_metadata(p.ctx, bs, mqa_cli.get_num_sms()) if schedule == "given" else None
     mqa_cli.fp8_paged_mqa_logits(p.q, cache, p.w, p.ctx, p.table, meta, C, False)
     assert len(ran) == 1
@@ -92,15 +98,7 @@ def test_a_schedule_of_fewer_ranges_than_programs_is_not_read(monkeypatch, range
     sms.set_num_sms(4)
     try:
         p = paged_problem(B=3, T=4, H=16, D=64, bs=64, ctx=(100, 7, 180), seed=3)
-        ran = []
-        real = launchers.launch_config
-
-        def recording(*a, **kw):
-            launched = real(*a, **kw)
-            ran.append(launched.config)
-            return launched
-
-        monkeypatch.setattr(launchers, "launch_config", recording)
+        ran = record_launches(monkeypatch)
         meta = mqa_cli.get_paged_mqa_logits_metadata(p.ctx, 64, ranges)
         out = mqa_cli.fp8_paged_mqa_logits(p.q, p.cache, p.w, p.ctx, p.table, meta, p.max_context_len, True)
         assert_logits(out.cpu(), p.ref, p.mag, clean=True)

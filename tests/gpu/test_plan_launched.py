@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 
 import mqa_cli
 from mqa_cli.cli.app import app
-from mqa_cli.launch import families as launchers
 from mqa_cli.plan import targets
 from mqa_kernels.common import versions
+
+from ..test_plan_explained import record_launches
 
 from .inputs import layer_of, make_paged, untma_cache
 
@@ -29,15 +30,7 @@ def test_explain_names_what_the_engine_call_launches(monkeypatch, cache, bs, sch
     p = make_paged(B, T, H, D, bs, [C] * B, C, seed=9)
     kv = {"dense": p["kv_cache"], "layer view": layer_of(p["flat"], bs, D),
           "untma": untma_cache(p["flat"], bs, D)}[cache]
-    ran = []
-    real = launchers.launch_config
-
-    def recording(*a, **kw):
-        launched = real(*a, **kw)
-        ran.append(launched.config)
-        return launched
-
-    monkeypatch.setattr(launchers, "launch_config", recording)
+    ran = record_launches(monkeypatch)
     meta = mqa_cli.get_paged_mqa_logits_metadata(p["ctx"], bs, mqa_cli.get_num_sms()) if schedule == "given" else None
     mqa_cli.fp8_paged_mqa_logits(p["q"], kv, p["w"], p["ctx"], p["bt"], meta, C, False)
     torch.cuda.synchronize()
