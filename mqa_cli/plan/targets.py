@@ -149,13 +149,3 @@ def device_for(tgt: Target) -> str:
         raise UserError(f"cannot run on {tgt.name}: this machine has {here.name}; `mqa-logits dump --target "
                         f"{tgt.name}` compiles for it without running")
     return "cuda" if tgt.is_gpu else "cpu"
-
-
-def triton_version() -> str | None:
-    """Version of the installed triton without importing it (keeps explain fast)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("triton")
-    except PackageNotFoundError:
-        return None
