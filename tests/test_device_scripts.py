@@ -308,11 +308,11 @@ def test_the_gpu_steps_run_the_gpu_tests_and_they_skip_cleanly_without_a_gpu():
 def test_the_ab_tool_checks_the_api_forms_on_cpu(tmp_path):
     """tools/ab.py prefill / decode with --smoke: every form is called and checked (against the float32 reference,
     or bitwise against the first form) through the interpreter, and the table and its CSV are written."""
-    for args in (["prefill", "--smoke"], ["decode", "--smoke", "--shapes", "3:70", "--next-n", "2",
-                                          "--forms", "none,given,half"]):
+    for args, dtype in ((["prefill", "--smoke"], "fp32"), (["prefill", "--smoke", "--dtype", "bf16"], "bf16"),
+                        (["decode", "--smoke", "--shapes", "3:70", "--next-n", "2", "--forms", "none,given,half"], "fp32")):
         r = subprocess.run([sys.executable, str(TOOLS / "ab.py"), *args], capture_output=True, text=True,
                            timeout=600, cwd=ROOT, env=_env(OUT=str(tmp_path)))
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| ") and not ln.startswith(("| shape", "| B "))]
         assert rows and all(ln.split("|")[-3].strip() == "ok" for ln in rows), r.stdout
-        assert (tmp_path / f"ab_{args[0]}.csv").read_text().count("\n") == len(rows) + 1
+        assert (tmp_path / f"ab_{args[0]}_{dtype}.csv").read_text().count("\n") == len(rows) + 1

@@ -24,7 +24,7 @@ Timing (every mode): mqa_cli.bench.timing.side_by_side, each call one CUDA-graph
 in alternating order; a time is the median over the rounds, a ratio the median of the rounds' ratios (a card at
 its 700 W cap clocks down during a measurement: comparing bests favours the call timed first). DeepGEMM's column
 needs `import deep_gemm` (h200_check.sh puts it in place from the anchor kit). A Markdown table on stdout, a CSV
-under $OUT (ab_<mode>.csv); exit 1 when a check failed.
+under $OUT (ab_<mode>_<dtype>.csv); exit 1 when a check failed.
 """
 from __future__ import annotations
 
@@ -153,7 +153,7 @@ def timed(calls: dict, rounds: int) -> tuple[dict, callable]:
 
 
 class Report:
-    """A Markdown table on stdout and the same rows in $OUT/ab_<mode>.csv."""
+    """A Markdown table on stdout and the same rows in $OUT/ab_<mode>_<dtype>.csv."""
 
     def __init__(self, mode: str, header: list[str]):
         OUT.mkdir(parents=True, exist_ok=True)
