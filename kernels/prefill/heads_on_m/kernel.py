@@ -162,8 +162,7 @@ def mqa_logits_heads_on_m(
         q_t = tl.load(q_ptrs, mask=c_ok[None, :], other=0.0)
         w = tl.load(w_ptrs, mask=c_ok, other=0.0)
 
-    # One loop over the live tiles, masked (a compare and a select a value): split into head / unmasked interior /
-    # tail loops it costs the same 512 model cycles a trip but 103 spills between the loops instead of 20.
+    # One loop over the live tiles, masked (a compare and a select a value)
     for start in range(live_lo, live_hi, BLOCK_KV):
         _tile(kv_ptr, kv_scale_ptr, q_t, w, ks, ke, out_base, row_offs, row_ok, start, N, max_seqlen_k, stride_kv_n,
               stride_scale, D, H, BLOCK_Q, BLOCK_KV, CLEAN, COMPRESSED, EVEN_S, True)
