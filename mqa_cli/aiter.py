@@ -16,7 +16,6 @@ import torch
 from .api import logits as api
 from .errors import UserError
 from .launch import families as launchers
-from .plan import dispatch
 from .problem.paged_tensors import Paged, check_paged, validate_paged_values
 from .problem.tensors import FP8_NAMES
 
@@ -31,9 +30,6 @@ def fp8_mqa_logits(Q: torch.Tensor, KV: torch.Tensor, kv_scales: torch.Tensor, w
         raise UserError(f"clean_logits must be a bool, got {type(clean_logits).__name__} {clean_logits!r}")
     return api.mqa_logits(Q, KV, kv_scales, weights, cu_starts, cu_ends, clean_logits=clean_logits,
                           check_values=check_values)
-
-
-_DECODE_PLANS: dict = {}  # (shape key, device, Preshuffle) -> KernelConfig: planned once per shape, never per call
 
 
 def _int(name: str, value, lo: int = 1) -> int:
@@ -82,28 +78,6 @@ def _check_out(out_logits, rows: int, max_model_len: int, device) -> torch.Tenso
     return out_logits[:, :max_model_len]
 
 
-def _decode_config(t: Paged, preshuffle: bool):
-    """The planned decode config: the dispatched paged row, or for a pre-shuffled cache the portable paged kernel
-    (the one row that reads that layout) with its KV_SHUFFLED twin."""
-    from mqa_kernels.decode.paged.config import with_kv_shuffled
-
-    B, T, H, D = t.q.shape
-    bs = t.block_size
-    key = (B, T, H, D, bs, t.max_context_len, t.q.dtype, t.q.device, api.sms.setting(), preshuffle)
-    cfg = _DECODE_PLANS.get(key)
-    if cfg is None:
-        shape = dispatch.Shape("paged", B * T, t.max_context_len, H, D, True, FP8_NAMES[t.q.dtype], batch=B,
-                               next_n=T, block_size=bs)
-        target = api.target_for(t.q.device)
-        cfg = dispatch.plan(shape, target).config
-        if preshuffle:
-            if cfg.launcher != "paged":
-                cfg = dispatch.plan(shape, target, kernel="paged").config
-            cfg = with_kv_shuffled(cfg)
-        cfg = _DECODE_PLANS[key] = cfg
-    return cfg
-
-
 def deepgemm_fp8_paged_mqa_logits(q_fp8: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor,
                                   out_logits: torch.Tensor, context_lens: torch.Tensor, kv_indices: torch.Tensor,
                                   max_model_len: int, Preshuffle: bool = False, KVBlockSize: int = 1,
@@ -136,7 +110,8 @@ def deepgemm_fp8_paged_mqa_logits(q_fp8: torch.Tensor, kv_cache: torch.Tensor, w
       here is balanced by length already).
 
     Hot path as mqa_cli.fp8_paged_mqa_logits: no tensor data read, no sync, one launch, no copy (a padded or
-    pre-shuffled cache is read through its strides and layout); the plan is made once per shape. Value checks
+    pre-shuffled cache is read through its strides and layout); the plan (`mqa-logits explain --paged
+    --cache-layout shuffled --cache-block-stride ...` names it) is made once per shape. Value checks
     (contexts against the table, finite scales) run with check_values=True or MQA_LOGITS_CHECK=1.
     """
     if not isinstance(Preshuffle, bool):
@@ -167,7 +142,8 @@ def deepgemm_fp8_paged_mqa_logits(q_fp8: torch.Tensor, kv_cache: torch.Tensor, w
     out = _check_out(out_logits, B * T, max_model_len, q_fp8.device)
     if api._checking(check_values):
         validate_paged_values(t)
-    launchers.launch_config(t, _decode_config(t, Preshuffle), out)
+    cfg = api.paged_plan(q_fp8, cache, max_model_len, True, False, None, "shuffled" if Preshuffle else "plain")
+    launchers.launch_config(t, cfg, out)
     return out_logits
 
 

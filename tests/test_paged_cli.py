@@ -62,7 +62,9 @@ def _bad_flag_cases(d) -> dict:
             "bad-flag:must be >= 0": ("run", "--paged", "--next-n", "3", "--context-lens-from", negative),
             "bad-flag:every context length is 0": ("run", "--paged", "--context-lens-from", zeros),
             "bad-flag:--context-jitter": ("run", "--paged", "--context-jitter", "1.5"),
-            "bad-flag:heads": ("run", "--paged", "--heads", "128")}
+            "bad-flag:heads": ("run", "--paged", "--heads", "128"),
+            "bad-flag:--cache-layout must be plain or shuffled": ("explain", "--paged", "--cache-layout", "tiled"),
+            "bad-flag:--cache-layout describe a paged call; add --paged": ("explain", "--cache-layout", "shuffled")}
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +135,6 @@ def test_bad_files(runs):
 
 def test_bad_flags(runs):
     cases = {n: r for n, r in runs[0].items() if n.startswith("bad-flag:")}
-    assert len(cases) == 9
+    assert len(cases) == 11
     for name, r in cases.items():
         assert_one_line_error(r, contains=name.split(":", 1)[1])

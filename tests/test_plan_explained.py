@@ -16,6 +16,7 @@ from mqa_cli.api import sms
 from mqa_cli.cli.app import app
 from mqa_cli.launch import families as launchers
 from mqa_cli.plan import dispatch, targets
+from mqa_cli.errors import UserError
 from mqa_kernels.common import versions
 
 from .reference64 import assert_logits
@@ -111,3 +112,39 @@ def test_a_schedule_of_fewer_ranges_than_programs_is_not_read(monkeypatch, range
         assert d["plan"]["config"]["constexprs"]["SELF_SCHEDULE"] is (not read)
     finally:
         sms.set_num_sms(0)
+
+
+@pytest.mark.parametrize("shuffled, pad", [(False, 0), (True, 0), (True, 12)], ids=["plain", "shuffled", "padded"])
+def test_explain_names_the_build_aiters_decode_call_launches(monkeypatch, shuffled, pad):
+    """aiter's decode form plans as fp8_paged_mqa_logits does (one plan, one cache of plans): a pre-shuffled cache is
+    a cache layout the plan reads (the pointer kernel's KV_SHUFFLED build), a padded cache a block stride; explain
+    --cache-layout / --cache-block-stride names the build the call launched."""
+    from mqa_cli import aiter
+
+    from .test_aiter_decode import problem
+
+    q, cache, w, ctx, table, *_ = problem(2, 2, 16, 64, 16, [C, C], 5, shuffled, pad=pad)
+    out = torch.empty(4, C)
+    ran = record_launches(monkeypatch)
+    aiter.deepgemm_fp8_paged_mqa_logits(q, cache, w, out, ctx, table, C, Preshuffle=shuffled, KVBlockSize=16)
+    assert len(ran) == 1 and bool(ran[0].constexprs.get("KV_SHUFFLED")) is shuffled
+    d = _explain("--paged", "--batch", 2, "--next-n", 2, "--heads", 16, "--dim", 64, "--block-size", 16,
+                 "--context-len", C, "--context-jitter", 0, "--clean", "--cache-block-stride", 16 * (64 + 4 + pad),
+                 "--cache-layout", "shuffled" if shuffled else "plain")
+    plan = d["plan"]
+    assert plan["kernel_name"] == ran[0].name
+    assert plan["config"]["constexprs"] == ran[0].constexprs and plan["config"]["options"] == ran[0].options
+    assert ("pre-shuffled" in plan["decisions"]["cache"]) is shuffled
+
+
+def test_on_sm90_a_shuffled_cache_runs_the_pointer_kernel_and_the_plan_says_why():
+    shape = dispatch.Shape("paged", 16, 8192, 64, 128, True, batch=8, next_n=2, block_size=64,
+                           cache_layout="shuffled")
+    p = dispatch.plan(shape, targets.TARGETS["sm90"])
+    assert p.chosen.row.name == "paged" and p.config.constexprs["KV_SHUFFLED"] is True
+    ws = next(c for c in p.candidates if c.row.name == "paged_ws_sm90")
+    assert not ws.ok and any(not ch.ok and ch.name == "cache layout" for ch in ws.checks)
+    odd = dispatch.Shape("paged", 2, 100, 16, 64, True, block_size=1, cache_layout="shuffled")
+    with pytest.raises(UserError, match="cache layout"):
+        dispatch.plan(odd, targets.TARGETS["cpu"])
+

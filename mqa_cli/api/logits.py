@@ -196,6 +196,22 @@ def _paged_signature(ins: tuple, max_context_len: int, clean: bool, bf16: bool) 
     return fastpath.signature(ins, ("paged", max_context_len, clean, bf16, sms.setting()))
 
 
+def paged_plan(q: torch.Tensor, kv_cache: torch.Tensor, max_context_len: int, clean: bool, bf16: bool,
+               schedule_meta, cache_layout: str = "plain"):
+    """The plan's config for a paged call (mqa_cli.plan: the row, and whether the schedule is read and how the cache
+    is read), from the call's shapes, strides and flags only; planned once per key."""
+    B, T, H, D = q.shape
+    bs = kv_cache.shape[1]
+    given, stride, aligned = schedule_meta is not None, kv_cache.stride(0), kv_cache.data_ptr() % 16 == 0
+    ranges = schedule_meta.shape[0] - 1 if given else 0  # (a shape: no read of its data)
+    key = ("paged", B, T, H, D, bs, max_context_len, clean, q.dtype, bf16, given, ranges, stride, aligned,
+           cache_layout, q.device, sms.setting())
+    return _config(key, lambda: dispatch.Shape("paged", B * T, max_context_len, H, D, clean, FP8_NAMES[q.dtype],
+                                               batch=B, next_n=T, block_size=bs, bf16=bf16, schedule_given=given,
+                                               schedule_ranges=ranges, cache_block_stride=stride,
+                                               cache_aligned=aligned, cache_layout=cache_layout), q.device)
+
+
 def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor,
                          context_lens: torch.Tensor, block_table: torch.Tensor, schedule_meta, max_context_len: int,
                          clean_logits: bool = False, logits_dtype: torch.dtype = torch.float32, indices=None, *,
@@ -240,16 +256,7 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
                         "tensor on q's device, or None")
     if _checking(check_values):
         validate_paged_values(t, schedule_meta if read else None)
-    B, T, H, D = q.shape
-    bs = kv_cache.shape[1]
-    given, stride, aligned = schedule_meta is not None, kv_cache.stride(0), kv_cache.data_ptr() % 16 == 0
-    ranges = schedule_meta.shape[0] - 1 if given else 0  # (a shape: no read of its data)
-    key = ("paged", B, T, H, D, bs, max_context_len, clean, q.dtype, bf16, given, ranges, stride, aligned, q.device,
-           sms.setting())
-    cfg = _config(key, lambda: dispatch.Shape("paged", B * T, max_context_len, H, D, clean, FP8_NAMES[q.dtype],
-                                              batch=B, next_n=T, block_size=bs, bf16=bf16, schedule_given=given,
-                                              schedule_ranges=ranges, cache_block_stride=stride,
-                                              cache_aligned=aligned), q.device)
+    cfg = paged_plan(q, kv_cache, max_context_len, clean, bf16, schedule_meta)
     # the plan decided whether the schedule is read (SELF_SCHEDULE=0); the launch passes it on only then
     launched = launchers.launch_config(t, cfg, schedule_meta=None if cfg.constexprs["SELF_SCHEDULE"] else schedule_meta)
     fastpath.record(sig, launched, ins)

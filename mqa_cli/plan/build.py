@@ -41,7 +41,8 @@ def cache_describable(shape: Shape) -> bool:
 
 def cache_sentence(shape: Shape) -> str:
     return (f"block stride {cache_block_stride(shape)} bytes"
-            + ("" if shape.cache_aligned else ", base not 16-byte aligned"))
+            + ("" if shape.cache_aligned else ", base not 16-byte aligned")
+            + (", aiter's pre-shuffled rows" if shape.cache_layout == "shuffled" else ""))
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,9 @@ def _schedule(shape: Shape, cfg: KernelConfig) -> tuple[KernelConfig, Decision]:
 def _cache(shape: Shape, cfg: KernelConfig) -> Decision:
     ok = cache_describable(shape)
     what = cache_sentence(shape)
+    if shape.cache_layout == "shuffled":
+        return Decision("cache", f"{what}: read in place by the pointer kernel's KV_SHUFFLED build (the TMA row reads "
+                                 "plain rows only)")
     if ok:
         return Decision("cache", f"{what}: read by TMA where the row uses it")
     return Decision("cache", f"{what}: TMA cannot describe it (16-byte multiple and a multiple of D {shape.dim} "

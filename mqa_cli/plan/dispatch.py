@@ -11,7 +11,7 @@ from typing import Callable
 
 from mqa_kernels.common.config import KernelConfig
 from mqa_kernels.decode.paged.config import OVERRIDE_KEYS as PAGED_KEYS
-from mqa_kernels.decode.paged.config import paged_config
+from mqa_kernels.decode.paged.config import paged_config, with_kv_shuffled
 from mqa_kernels.decode.paged_ws_sm90.config import fits as paged_ws_fits
 from mqa_kernels.decode.paged_ws_sm90.config import OVERRIDE_KEYS as PAGED_WS_KEYS
 from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
@@ -262,16 +262,26 @@ def _paged_conditions(shape, target, caps):
         check_in("block_size", shape.block_size, (1, 16, 32, 64, 128, 256)),
         check_pow2_range("heads", shape.heads, 8, 64),
         check_in("dim", shape.dim, (64, 128)),
+        check_cache_layout(shape, ("plain", "shuffled")),
         check_fp8_runs(shape, target),
         check_fact(caps, "triton_kernels", TRITON_FACTS),
         check_offsets(shape),
     ]
 
 
+def check_cache_layout(shape: Shape, layouts: tuple) -> Check:
+    """The order of the cache's fp8 rows a row reads: DeepGEMM's plain rows, or aiter's pre-shuffled ones (16-token
+    groups: block_size a multiple of 16)."""
+    ok = shape.cache_layout in layouts and (shape.cache_layout == "plain" or shape.block_size % 16 == 0)
+    want = " or ".join(layouts) + (" (shuffled: block_size a multiple of 16)" if "shuffled" in layouts else "")
+    return Check("cache layout", want, f"{shape.cache_layout}, block_size {shape.block_size}", ok)
+
+
 def _paged_config(shape, target, override=None):
-    return paged_config(heads=shape.heads, dim=shape.dim, next_n=shape.next_n, block_size=shape.block_size,
-                        batch=shape.batch, max_context_len=shape.N, clean=shape.clean_logits, bf16=shape.bf16,
-                        backend=target.backend, units=target.units, override=override)
+    cfg = paged_config(heads=shape.heads, dim=shape.dim, next_n=shape.next_n, block_size=shape.block_size,
+                       batch=shape.batch, max_context_len=shape.N, clean=shape.clean_logits, bf16=shape.bf16,
+                       backend=target.backend, units=target.units, override=override)
+    return with_kv_shuffled(cfg) if shape.cache_layout == "shuffled" else cfg
 
 
 def check_cache_tma(shape: Shape) -> Check:
@@ -291,6 +301,7 @@ def _paged_ws_sm90_conditions(shape, target, caps):
         Check("next_n x heads", "<= 512 (one wgmma up to 256, parts past it)", f"{shape.next_n} x {shape.heads}",
               1 <= shape.next_n and paged_ws_fits(shape.next_n, shape.heads)),
         check_eq("fp8 flavour", shape.fp8, "e4m3fn"),
+        check_cache_layout(shape, ("plain",)),
         check_cache_tma(shape),
         *check_gluon(caps),
         check_split_blocks(shape),
@@ -317,7 +328,8 @@ PAGED_ROWS: list[Row] = [
         PAGED_WS_KEYS),
     Row("paged", "paged decode: persistent grid, the cache blocks of all sequences split evenly over the SMs "
         "(schedule metadata, or computed by each program when none is given); each kv tile gathered once through "
-        "the block table for all next_n draft rows x heads (= MMA N); -inf fused", _paged_conditions, _paged_config,
+        "the block table for all next_n draft rows x heads (= MMA N); -inf fused; reads aiter's pre-shuffled cache in "
+        "place (KV_SHUFFLED)", _paged_conditions, _paged_config,
         PAGED_KEYS),
 ]
 

@@ -27,6 +27,9 @@ class Shape:
     # paged: bytes from one cache block to the next (kv_cache.stride(0)); 0: dense, block_size * (dim + 4)
     cache_block_stride: int = 0
     cache_aligned: bool = True  # paged: the cache's base address is 16-byte aligned
+    # paged: the order of each block's fp8 rows: "plain" (DeepGEMM's), or "shuffled" (aiter's pre-shuffled cache,
+    # its Preshuffle=True: 16-token groups, 16-byte pieces of D piece-major)
+    cache_layout: str = "plain"
 
     @property
     def out_elements(self) -> int:

@@ -136,13 +136,15 @@ def from_options(opts, target_fp8: str = "e4m3fn") -> Problem:
     return from_spec(opts.spec(), target_fp8, msk, bf16, max_bytes)
 
 
-def with_call(prob: Problem, schedule: str | None = None, cache_block_stride: int | None = None) -> Problem:
+def with_call(prob: Problem, schedule: str | None = None, cache_block_stride: int | None = None,
+              cache_layout: str | None = None) -> Problem:
     """The problem as an engine's paged call presents it: schedule_meta given or not, the cache's block stride in
-    bytes (a layer of a bigger buffer). What the plan decides from them is what that call runs."""
-    if schedule is None and cache_block_stride is None:
+    bytes (a layer of a bigger buffer), the order of its fp8 rows (aiter's pre-shuffled cache). What the plan
+    decides from them is what that call runs."""
+    if schedule is None and cache_block_stride is None and cache_layout is None:
         return prob
     if prob.shape.kind != "paged":
-        raise UserError("--schedule and --cache-block-stride describe a paged call; add --paged")
+        raise UserError("--schedule, --cache-block-stride and --cache-layout describe a paged call; add --paged")
     changes = {}
     if schedule is not None:
         kind, _, ranges = schedule.partition(":")
@@ -158,4 +160,9 @@ def with_call(prob: Problem, schedule: str | None = None, cache_block_stride: in
             raise UserError(f"--cache-block-stride must be a multiple of 4 bytes of at least one block "
                             f"({dense} bytes), got {cache_block_stride}")
         changes["cache_block_stride"] = cache_block_stride
+    if cache_layout is not None:
+        if cache_layout not in ("plain", "shuffled"):
+            raise UserError(f"--cache-layout must be plain or shuffled (aiter's pre-shuffled cache), got "
+                            f"{cache_layout!r}")
+        changes["cache_layout"] = cache_layout
     return replace(prob, shape=replace(prob.shape, **changes))
