@@ -327,10 +327,9 @@ def _schedule_case(kind: str, next_n: int, check: bool):
 def _register_schedules():
     # the everyday run: each kind once (next_n 2; the foreign formats at next_n 1 too, vLLM's num_sms // 2 rows at
     # next_n 4), checked and unchecked; the heavy run every kind at next_n 1, 2 and 4
-    fast = {(k, n, False) for n in (1, 2) for k in ("deepgemm", "clamped")}
-    fast |= {(k, 2, False) for k in ("sms_half", "deepgemm_sms_half", "stale_smaller", "negative:0", "small:0",
-                                     "stale_larger", "huge:0", "extremes:0", "overflow:0", "reversed", "bad_last")}
-    fast |= {(k, 2, True) for k in ("deepgemm", "stale_larger", "small:1", "bad_first", "reversed")}
+    fast = {("deepgemm", 1, False), ("deepgemm", 2, False), ("clamped", 2, False)}
+    fast |= {(k, 2, False) for k in ("sms_half", "stale_smaller", "negative:0", "huge:0", "overflow:0", "reversed")}
+    fast |= {(k, 2, True) for k in ("deepgemm", "stale_larger", "small:1")}
     fast |= {("deepgemm_sms_half", 4, False), ("deepgemm_sms_half", 4, True)}
     for n in (1, 2, 4):
         for kind in VALID + STALE + GARBAGE + GARBAGE_HEAVY + ("block16",):

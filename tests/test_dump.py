@@ -284,7 +284,7 @@ def test_dump_ignores_an_inherited_interpreter_switch(env, tmp_path):
 @pytest.mark.parametrize("kernel, entry, marks", [
     (None, "paged_mqa_logits_ws_sm90_NEXT_N_2_H_64_D_128_BS_64_NP_2", ("cp.async.bulk.tensor.2d", "wgmma.mma_async",
                                                                        "setmaxnreg")),
-    ("paged", "paged_mqa_logits_NEXT_N_2_H_64_D_128_BS_64", ("cp.async",)),
+    pytest.param("paged", "paged_mqa_logits_NEXT_N_2_H_64_D_128_BS_64", ("cp.async",), marks=HEAVY),
 ])
 def test_paged_kernels_dump_for_sm90(env, tmp_path, kernel, entry, marks):
     """Both paged decode rows cross-compile (meta-device paged tensors), with the config name in the PTX: the

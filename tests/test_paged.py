@@ -189,7 +189,8 @@ def test_contexts_jitter_and_scattered_table():
 
 
 @pytest.mark.parametrize("batch,next_n,context_len,block_size", [
-    (3, 1, 300, 16), (3, 2, 300, 64), (3, 3, 300, 32), pytest.param(9, 1, 700, 64, marks=HEAVY), (2, 4, 200, 64)])
+    pytest.param(3, 1, 300, 16, marks=HEAVY), (3, 2, 300, 64), pytest.param(3, 3, 300, 32, marks=HEAVY),
+    pytest.param(9, 1, 700, 64, marks=HEAVY), (2, 4, 200, 64)])
 def test_sm90_config_runs_correctly_in_the_interpreter(batch, next_n, context_len, block_size):
     """The portable row's tuned Hopper configs (their tiles over 16/32/64-token pages, their schedule) compute the
     same function: run them through the interpreter (launch options do not apply there). The Gluon row that

@@ -13,6 +13,7 @@ from mqa_cli.launch import families as launchers
 from mqa_cli.plan.build import with_schedule
 from mqa_cli.problem.paged_tensors import Paged, validate_paged_values, validate_schedule
 from mqa_kernels.decode.paged.config import paged_config
+from tests.conftest import HEAVY
 from tests.reference64 import assert_logits
 from tests.test_adversarial import (CTX, deepgemm_schedule, garbage_schedule, own_schedule, paged_inputs,
                                     paged_reference)
@@ -45,7 +46,7 @@ def _foreign(ctx: torch.Tensor, next_n: int) -> dict:
     }
 
 
-@pytest.mark.parametrize("next_n", [1, 2, 4])
+@pytest.mark.parametrize("next_n", [1, pytest.param(2, marks=HEAVY), 4])
 def test_foreign_schedules_give_the_kernels_own_logits_bit_for_bit(next_n):
     p = paged_inputs(next_n, CTX[next_n], seed=20 + next_n)
     t = _paged(p)

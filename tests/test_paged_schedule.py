@@ -62,7 +62,7 @@ def lens(kind: str, B: int, g: torch.Generator, hi: int = 9000) -> torch.Tensor:
 KINDS = ("random", "zeros", "one_first", "one_last", "one_mid", "edges", "skewed", "huge")
 CASES = [  # (B, P, block_kv)
     (1, 1, 64), (1, 132, 16), (2, 200, 32), (3, 7, 64), (5, 2, 16), (64, 132, 64), (100, 1, 32),
-    (257, 132, 16), (1000, 200, 64), (5000, 132, 32), (5000, 3, 16),
+    (257, 132, 16), (1000, 200, 64), (5000, 132, 32), pytest.param(5000, 3, 16, marks=HEAVY),
 ]
 
 

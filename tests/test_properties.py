@@ -27,7 +27,7 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 SCALE = float(os.environ.get("MQA_PROPERTY_SCALE", "1"))
 # examples: the everyday run, then the heavy run's (CI runs both)
 PREFILL_EXAMPLES = [max(1, int(n * SCALE)) for n in (40, 220)]
-PAGED_EXAMPLES = [max(1, int(n * SCALE)) for n in (15, 100)]
+PAGED_EXAMPLES = [max(1, int(n * SCALE)) for n in (8, 100)]
 
 
 SHRINK = os.environ.get("MQA_PROPERTY_SHRINK") == "1"

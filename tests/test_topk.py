@@ -106,6 +106,7 @@ def test_ties_and_dead_entries_every_path():
     assert seen == {0, 1, 2, 3}  # registers, sampled candidates, exact passes, split + merge all ran
 
 
+@HEAVY  # (the GPU's search round: the interpreter runs its reduction per element)
 def test_eight_way_reduction_matches():
     """The GPU's search round (one 8-way reduction of scalar thresholds) selects what the interpreter's vector
     round does, on every path (tiny blocks: the interpreter runs that reduction per element)."""

@@ -15,6 +15,8 @@ from mqa_cli.launch import interpreter
 from mqa_cli.plan import dispatch, targets
 from mqa_kernels.common import versions
 
+from .conftest import HEAVY
+
 pytestmark = pytest.mark.versions
 TRITON = version("triton")
 
@@ -210,6 +212,7 @@ def test_the_interpreter_runs_the_paged_kernel_on_this_release():
     assert_logits(out, ref, mag, True)
 
 
+@HEAVY  # (two uncached Gluon compiles)
 @pytest.mark.skipif(not versions.holds("gluon_hopper"), reason="no Gluon on this triton")
 def test_a_gluon_compile_leaks_at_exit_where_the_fact_says_and_the_command_shows_none(tmp_path):
     """A process that compiles a Gluon TMA kernel (uncached) and exits normally prints nanobind's leak warnings

@@ -60,3 +60,53 @@ def say_once() -> None:
         print("note: no GPU: kernels run through the Triton interpreter on the CPU; its times say nothing about "
               "GPU speed", file=sys.stderr)
         _NOTED = True
+
+
+_ONE_PATCH = False
+
+
+def patch_language_once_per_launch() -> None:
+    """Make the interpreter patch triton.language once per kernel launch instead of once per @triton.jit helper call.
+
+    triton's interpreter (3.6, 3.8, 3.9: runtime/interpreter.py `_patch_lang`) swaps every triton.language builtin
+    for its interpreted form when a launch starts, and restores them when it ends; it also redoes the whole swap on
+    every call of a jit helper inside the kernel (about 3 ms each, a few hundred calls per launch), though the
+    builtins are already swapped and the helper's swap is never undone on its own. Here a helper's call skips the
+    swap when the launch around it already swapped the same modules. Measured on this repository's CPU tests: see
+    docs/EXPERIMENTS.md. Where the installed triton has no such function, nothing changes."""
+    global _ONE_PATCH
+    if _ONE_PATCH:
+        return
+    _ONE_PATCH = True
+    import inspect
+
+    import triton.language as tl
+    from triton.runtime import interpreter as ti
+
+    real = getattr(ti, "_patch_lang", None)
+    if real is None or getattr(ti, "_LangPatchScope", None) is None:
+        return
+    swapped: list = []  # per launch in progress: the ids of the language modules its swap covered
+
+    def langs(fn) -> set:
+        return {id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core)}
+
+    def patch_lang(fn):
+        mine = langs(fn)
+        if swapped and mine <= swapped[-1]:
+            return ti._LangPatchScope()  # already swapped by the launch around this call: nothing to undo
+        scope = real(fn)
+        if type(sys._getframe(1).f_locals.get("self")).__name__ != "GridExecutor":
+            return scope  # a helper's call: the launch around it undoes its swap
+        swapped.append(mine)
+        restore = scope.restore
+
+        def restore_and_pop():
+            swapped.pop()
+            restore()
+
+        scope.restore = restore_and_pop
+        return scope
+
+    ti._patch_lang = patch_lang
+
