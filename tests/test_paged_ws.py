@@ -230,7 +230,7 @@ COMPILE = textwrap.dedent(r'''
     (6, 64, 128, 1, 0, 0, 0, 3, 0, 64, 0, 0),
     # PTX_SLOTS: one wgmma with two accumulators (PIPE), three warpgroups, parts one at a time
     (2, 64, 128, 1, 0, 0, 1, 1, 0, 0, 1, 1), (1, 64, 128, 0, 0, 1, 0, 2, 0, 0, 1, 1),
-    (6, 64, 128, 1, 1, 0, 0, 3, 0, 64, 0, 1)], keep={1, 16}))  # PIPE + given; PTX_SLOTS at two math warpgroups
+    (6, 64, 128, 1, 1, 0, 0, 3, 0, 64, 0, 1)], keep={16}))  # PTX_SLOTS at two math warpgroups
 def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, clean, bf16, given, pipe, wg, lanes,
                                                             mma, ahead, ptx):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}

@@ -359,11 +359,14 @@ def test_recall_semantics():
     assert topk_recall(torch.tensor([[-1, -1]]), torch.full((1, 3), float("-inf")), 2) == (1.0, 1.0)  # nothing live
 
 
-def test_fp8_mqa_topk_blocks_and_recall(capsys):
+def _topk_problem():
+    return random_prefill(ProblemSpec(batch=2, seq=20, seq_kv=300, heads=16, dim=32, layout="causal"), device=DEVICE)
+
+
+def test_fp8_mqa_topk_blocks_and_recall():
     """Blocks of 7 rows (rows straddle block borders), causal windows not starting at 0 in the second
-    sequence, sorted output, the set in position order when unsorted, recall against the float64 reference;
-    bf16 logits' recall is reported."""
-    t = random_prefill(ProblemSpec(batch=2, seq=20, seq_kv=300, heads=16, dim=32, layout="causal"), device=DEVICE)
+    sequence, sorted output, the set in position order when unsorted, recall against the float64 reference."""
+    t = _topk_problem()
     ref = reference_logits(t, dtype=torch.float64)
     k = 64
     idx, val = fp8_mqa_topk(t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, k, return_logits=True, chunk_rows=7,
@@ -375,6 +378,16 @@ def test_fp8_mqa_topk_blocks_and_recall(capsys):
     whole = fp8_mqa_topk(t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, k, sorted=False)
     assert torch.equal(torch.sort(whole, dim=1).values, torch.sort(idx, dim=1).values)
     assert (whole[:, 1:] > whole[:, :-1]).all()  # every row has >= k live: ascending positions throughout
+
+
+@HEAVY
+def test_fp8_mqa_topk_bf16_logits_recall(capsys):
+    """bf16 logits' recall against the float64 reference, reported beside fp32's."""
+    t = _topk_problem()
+    ref = reference_logits(t, dtype=torch.float64)
+    k = 64
+    idx = fp8_mqa_topk(t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, k, chunk_rows=7, cap=256)
+    lo, mean = topk_recall(idx, ref, k, t.ks, t.ke)
     b_idx = fp8_mqa_topk(t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, k, logits_dtype=torch.bfloat16,
                          chunk_rows=16)
     b_lo, b_mean = topk_recall(b_idx, ref, k, t.ks, t.ke)
