@@ -142,7 +142,8 @@ def deepgemm_fp8_paged_mqa_logits(q_fp8: torch.Tensor, kv_cache: torch.Tensor, w
     out = _check_out(out_logits, B * T, max_model_len, q_fp8.device)
     if api._checking(check_values):
         validate_paged_values(t)
-    cfg = api.paged_plan(q_fp8, cache, max_model_len, True, False, None, "shuffled" if Preshuffle else "plain")
+    cfg = api.paged_plan(q_fp8, cache, max_model_len, clean=True, bf16=False, schedule_meta=None,
+                         cache_layout="shuffled" if Preshuffle else "plain")
     launchers.launch_config(t, cfg, out)
     return out_logits
 

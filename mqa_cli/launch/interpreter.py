@@ -97,7 +97,9 @@ def patch_language_once_per_launch() -> None:
             return ti._LangPatchScope()  # already swapped by the launch around this call: nothing to undo
         scope = real(fn)
         if type(sys._getframe(1).f_locals.get("self")).__name__ != "GridExecutor":
-            return scope  # a helper's call: the launch around it undoes its swap
+            if swapped:  # a helper's call that swapped a module the launch had not: swapped for the rest of it
+                swapped[-1] |= mine
+            return scope  # (a helper's scope is dropped, as the interpreter drops it)
         swapped.append(mine)
         restore = scope.restore
 
