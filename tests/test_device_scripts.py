@@ -82,7 +82,7 @@ def test_every_python_tool_compiles_and_imports_without_a_gpu(tmp_path):
     r = subprocess.run([sys.executable, "-c", code, *map(str, files)], capture_output=True, text=True, timeout=300,
                        cwd=tmp_path, env=_env(OUT=str(tmp_path), PAGED_SMOKE="1"))
     assert r.returncode == 0, r.stdout + r.stderr[-2000:]
-    assert len(files) >= 15
+    assert len(files) >= 5
 
 
 def test_the_ab_tool_names_its_modes_and_needs_two_variants():

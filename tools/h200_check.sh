@@ -52,13 +52,6 @@
 #   variants  each config variant in VARIANTS ("ROW:KEY=V,... HEADS DIM" entries separated by ';'; default: the
 #             Gluon prefill options tma_store and chains) through `mqa-logits verify --seq 2048`, one process
 #             each, so that a variant that faults loses only its own line (the sweeps check in one process)
-#   ncu       Nsight Compute (--clock-control none) on one launch of each problem in NCU_PROBES (';'-separated
-#             tools/ncu_probe.py arguments; default two prefill head counts and two decode shapes): speed of
-#             light, memory, warp stall and scheduler sections, to $OUT/ncu.txt
-#   ncusrc    Nsight Compute's per-instruction warp-stall samples (SourceCounters) of one launch of each problem in
-#             NCU_SRC_PROBES (default: decode B 8 and B 1, C 8K, next_n 1): the 40 SASS instructions where warps
-#             waited most, to $OUT/ncu_source.txt (the full per-instruction CSV beside it, gzipped); NCU_CLOCK=base
-#             profiles at the base clock (what the 700 W cap leaves under sustained load), default none
 #   heads     the head-count sweep (tools/tune/sweep_heads.py --write-table ${HEADS_ARGS}, e.g. HEADS_ARGS="--gluon-only
 #             --shapes 8x64,8x128"): the portable kernel's table and the Gluon kernel's head-count keys, to $OUT
 #   topk      the top-k sweep alone, with DeepGEMM's logits + torch.topk beside it (DeepGEMM put in place as
@@ -143,14 +136,14 @@ SUMMARY=$SLOGS/summary.rows
 
 # per-step cap (s) and the least time worth starting it with
 declare -A CAP=([env]=60 [install]=120 [tests]=200 [verify]=180 [gpu]=560 [capture]=180 [hostcost]=120 [views]=150
-                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=160 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300 [variants]=200 [ncu]=240 [ncusrc]=200 [engines]=200 [badmeta]=200 [badmetamc]=420 [forms]=300 [ab]=400)
+                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=160 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300 [variants]=200 [engines]=200 [badmeta]=200 [badmetamc]=420 [forms]=300 [ab]=400)
 declare -A MIN=([env]=5 [install]=20 [tests]=30 [verify]=30 [gpu]=60 [capture]=20 [hostcost]=20 [views]=20
-                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60 [variants]=30 [ncu]=40 [ncusrc]=40 [engines]=30 [badmeta]=30 [badmetamc]=60 [forms]=60 [ab]=40)
+                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60 [variants]=30 [engines]=30 [badmeta]=30 [badmetamc]=60 [forms]=60 [ab]=40)
 # the line of each step's output that says how it went
 declare -A KEY=([tests]='passed|failed|error' [verify]='passed, [0-9]+ failed' [gpu]='passed|failed|error'
                 [capture]='passed|failed|error' [hostcost]='worst eager|^gpu_checks [a-z]+: ' [views]='passed|failed|error'
                 [large]='passed|failed|error' [engines]='passed|failed|error' [badmeta]='passed|failed|error'
-                [badmetamc]='ERROR SUMMARY|passed|failed|error' [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [variants]='^variants:' [ncu]='^ncu:' [ncusrc]='^ncusrc:' [forms]='differs|off the|refused|not importable|^\| 1x32768|^\| 128 \| 64K \| 2' [ab]='differs|off the|not importable' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
+                [badmetamc]='ERROR SUMMARY|passed|failed|error' [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [variants]='^variants:' [forms]='differs|off the|refused|not importable|^\| 1x32768|^\| 128 \| 64K \| 2' [ab]='differs|off the|not importable' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
 
 left() { echo $((T0 + BUDGET - $(date +%s))); }
 stamp() { echo; echo "=== $* (t=$(($(date +%s) - T0)) s, $(date -u +%H:%M:%S) UTC, $(left) s left)"; }
@@ -367,53 +360,6 @@ step_variants() {  # each variant verified in its own process (a fault loses its
   [ "$bad" = 0 ]
 }
 
-step_ncu() {  # hardware counters on one launch per probe (the 3rd: compiled, warm)
-  local ncu probe n=0
-  ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n1)
-  [ -n "$ncu" ] || { echo "ncu: not found"; return 99; }
-  IFS=';' read -ra probes <<<"${NCU_PROBES:-prefill 8 128;prefill 64 64;paged 8 8192 1;paged 128 65536 2}"
-  for probe in "${probes[@]}"; do
-    echo "===== ncu: $probe" | tee -a "$OUT/ncu.txt"
-    # shellcheck disable=SC2086
-    timeout 100 "$ncu" --clock-control none --target-processes all -k regex:mqa_logits --launch-skip 2 \
-      --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-      --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
-      "$PY" tools/ncu_probe.py $probe >>"$OUT/ncu.txt" 2>&1 && n=$((n + 1))
-    grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per|Warp Cycles Per Issued" \
-      "$OUT/ncu.txt" | tail -6
-  done
-  echo "ncu: $n of ${#probes[@]} probes profiled"
-  [ "$n" -gt 0 ]
-}
-
-step_ncusrc() {  # where warps wait, per SASS instruction (warp-state sampling), for latency-bound launches
-  local ncu probe n=0 rep
-  dg_env  # for dgpaged probes
-  ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n1)
-  [ -n "$ncu" ] || { echo "ncusrc: ncu not found"; return 99; }
-  IFS=';' read -ra probes <<<"${NCU_SRC_PROBES:-paged 8 8192 1;paged 1 8192 1}"
-  for probe in "${probes[@]}"; do
-    rep=/tmp/ncusrc_$n
-    echo "===== ncu source: $probe" | tee -a "$OUT/ncu_source.txt"
-    # shellcheck disable=SC2086
-    timeout 80 "$ncu" --clock-control "${NCU_CLOCK:-none}" --target-processes all -k regex:fp8_paged_mqa_logits\|mqa_logits_ws\|mqa_logits_gluon \
-      --launch-skip 2 --launch-count 1 --section SpeedOfLight --section SourceCounters --section WarpStateStats \
-      --section LaunchStats -f -o "$rep" "$PY" tools/ncu_probe.py $probe \
-      >>"$OUT/ncu_source.txt" 2>&1 || { echo "ncu failed on $probe"; continue; }
-    "$ncu" -i "$rep.ncu-rep" --page details --section SpeedOfLight --section WarpStateStats --section LaunchStats \
-      >>"$OUT/ncu_source.txt" 2>&1
-    if "$ncu" -i "$rep.ncu-rep" --page source --csv --print-source sass >"$rep.csv" 2>"$rep.err"; then
-      gzip -c "$rep.csv" >"$OUT/ncu_source_$n.csv.gz"
-      "$PY" tools/ncu_hot.py "$rep.csv" 40 | tee -a "$OUT/ncu_source.txt"
-      n=$((n + 1))
-    else
-      echo "ncu --page source failed:"; head -5 "$rep.err" | tee -a "$OUT/ncu_source.txt"
-    fi
-  done
-  echo "ncusrc: $n of ${#probes[@]} probes read per instruction"
-  [ "$n" -gt 0 ]
-}
-
 step_headsverify() { "$PY" tools/tune/verify_heads.py; }  # every shape of the Gluon prefill table, four forms
 
 step_sweeps() {  # the sweeps that write the tuned tables (each checks every candidate before timing it)
@@ -459,8 +405,6 @@ step_fn() {  # name t -> the command line of the step
     heads) echo "step_heads $2" ;;
     headsverify) echo "step_headsverify" ;;
     variants) echo "step_variants" ;;
-    ncu) echo "step_ncu" ;;
-    ncusrc) echo "step_ncusrc" ;;
     forms) echo "step_forms" ;;
     ab) echo "step_ab" ;;
     anchor) echo "step_anchor $2" ;;
@@ -487,7 +431,7 @@ BG_NAMES=()
 BG_PIDS=()
 # the steps whose figures are times: one that starts while a background step still runs is marked in its row
 # (2026-12-02: an `ab` beside the sanitizer pass moved by up to 16 %)
-TIMED=" ab forms anchor topk bench sweeps pagedsweep gluonsweep heads hostcost ncu ncusrc "
+TIMED=" ab forms anchor topk bench sweeps pagedsweep gluonsweep heads hostcost "
 BESIDE=""
 beside_background() {  # -> the background steps still running, space-separated
   local i out=""
@@ -509,7 +453,7 @@ run_step() {  # name rest [bg]: time-box it, log it, record a summary row; bg: s
   fi
   STEP_T0=$(date +%s)
   export STEP_T0 T0 BUDGET SLOGS REPO OUT
-  export -f step_gpu step_badmetamc step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify step_variants step_ncu step_ncusrc step_forms step_ab dg_env anchor_kit installed left triton_version
+  export -f step_gpu step_badmetamc step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify step_variants step_forms step_ab dg_env anchor_kit installed left triton_version
   fn=$(step_fn "$s" "$t")
   if [ -n "$bg" ]; then
     ( timeout -k 10 "$t" bash -c "$fn" >"$SLOGS/$s.txt" 2>&1; echo "$? $(( $(date +%s) - STEP_T0 ))" >"$SLOGS/$s.rc" ) &

@@ -99,7 +99,7 @@ class Entry:
         out = _empty(self.rows, self.padded, dtype=self.dtype, device=self.device)
         if self.sliced:
             out = out.as_strided(self.view, self.view_strides)  # == out[:, :cols]: 6.1 µs, not 9.9 (this project's 2-CPU
-            # box, 2026-12-05; the card's host: tools/profile_host.py)
+            # box, 2026-12-05)
         self.relaunch(self.rebuild(ins, out))
         return out
 
