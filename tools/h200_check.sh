@@ -18,7 +18,6 @@
 #   env       GPU, clocks, versions, compute-sanitizer, memory and disk, the dispatch rows of this GPU
 #   install   pip install --no-deps --no-build-isolation -e . (wheels carried in .whl first, if any);
 #             any later step that needs the package installs it when this step was not named
-#   tests     python3 -m pytest -q -p no:cacheprovider -m "not gpu" tests -x   (the suite, on the GPU's kernels)
 #   verify    mqa-logits verify --large; verify --paged --large; verify --kernel ROW --large for every
 #             other prefill row of this GPU
 #   gpu       the card's checks: python3 -m pytest -m gpu -q tests/gpu (capture, views, engine forms, past 2^31, bad
@@ -34,7 +33,6 @@
 #   deepgemm  python3 tools/deepgemm_tests.py: DeepGEMM's own test_attention.py cases against the API;
 #             DeepGEMM put in place by the anchor's build part when `anchor` did not run before
 #             (ANCHOR_STEPS=build bash .anchor/run.sh; needs the anchor kit carried), else its sources alone
-#   bench     mqa-logits bench --suite seed, and --suite decode --graph
 #   anchor    bash .anchor/run.sh (the side-by-side harness with DeepGEMM); the kit comes as .anchor (carried) or
 #             as .anchor-kit/deepgemm.tar.xz (carried, unpacked into .anchor here: 31 MB as files, a few packed)
 #   forms     python3 tools/ab.py prefill, then decode --forms ${FORMS_DECODE:-none,given}: the API's call forms
@@ -42,22 +40,14 @@
 #             $OUT/forms.md
 #   ab        python3 tools/ab.py ${AB_ARGS} (then ${AB_ARGS2}, ${AB_ARGS3} where set; e.g. AB_ARGS='configs --row paged_ws_sm90 --variants
 #             "PTX_SLOTS=0;PTX_SLOTS=1"'), to $OUT/ab.md
-#   pagedws   python3 tools/tune/paged_ws_experiment.py --check-only (the Gluon decode kernel through the API: 41
-#             forms)
-#   sweeps    the checked, timed sweeps that write kernels/{decode/paged_ws_sm90,prefill/tiled,topk}/tuned.py (copies in $OUT)
 #   pagedsweep  the decode kernel's sweep alone (tools/tune/paged_ws_experiment.py --write-table; copy in $OUT)
 #   gluonsweep  the Gluon prefill kernel's warpgroup layouts (tools/tune/sweep_gluon_prefill.py --write-table)
-#   headsverify  tools/tune/verify_heads.py: every (heads, dim) the Gluon prefill table dispatches, in four forms
-#             (causal clean; window without clean logits; compressed; bf16 logits), S 2048, one process
-#   variants  each config variant in VARIANTS ("ROW:KEY=V,... HEADS DIM" entries separated by ';'; default: the
-#             Gluon prefill options tma_store and chains) through `mqa-logits verify --seq 2048`, one process
-#             each, so that a variant that faults loses only its own line (the sweeps check in one process)
 #   heads     the head-count sweep (tools/tune/sweep_heads.py --write-table ${HEADS_ARGS}, e.g. HEADS_ARGS="--gluon-only
 #             --shapes 8x64,8x128"): the portable kernel's table and the Gluon kernel's head-count keys, to $OUT
 #   topk      the top-k sweep alone, with DeepGEMM's logits + torch.topk beside it (DeepGEMM put in place as
 #             for `deepgemm`); writes kernels/topk/tuned.py (copy in $OUT)
 # NAME+ starts a step in the background and goes on with the next (its output is printed at the end): for
-# checks whose timings do not matter, e.g. `sanitize+ deepgemm` (never beside hostcost, bench, forms, ab or anchor).
+# checks whose timings do not matter, e.g. `sanitize+ deepgemm` (never beside hostcost, forms, ab or anchor).
 # Env: GPU_PYTEST_ARGS (more arguments for the gpu step's pytest, e.g. -k "not deepgemm"); H200_BUDGET_S (570); H200_TRITON (the triton to run under; default the image's); H200_BUNDLES (where the
 #      bundles are, default .tb); DGT_CASES (sample N cases
 #      per DeepGEMM test; default all, cut by the budget; the `gpu` step's DeepGEMM cases default to 24 per kind);
@@ -65,7 +55,7 @@
 #      65536 past 2^31); H200_SMOKE=1: a dry run on CPU (the tests skip; deepgemm_tests.py --smoke).
 # Output: stdout and $OUT/<V>/log.txt; $OUT/<V>/summary.txt (the table); per step: gpu-junit.xml and gpu-summary.txt
 # (gpu), checks.jsonl (hostcost),
-# sanitize.txt, deepgemm.txt, bench_seed.csv, bench_decode.csv, anchor.tgz (the harness's files), forms.md,
+# sanitize.txt, deepgemm.txt, anchor.tgz (the harness's files), forms.md,
 # ab.md, the tables a sweep wrote. The device tool brings back at most 8 files.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
@@ -128,22 +118,22 @@ export OUT=${OUT:-/tmp/out}/$TRITON_VERSION
 mkdir -p "$OUT"
 T0=$(date +%s)
 BUDGET=${H200_BUDGET_S:-570}
-STEPS=${*:-env install tests verify pagedws gpu hostcost sanitize bench}
+STEPS=${*:-env install verify gpu hostcost sanitize}
 SLOGS=/tmp/h200_steps/$TRITON_VERSION
 mkdir -p "$SLOGS"
 SUMMARY=$SLOGS/summary.rows
 : >"$SUMMARY"
 
 # per-step cap (s) and the least time worth starting it with
-declare -A CAP=([env]=60 [install]=120 [tests]=200 [verify]=180 [gpu]=560 [capture]=180 [hostcost]=120 [views]=150
-                [large]=240 [sanitize]=260 [deepgemm]=560 [bench]=180 [anchor]=565 [pagedws]=160 [sweeps]=560 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [headsverify]=300 [variants]=200 [engines]=200 [badmeta]=200 [badmetamc]=420 [forms]=300 [ab]=400)
-declare -A MIN=([env]=5 [install]=20 [tests]=30 [verify]=30 [gpu]=60 [capture]=20 [hostcost]=20 [views]=20
-                [large]=60 [sanitize]=60 [deepgemm]=60 [bench]=30 [anchor]=120 [pagedws]=30 [sweeps]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [headsverify]=60 [variants]=30 [engines]=30 [badmeta]=30 [badmetamc]=60 [forms]=60 [ab]=40)
+declare -A CAP=([env]=60 [install]=120 [verify]=180 [gpu]=560 [capture]=180 [hostcost]=120 [views]=150
+                [large]=240 [sanitize]=260 [deepgemm]=560 [anchor]=565 [topk]=300 [pagedsweep]=230 [gluonsweep]=400 [heads]=420 [engines]=200 [badmeta]=200 [badmetamc]=420 [forms]=300 [ab]=400)
+declare -A MIN=([env]=5 [install]=20 [verify]=30 [gpu]=60 [capture]=20 [hostcost]=20 [views]=20
+                [large]=60 [sanitize]=60 [deepgemm]=60 [anchor]=120 [topk]=60 [pagedsweep]=90 [gluonsweep]=90 [heads]=90 [engines]=30 [badmeta]=30 [badmetamc]=60 [forms]=60 [ab]=40)
 # the line of each step's output that says how it went
-declare -A KEY=([tests]='passed|failed|error' [verify]='passed, [0-9]+ failed' [gpu]='passed|failed|error'
+declare -A KEY=([verify]='passed, [0-9]+ failed' [gpu]='passed|failed|error'
                 [capture]='passed|failed|error' [hostcost]='worst eager|^gpu_checks [a-z]+: ' [views]='passed|failed|error'
                 [large]='passed|failed|error' [engines]='passed|failed|error' [badmeta]='passed|failed|error'
-                [badmetamc]='ERROR SUMMARY|passed|failed|error' [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedws]='paged_ws correctness' [sweeps]='^wrote' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [headsverify]='^verify_heads' [variants]='^variants:' [forms]='differs|off the|refused|not importable|^\| 1x32768|^\| 128 \| 64K \| 2' [ab]='differs|off the|not importable' [topk]='^wrote|DeepGEMM' [bench]='' [anchor]='bench.* exit|DeepGEMM NOT')
+                [badmetamc]='ERROR SUMMARY|passed|failed|error' [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [forms]='differs|off the|refused|not importable|^\| 1x32768|^\| 128 \| 64K \| 2' [ab]='differs|off the|not importable' [topk]='^wrote|DeepGEMM' [anchor]='bench.* exit|DeepGEMM NOT')
 
 left() { echo $((T0 + BUDGET - $(date +%s))); }
 stamp() { echo; echo "=== $* (t=$(($(date +%s) - T0)) s, $(date -u +%H:%M:%S) UTC, $(left) s left)"; }
@@ -187,8 +177,6 @@ EOF
   fi
   return 0
 }
-
-step_tests() { "$PY" -m pytest -q -p no:cacheprovider -m "not gpu" tests -x || return 1; }  # (2 = interrupted)
 
 step_verify() {
   local rc=0
@@ -254,13 +242,6 @@ step_deepgemm() {
   t=$(( t - ($(date +%s) - STEP_T0) ))
   DG_ROOT=$root DGT_BUDGET_S=$(( t - 40 )) "$PY" tools/deepgemm_tests.py ${H200_SMOKE:+--smoke}
   case $? in 0) return 0 ;; 2) return 99 ;; *) return 1 ;; esac
-}
-
-step_bench() {
-  local rc=0
-  mqa bench --suite seed --csv "$OUT/bench_seed.csv" --force || rc=1
-  mqa bench --suite decode --graph --csv "$OUT/bench_decode.csv" --force || rc=1
-  return $rc
 }
 
 anchor_kit() {  # .anchor from .anchor-kit/deepgemm.tar.xz when the kit came packed (it fits a call with a bundle)
@@ -331,44 +312,7 @@ step_gluonsweep() {  # the Gluon prefill kernel's warpgroup layouts (writes kern
 
 step_heads() {  # the head-count sweep: kernels/prefill/tiled/tuned.py and the Gluon kernel's head-count keys (copies: $OUT)
   # shellcheck disable=SC2086
-  # an option a `variants` check failed is left out (a fault would end the sweep's process)
-  local skip
-  skip=$(sort -u "$SLOGS/variants_failed" 2>/dev/null | paste -sd, -)
-  [ -n "$skip" ] && echo "heads: leaving out the options that failed their check: $skip"
-  SWEEP_SKIP_OPTIONS=$skip SWEEP_BUDGET_S=$(( $1 - 60 )) "$PY" tools/tune/sweep_heads.py --write-table ${HEADS_ARGS:-}
-}
-
-export VARIANTS_DEFAULT="gluon_ws_sm90:TMA_STORE=1 8 64;gluon_ws_sm90:TMA_STORE=1 8 128;gluon_ws_sm90:TMA_STORE=1 64 128;\
-gluon_ws_sm90:TMA_STORE=1 128 128;gluon_ws_sm90:CHAINS=4 64 64;gluon_ws_sm90:CHAINS=4 64 128;\
-gluon_ws_sm90:CHAINS=4,BLOCK_Q=4 32 64"
-step_variants() {  # each variant verified in its own process (a fault loses its line only)
-  local ok=0 bad=0 v k h d rc
-  : >"$SLOGS/variants_failed"
-  IFS=';' read -ra vs <<<"${VARIANTS:-$VARIANTS_DEFAULT}"
-  for v in "${vs[@]}"; do
-    read -r k h d <<<"$v"
-    timeout 90 "$PY" -m mqa_cli verify --kernel "$k" --heads "$h" --dim "$d" --seq 2048 --force >"$SLOGS/variant.txt" 2>&1
-    rc=$?
-    if [ "$rc" = 0 ]; then ok=$((ok + 1)); else
-      bad=$((bad + 1))
-      case $k in *TMA_STORE=1*) echo tma_store ;; esac >>"$SLOGS/variants_failed"
-      case $k in *CHAINS=4*) echo chains ;; esac >>"$SLOGS/variants_failed"
-    fi
-    echo "variant $k H$h D$d: exit $rc | $(grep -vE '^\s*$' "$SLOGS/variant.txt" | tail -2 | tr '\n' ' ' | cut -c1-300)"
-  done
-  echo "variants: $ok passed, $bad failed"
-  [ "$bad" = 0 ]
-}
-
-step_headsverify() { "$PY" tools/tune/verify_heads.py; }  # every shape of the Gluon prefill table, four forms
-
-step_sweeps() {  # the sweeps that write the tuned tables (each checks every candidate before timing it)
-  local rc=0
-  PAGED_WS_BUDGET_S=200 "$PY" tools/tune/paged_ws_experiment.py --write-table || rc=1
-  SWEEP_BUDGET_S=150 "$PY" tools/tune/sweep_heads.py --write-table || rc=1
-  dg_env
-  "$PY" tools/tune/sweep_topk.py --write-table || rc=1
-  return $rc  # (each sweep copies the table it wrote into $OUT)
+  SWEEP_BUDGET_S=$(( $1 - 60 )) "$PY" tools/tune/sweep_heads.py --write-table ${HEADS_ARGS:-}
 }
 
 step_anchor() {
@@ -389,22 +333,16 @@ step_fn() {  # name t -> the command line of the step
   case $1 in
     env) echo "step_env" ;;
     install) echo "do_install" ;;
-    tests) echo "step_tests" ;;
     verify) echo "step_verify" ;;
     gpu) echo "step_gpu" ;;
     capture|hostcost|views|engines|large|badmeta) echo "step_checks $1" ;;
     sanitize) echo "step_sanitize $2" ;;
     badmetamc) echo "step_badmetamc" ;;
     deepgemm) echo "step_deepgemm $2" ;;
-    bench) echo "step_bench" ;;
-    pagedws) echo "$PY tools/tune/paged_ws_experiment.py --check-only" ;;
-    sweeps) echo "step_sweeps" ;;
     topk) echo "step_topk" ;;
     pagedsweep) echo "step_pagedsweep $2" ;;
     gluonsweep) echo "step_gluonsweep $2" ;;
     heads) echo "step_heads $2" ;;
-    headsverify) echo "step_headsverify" ;;
-    variants) echo "step_variants" ;;
     forms) echo "step_forms" ;;
     ab) echo "step_ab" ;;
     anchor) echo "step_anchor $2" ;;
@@ -431,7 +369,7 @@ BG_NAMES=()
 BG_PIDS=()
 # the steps whose figures are times: one that starts while a background step still runs is marked in its row
 # (2026-12-02: an `ab` beside the sanitizer pass moved by up to 16 %)
-TIMED=" ab forms anchor topk bench sweeps pagedsweep gluonsweep heads hostcost "
+TIMED=" ab forms anchor topk pagedsweep gluonsweep heads hostcost "
 BESIDE=""
 beside_background() {  # -> the background steps still running, space-separated
   local i out=""
@@ -453,7 +391,7 @@ run_step() {  # name rest [bg]: time-box it, log it, record a summary row; bg: s
   fi
   STEP_T0=$(date +%s)
   export STEP_T0 T0 BUDGET SLOGS REPO OUT
-  export -f step_gpu step_badmetamc step_env do_install step_tests step_verify step_checks step_sanitize step_deepgemm step_bench step_anchor step_sweeps step_topk step_pagedsweep step_gluonsweep step_heads step_headsverify step_variants step_forms step_ab dg_env anchor_kit installed left triton_version
+  export -f step_gpu step_badmetamc step_env do_install step_verify step_checks step_sanitize step_deepgemm step_anchor step_topk step_pagedsweep step_gluonsweep step_heads step_forms step_ab dg_env anchor_kit installed left triton_version
   fn=$(step_fn "$s" "$t")
   if [ -n "$bg" ]; then
     ( timeout -k 10 "$t" bash -c "$fn" >"$SLOGS/$s.txt" 2>&1; echo "$? $(( $(date +%s) - STEP_T0 ))" >"$SLOGS/$s.rc" ) &
