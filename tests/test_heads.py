@@ -11,7 +11,6 @@ from mqa_cli.bench import suite as bench, timing
 from mqa_cli.check.verify import verify
 from mqa_cli.cli.options import ProblemOptions
 from mqa_cli.plan import targets
-from mqa_kernels.common import versions
 from mqa_cli.problem import matrix, source, suites
 from mqa_cli.problem.prefill import ProblemSpec, counts
 from mqa_kernels.prefill.tiled import config as tiled
@@ -130,56 +129,6 @@ def test_the_sweep_writes_a_table_the_config_reads(tmp_path, monkeypatch):
     assert "NVIDIA H200" in ns["__doc__"] and "Swept this run: H8 D128, H16 D64" in ns["__doc__"]
     monkeypatch.setattr(tiled, "CUDA_TUNED", ns["CUDA_TUNED"])
     assert cfg(8, 128).constexprs["HEAD_MAJOR"] is True and cfg(16, 64).schedule["config"] == "rule"
-
-
-def test_side_by_side_times_replace_the_first_pass(tmp_path, monkeypatch):
-    """Sweep.side_by_side: the checked candidates of a shape timed again in rounds of alternating order under a
-    clock that falls 1 % per measurement: candidates of equal time come out equal, whatever their first-pass times
-    (which favoured the one timed first), a faster one stays ahead, and an unchecked one is not timed."""
-    import csv
-    import itertools
-    import types
-
-    sw = _sweep_module(monkeypatch)
-    from mqa_cli.bench import timing
-    from mqa_cli.launch import families as launchers
-
-    monkeypatch.setattr(launchers, "run", lambda t, cfg, out: cfg)  # a candidate's "time" is its cfg
-    count = itertools.count()
-    real = timing.side_by_side
-    monkeypatch.setattr(timing, "side_by_side", lambda calls, rounds: real(
-        calls, rounds=rounds, time=lambda fn: fn() * (1 + 0.01 * next(count))))
-    prob = types.SimpleNamespace(counts=types.SimpleNamespace(flop=10 ** 12, bytes=10 ** 6))
-    cands = [types.SimpleNamespace(kernel="tiled", label=f"c{i}", cfg=us) for i, us in enumerate((100.0, 100.0, 90.0,
-                                                                                                  100.0))]
-    pairs = [(c, sw.Result(8, 128, "tiled", c.label, 100.0 + i, 1.0, 1.0, 1.0, "fp8", 1e-4, "ok"))
-             for i, c in enumerate(cands)]
-    pairs[3][1].us = None  # failed its check: never timed
-    with open(tmp_path / "s.csv", "w", newline="") as fh:
-        fake = types.SimpleNamespace(csv=csv.writer(fh), csv_f=fh, floor_tgt=targets.TARGETS["sm90"],
-                                     say=lambda *a: None)
-        sw.Sweep.side_by_side(fake, 8, 128, prob, None, None, pairs)
-    us = [r.us for _, r in pairs]
-    assert us[0] == us[1] and us[2] < us[0] and us[3] is None
-    assert (tmp_path / "s.csv").read_text().count("ok, side by side") == 3
-
-
-def test_gluon_candidates_leave_out_the_options_a_check_failed(monkeypatch):
-    """h200_check.sh passes the options whose one-process check (`variants`) failed as SWEEP_SKIP_OPTIONS: a fault in
-    one would end the sweep's process, so those layouts are not tried."""
-    sw = _sweep_module(monkeypatch)
-    shape = source.from_spec(ProblemSpec(batch=1, seq=8192, heads=16, dim=64, layout="causal")).shape
-
-    def options(skip):
-        monkeypatch.setenv("SWEEP_SKIP_OPTIONS", skip)
-        return [set(k for k in ("tma_store", "chains") if k in c.override)
-                for c in sw.gluon_candidates(16, 64, shape, 132)]
-
-    every = options("")
-    assert {"tma_store"} in every and {"chains"} in every and set() in every
-    kept = options("tma_store")
-    assert kept and not any("tma_store" in o for o in kept) and {"chains"} in kept
-    assert len(kept) == len(every) - sum(1 for o in every if "tma_store" in o)
 
 
 def test_slot_variants_try_the_fastest_gluon_layouts_with_ptx_slots(monkeypatch):

@@ -20,31 +20,8 @@ portable config by more than NOISE, --write-table puts its (H, D) entry in kerne
 $OUT/gluon_tuned.py), and that entry is what makes dispatch give the shape to the Gluon kernel; where it does not,
 the entry goes. SWEEP_BUDGET_S (255) stops starting shapes; compiles run ahead in worker processes.
 
-Where the time goes, and so the candidates (H 8, D 128, 1x8192 causal: 0.069 TFLOP = 42 µs at 1635 TF/s; 278 MB,
-268 MB of it the fp32 output = 65 µs at 4.3 TB/s, the binding floor; measured 482 µs):
-- the epilogue, not the MMA. A tile is [64 kv, BLOCK_Q*H = 256] scores; with row-major columns a row's 8 heads sit
-  in the 4 threads of a quad, so the head sum takes 2 shuffle rounds and leaves each logit in 4 threads (scale,
-  mask, layout change and store done 4 times). Compiled for sm90 the tile loop is 1365 instructions, 128 shuffles
-  and ~170 spill loads/stores among them (255 registers). Head-major columns (HEAD_MAJOR) put a row's heads in one
-  thread's registers: 421 instructions on an interior tile, no shuffle, no spill in the loop. Candidates:
-  head-major at N = 256, 128 and 64 (255, ~168, ~124 registers: 2, 3 or 4 programs per SM to overlap MMA,
-  epilogue and stores), the rule as the baseline. (Tiles inside every row's window now skip the window mask in
-  every config: the rule's loop at H 64 D 128 goes from 484 to 431 instructions.)
-- the grid: the rule splits the kv axis only to fill the device once, so programs walk up to 128 tiles of a
-  causal triangle whose rows differ 256-fold, and the heaviest blocks start last. SPLIT_TILES caps a program's
-  tiles (8, 16, 32: swept on the two fastest configs of each shape) so the work evens out over the SMs.
-- the -inf fill: half the output is dead, written by the program owning those columns in BLOCK_Q x 64 stores,
-  beside other programs' MMA; dead tiles are never multiplied (only [min ks, max ke) of a block).
-- what no config removes: relu, x weight and the head sum cost 2 instructions per (row, head, kv) element, so at
-  D 64 the fp32 epilogue needs about as long as the MMA; at H >= 16, D 64 it, not the write, binds in practice.
-- compute-bound shapes (D 256, H >= 32): deeper pipelining (num_stages 4) and, at D 256, 2 stages so two programs
-  fit in shared memory.
-- the Gluon kernel (warp-specialised: a TMA producer, two or three math warpgroups, an -inf filler warp) won on 14
-  of 15 shapes on the H200 (2026-11-30: 8 of 15 at >= 70 % of a 1270 TF/s floor, 5 at the measured 1635;
-  docs/PERFORMANCE.md). What still binds (ncu): at H 8-16 not the write path (DRAM 50 % busy), and not the
-  warpgroup barriers around each tile's kv-slot wait and release either (removed by ptx_slots: 1.00 at H 8 D 128,
-  2026-12-01); at D 64 the fp32 epilogue, as long as the MMA. After the first pass the two fastest Gluon layouts
-  are tried with ptx_slots: slot_variants.
+Why these candidates (head-major columns, SPLIT_TILES, the Gluon layouts, ptx_slots): docs/EXPERIMENTS.md,
+"The head sweep's candidates".
 """
 from __future__ import annotations
 
@@ -190,8 +167,6 @@ def gluon_candidates(H: int, D: int, shape, units: int) -> list[Candidate]:
     layouts += [((2, 1), 128, 3, 1, True, 1), ((2, 1), 256, 3, 1, True, 1),
                 ((1, 3), 128, 3, 1, True, 1)]  # logits through shared memory by TMA
     layouts += [((2, 1), 128, 3, 1, False, 4), ((2, 1), 256, 3, 1, False, 4)]  # 4 FMA chains a logit
-    skip = set(filter(None, os.environ.get("SWEEP_SKIP_OPTIONS", "").split(",")))  # options that failed a check
-    layouts = [lay for lay in layouts if not (("tma_store" in skip and lay[4]) or ("chains" in skip and lay[5] > 1))]
     for groups, n, stages, splits, tma_store, chains in layouts:
         entry = {"groups": groups, "stages": stages, "q_in_lanes": None, "n": n}
         if splits > 1:
