@@ -269,48 +269,6 @@ def test_prefill_deepgemm_keywords_and_fp8_fp4_name():
     assert_same(b, a)
 
 
-def test_prefill_q_and_weights_row_slices():
-    """vLLM packs requests and passes q[s:e], w[s:e]: offset views into bigger tensors."""
-    big = prefill_problem(S=20, N=40)
-    s, e = 5, 17
-    out = mqa_cli.fp8_mqa_logits(big.q[s:e], (big.kv, big.sc), big.w[s:e], big.ks[s:e], big.ke[s:e])
-    assert_logits(out, big.ref[s:e], big.mag[s:e], clean=True)
-    # torch.split, as SGLang's context-parallel path does
-    parts_q, parts_w = torch.split(big.q, [7, 13]), torch.split(big.w, [7, 13])
-    out2 = mqa_cli.fp8_mqa_logits(parts_q[1], (big.kv, big.sc), parts_w[1], big.ks[7:], big.ke[7:])
-    assert_logits(out2, big.ref[7:], big.mag[7:], clean=True)
-
-
-def test_prefill_strided_ks_ke_and_scales():
-    """ks/ke as x[:, 0] of [S, 2] and scales as x[:, 0] of [N, 2] (the second columns hold garbage)."""
-    p = prefill_problem()
-    ks2 = torch.stack([p.ks, garbage_like(p.ks, p.N + 5)], dim=1)
-    ke2 = torch.stack([p.ke, garbage_like(p.ke, 0)], dim=1)
-    sc2 = torch.stack([p.sc, garbage_like(p.sc, 1000.0)], dim=1)
-    assert ks2[:, 0].stride(0) == 2
-    out = mqa_cli.fp8_mqa_logits(p.q, (p.kv, sc2[:, 0]), p.w, ks2[:, 0], ke2[:, 0])
-    assert_logits(out, p.ref, p.mag, clean=True)
-    out2 = mqa_cli.fp8_mqa_logits(p.q, p.kv, sc2[:, 0], p.w, ks2[:, 0], ke2[:, 0])
-    assert_logits(out2, p.ref, p.mag, clean=True)
-
-
-def test_prefill_kv_row_slice_of_workspace():
-    """vLLM late 2025: (k_full[:N], s_full[:N].view(f32).flatten()), clean_logits=False."""
-    p = prefill_problem()
-    g = gen(7)
-    k_full, s_full = fp8_rows(p.N + 24, p.D, g)
-    k_full, s_full = k_full.to(DEVICE), s_full.to(DEVICE)
-    k_full[:p.N], s_full[:p.N] = p.kv, p.sc
-    s_bytes = s_full.view(torch.uint8).reshape(-1, 4)  # held as raw bytes, viewed back as fp32
-    sc = s_bytes[:p.N].view(torch.float32).flatten()
-    out = mqa_cli.fp8_mqa_logits(p.q, (k_full[:p.N], sc), p.w, p.ks, p.ke, clean_logits=False)
-    assert_logits(out, p.ref, p.mag, clean=False)
-    # an offset slice of the workspace too
-    k_full[8:8 + p.N], s_full[8:8 + p.N] = p.kv, p.sc
-    out2 = mqa_cli.fp8_mqa_logits(p.q, (k_full[8:8 + p.N], s_full[8:8 + p.N]), p.w, p.ks, p.ke)
-    assert_logits(out2, p.ref, p.mag, clean=True)
-
-
 def test_prefill_sglang_squeezed_forms():
     """SGLang: cat(s).view(f32).squeeze(-1) scales and w.squeeze(-1) weights."""
     p = prefill_problem()
@@ -539,14 +497,6 @@ def test_paged_default_is_unclean_and_fp8_fp4_name_matches():
     assert_same(a, b, live=torch.isfinite(p.ref).to(a.device))
 
 
-def test_paged_block_table_strided_rows():
-    """SGLang: bt[::n], strided rows of a bigger table (other rows: valid ids of the wrong blocks)."""
-    p = paged_problem(B=3, T=1, ctx=(37, 20, 50))
-    big = torch.stack([p.table, (p.table + 1) % p.nb], 1).reshape(2 * p.B, -1)
-    out = paged(p, table=big[::2], clean_logits=True)
-    assert_logits(out, p.ref, p.mag, clean=True)
-
-
 def test_paged_block_table_sub_block():
     """vLLM main: buf[:r, :c] of a persistent table (stale valid ids around it)."""
     p = paged_problem(B=3, T=2, ctx=(37, 2, 50))
@@ -569,20 +519,6 @@ def test_paged_q_view_and_unsqueeze_forms():
     p1 = paged_problem(B=4, T=1, ctx=[[30], [1], [7], [49]])
     out1 = paged(p1, q=p1.q[:, 0].unsqueeze(1), w=p1.w.unsqueeze(2).squeeze(2), clean_logits=True)
     assert_logits(out1, p1.ref, p1.mag, clean=True)
-
-
-def test_paged_q_and_weights_row_slices():
-    """vLLM: weights[:B*n] of a bigger buffer; q the first B requests of a bigger batch."""
-    big = paged_problem(B=5, T=2, ctx=(37, 3, 20, 9, 44))
-    B = 3
-    sub = SimpleNamespace(**vars(big))
-    sub.ctx, sub.table = big.ctx[:B], big.table[:B]
-    out = paged(sub, q=big.q[:B], w=big.w[:B * big.T], clean_logits=True)
-    assert_logits(out, big.ref[:B * big.T], big.mag[:B * big.T], clean=True)
-    # an offset slice (requests 2..4)
-    sub.ctx, sub.table = big.ctx[2:], big.table[2:]
-    out2 = paged(sub, q=big.q[2:], w=big.w[2 * big.T:], clean_logits=True)
-    assert_logits(out2, big.ref[2 * big.T:], big.mag[2 * big.T:], clean=True)
 
 
 @pytest.mark.parametrize("layout", ["multi_layer", "padded_block", "unsqueezed", "flat_view"])
