@@ -17,17 +17,12 @@ runs exactly one case, inside try/except, so one failure does not stop the rest.
 
 Usage (GPU machine, repository root):
     python3 tools/deepgemm_tests.py            # all cases (216 on sm90), shuffled, within the time budget
-    python3 tools/deepgemm_tests.py --count    # only enumerate (works on CPU: counts the sm90 cases)
-    python3 tools/deepgemm_tests.py --smoke    # CPU: two cases shrunk to toy sizes through the interpreter,
-                                                 # 'cuda' tensors made on the CPU (checks the plumbing only)
 Environment:
     DGT_CASES      N: a seeded sample of N cases per test (prefill, paged); default all (DG_MQA_NUM_CASES,
                    DeepGEMM's own knob, is honoured too)
     DGT_KINDS      "prefill,paged" (default) or one of them
     DGT_BUDGET_S   stop starting new cases after this many seconds (default 540); reports how many ran
     DGT_SEED       order / sampling seed (default 0)
-    DGT_START      skip the first N cases of the (seeded) order: a second call continues a first one cut by
-                   its budget ("... K not run" there: pass DGT_START=<cases run so far>)
     DGT_BENCH      0 skips the timing of each case (default 1)
     DG_ROOT        DeepGEMM source root (default: /tmp/DeepGEMM, <repo>/.anchor/DeepGEMM, ../shared/anchors/deepgemm/DeepGEMM)
 Writes $OUT/deepgemm.txt (one line per case: status, case, seconds, the test's perf line or the failure).
@@ -146,40 +141,6 @@ def event_bench_kineto(fn, kernel_names, num_tests: int = 30, suppress_kineto_ou
     return times if not isinstance(kernel_names, str) else times[0]
 
 
-def cpu_as_cuda() -> None:
-    """--smoke on a machine without a GPU: tensors the tests make on 'cuda' are made on the CPU."""
-    import torch
-
-    def is_cuda(d):
-        return d is not None and str(d).startswith("cuda")
-
-    for name in ("randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange", "tensor"):
-        orig = getattr(torch, name)
-
-        def wrap(*a, _o=orig, **k):
-            if is_cuda(k.get("device")):
-                k["device"] = "cpu"
-            return _o(*a, **k)
-
-        setattr(torch, name, wrap)
-    for name in ("synchronize", "empty_cache", "reset_peak_memory_stats"):
-        setattr(torch.cuda, name, lambda *a, **k: None)
-    torch.cuda.max_memory_allocated = torch.cuda.max_memory_reserved = lambda *a, **k: 0
-    os.environ["DGT_BENCH"] = "0"
-
-
-def shrink(kind: str, case: tuple) -> tuple:
-    """Toy sizes for --smoke, keeping every flag of the case (and the CP layout's divisibility)."""
-    c = list(case)
-    if kind == "prefill":
-        c[5] = 64 if c[5] == 2048 else 128  # seq_len
-        c[6] = 256 if c[6] == 8192 else 512  # seq_len_kv
-    else:
-        c[7] = 3  # batch_size
-        c[12] = 96  # avg_kv
-    return tuple(c)
-
-
 def label(kind: str, case: tuple) -> str:
     fields = PREFILL_FIELDS if kind == "prefill" else PAGED_FIELDS
     parts = []
@@ -196,10 +157,6 @@ def label(kind: str, case: tuple) -> str:
 
 
 def main() -> int:
-    count_only = "--count" in sys.argv
-    smoke = "--smoke" in sys.argv
-    if smoke:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
     root = find_dg_root()
     if root is None:
         say("deepgemm tests: SKIP (DeepGEMM's sources not found: set DG_ROOT, or carry .anchor)")
@@ -218,9 +175,9 @@ def main() -> int:
         say(f"deepgemm tests: SKIP (cannot import {tests_dir}/test_attention.py: {type(e).__name__}: {e})")
         traceback.print_exc()
         return 2
-    have_gpu = torch.cuda.is_available()
-    if not have_gpu:
-        mod.get_arch_major = lambda: 9  # enumerate the sm90 branch on a machine without a GPU
+    if not torch.cuda.is_available():
+        say("deepgemm tests: SKIP (no CUDA device)")
+        return 2
     arch = mod.get_arch_major()
 
     # 1. Collect the cases: sample_mqa_cases captures the enumerated list and runs none.
@@ -237,11 +194,6 @@ def main() -> int:
     total_all = sum(len(v) for v in found.values())
     say(f"DeepGEMM tests/test_attention.py (sm{arch}0 branch): prefill {len(found.get('prefill', []))} cases, "
         f"paged {len(found.get('paged', []))} cases, {total_all} in all")
-    if count_only:
-        return 0
-    if not have_gpu and not smoke:
-        say("deepgemm tests: SKIP (no CUDA device; --count and --smoke work here)")
-        return 2
 
     # 2. Choose and order.
     kinds = [k.strip() for k in os.environ.get("DGT_KINDS", "prefill,paged").split(",") if k.strip()]
@@ -255,16 +207,6 @@ def main() -> int:
         chosen += [(kind, c) for c in cases]
     # shuffled, so that a run cut short by the budget is still a spread over every parameter
     random.Random(seed).shuffle(chosen)
-    start = int(os.environ.get("DGT_START", "0"))  # a second call goes on where the first stopped
-    if start:
-        say(f"DGT_START={start}: leaving out the first {start} cases of this order")
-        chosen = chosen[start:]
-    if smoke:  # one small prefill case (compressed, bf16) and one paged case, shrunk
-        pre = [(k, c) for k, c in chosen if k == "prefill" and c[3] and c[1].itemsize == 2 and c[7] == 32 and c[8] == 32]
-        pag = [(k, c) for k, c in chosen if k == "paged" and c[10] == 32 and c[8] == 2 and c[2].itemsize == 2]
-        chosen = [(k, shrink(k, c)) for k, c in (pre[:1] + pag[:1])]
-        if not have_gpu:
-            cpu_as_cuda()
     budget = float(os.environ.get("DGT_BUDGET_S", "540"))
 
     # 3. Swap the API; keep DeepGEMM's helpers; replace only the kernel-name profiling.
@@ -273,7 +215,7 @@ def main() -> int:
         say(f"NOTE: mqa_cli lacks {', '.join(lacking)}: cases that call them fail")
     mod.bench_kineto = event_bench_kineto
     say(f"running {len(chosen)} cases ({'sample of ' + n_env + ' per test' if n_env and n_env != 'all' else 'all'}), "
-        f"budget {budget:.0f} s, device {torch.cuda.get_device_name() if have_gpu else 'cpu (smoke)'}, deep_gemm {how}")
+        f"budget {budget:.0f} s, device {torch.cuda.get_device_name()}, deep_gemm {how}")
 
     os.makedirs(OUT, exist_ok=True)
     rep = open(os.path.join(OUT, "deepgemm.txt"), "w")
@@ -300,8 +242,7 @@ def main() -> int:
         try:
             with contextlib.redirect_stdout(buf):
                 (mod.test_mqa_logits if kind == "prefill" else mod.test_paged_mqa_logits)()
-            if have_gpu:
-                torch.cuda.synchronize()
+            torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001  (an assertion of the test, or an error of the API)
             tb = traceback.extract_tb(e.__traceback__)
             where = next((f for f in reversed(tb) if f.filename.endswith("test_attention.py")), tb[-1] if tb else None)
@@ -325,14 +266,12 @@ def main() -> int:
             say(f"[{ran:3d}] FAIL {name} ({dt:.1f} s): {err}")
         rep.flush()
         del buf
-        if have_gpu:
-            torch.cuda.empty_cache()
+        torch.cuda.empty_cache()
     if dead:
         say(f"the CUDA context is lost ({dead}); the remaining cases cannot run in this process")
     not_run = len(chosen) - ran
     total = len(chosen)
     summary = (f"deepgemm tests: {passed} passed, {failed} failed of {total}"
-               + (f" (the cases after the first {start} of the order)" if start else "")
                + (f" ({not_run} not run: {'CUDA context lost' if dead else 'time budget'})" if not_run else "")
                + (f"; the full sm90 set is {total_all}" if total != total_all else "")
                + f" [{time.time() - t_start:.0f} s]")

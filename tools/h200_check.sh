@@ -52,7 +52,7 @@
 #      bundles are, default .tb); DGT_CASES (sample N cases
 #      per DeepGEMM test; default all, cut by the budget; the `gpu` step's DeepGEMM cases default to 24 per kind);
 #      SAN_JOBS / SAN_JOB_S (gpu_sanitize.sh); MQA_LOGITS_HEAVY=1 (the `gpu` step runs the heavy cases too: S = N =
-#      65536 past 2^31); H200_SMOKE=1: a dry run on CPU (the tests skip; deepgemm_tests.py --smoke).
+#      65536 past 2^31).
 # Output: stdout and $OUT/<V>/log.txt; $OUT/<V>/summary.txt (the table); per step: gpu-junit.xml and gpu-summary.txt
 # (gpu), checks.jsonl (hostcost),
 # sanitize.txt, deepgemm.txt, anchor.tgz (the harness's files), forms.md,
@@ -240,7 +240,7 @@ step_deepgemm() {
   [ -f "$root/tests/test_attention.py" ] || root=$REPO/.anchor/DeepGEMM
   [ -f "$root/tests/test_attention.py" ] || root=""  # deepgemm_tests.py looks further, or says SKIP
   t=$(( t - ($(date +%s) - STEP_T0) ))
-  DG_ROOT=$root DGT_BUDGET_S=$(( t - 40 )) "$PY" tools/deepgemm_tests.py ${H200_SMOKE:+--smoke}
+  DG_ROOT=$root DGT_BUDGET_S=$(( t - 40 )) "$PY" tools/deepgemm_tests.py
   case $? in 0) return 0 ;; 2) return 99 ;; *) return 1 ;; esac
 }
 
