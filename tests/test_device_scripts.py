@@ -118,8 +118,11 @@ def _fake_bundle(tmp_path, version: str) -> Path:
 
 
 def test_h200_check_runs_under_the_triton_of_a_carried_bundle(tmp_path):
-    """H200_TRITON=V: the bundle is unpacked ahead of the image's triton, python3 imports V, the device's ptxas is
-    named (the bundle carries none) and every file of the call lands in $OUT/V/."""
+    """H200_TRITON=V: the bundle is unpacked ahead of the image's triton, python3 imports V and every file of the call
+    lands in $OUT/V/; the ptxas named is the caller's, else the one packed beside the bundle (tools/carry.sh:
+    ptxas-sm90.xz, named for both of triton's ptxas settings, so the device compiles as the release's wheel does)."""
+    import shutil
+
     tb = _fake_bundle(tmp_path, "9.8.7")
     out = tmp_path / "out"
     r = subprocess.run(["bash", str(TOOLS / "h200_check.sh"), "env"], capture_output=True, text=True, timeout=120,
@@ -129,26 +132,16 @@ def test_h200_check_runs_under_the_triton_of_a_carried_bundle(tmp_path):
     assert "env: SKIP" in r.stdout  # the 3 s budget leaves nothing to run: only the selection and the summary
     assert (out / "9.8.7" / "summary.txt").exists() and "triton 9.8.7" in (out / "9.8.7" / "summary.txt").read_text()
     assert sorted(p.name for p in out.iterdir()) == ["9.8.7"]
-
-
-def test_h200_check_compiles_with_the_wheels_ptxas_when_the_call_carries_it(tmp_path):
-    """A bundle with ptxas-sm90.xz beside it (tools/carry.sh): that ptxas is unpacked and named for both of triton's
-    ptxas settings, so the device compiles as the release's wheel does, not with the image's CUDA ptxas."""
-    import shutil
-    shutil.rmtree("/tmp/tb-9.8.6", ignore_errors=True)
-    tb = _fake_bundle(tmp_path, "9.8.6")
+    shutil.rmtree("/tmp/tb-9.8.7", ignore_errors=True)
     fake = tmp_path / "ptxas"
     fake.write_text("#!/bin/sh\necho 'Build cuda_99.9.r99.9/compiler.1_0'\n")
-    subprocess.run(f"xz -c {fake} > {tb / '9.8.6' / 'ptxas-sm90.xz'}", shell=True, check=True)
-    env = _env(H200_TRITON="9.8.6", H200_BUNDLES=str(tb), H200_BUDGET_S="3", OUT=str(tmp_path / "out"))
-    env.pop("TRITON_PTXAS_PATH", None)
-    env.pop("TRITON_PTXAS_BLACKWELL_PATH", None)
+    subprocess.run(f"xz -c {fake} > {tb / '9.8.7' / 'ptxas-sm90.xz'}", shell=True, check=True)
+    env = _env(H200_TRITON="9.8.7", H200_BUNDLES=str(tb), H200_BUDGET_S="3", OUT=str(out))
     r = subprocess.run(["bash", str(TOOLS / "h200_check.sh"), "env"], capture_output=True, text=True, timeout=120,
                        env=env)
-    assert "ptxas /tmp/tb-9.8.6/ptxas-sm90)" in r.stdout, r.stdout + r.stderr
-    out = subprocess.run(["/tmp/tb-9.8.6/ptxas-sm90"], capture_output=True, text=True).stdout
-    assert "cuda_99.9" in out
-    shutil.rmtree("/tmp/tb-9.8.6", ignore_errors=True)
+    assert "ptxas /tmp/tb-9.8.7/ptxas-sm90)" in r.stdout, r.stdout + r.stderr
+    assert "cuda_99.9" in subprocess.run(["/tmp/tb-9.8.7/ptxas-sm90"], capture_output=True, text=True).stdout
+    shutil.rmtree("/tmp/tb-9.8.7", ignore_errors=True)
 
 
 def test_wheel_ptxas_takes_the_binary_the_release_compiles_sm90_with(tmp_path):
