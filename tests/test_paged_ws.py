@@ -1,7 +1,7 @@
 """The Gluon paged decode kernel (mqa_kernels.decode.paged_ws_sm90) on a machine without a GPU: what dispatch picks, that
 the plan hands a cache TMA cannot describe to the portable kernel (and its launcher refuses one), that the fast relaunch rebuilds the very
 arguments of the first launch, and the kernel cross-compiled for sm90 (TMA loads into fp8 wgmma, no spills).
-Its numbers are checked on the H200 by tools/tune/paged_ws_experiment.py (Gluon has no interpreter path)."""
+Its numbers are checked on the card by tests/gpu (Gluon has no interpreter path)."""
 import json
 import re
 import os
