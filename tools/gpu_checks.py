@@ -1,5 +1,5 @@
 """The host cost of the public API on the card: what pytest cannot judge (a measurement, not a pass/fail of
-correctness; the checks themselves are tests/gpu, run by `python -m pytest -m gpu -q tests/gpu`).
+correctness; the checks themselves are tests/gpu, run by `python -m pytest -m gpu -n 8 -q tests/gpu`).
 
     python3 tools/gpu_checks.py hostcost      # on the GPU machine, repository root
 

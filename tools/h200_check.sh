@@ -20,7 +20,7 @@
 #             any later step that needs the package installs it when this step was not named
 #   verify    mqa-logits verify --large; verify --paged --large; verify --kernel ROW --large for every
 #             other prefill row of this GPU
-#   gpu       the card's checks: python3 -m pytest -m gpu -q tests/gpu (capture, views, engine forms, past 2^31, bad
+#   gpu       the card's checks: python3 -m pytest -m gpu -n 8 -q tests/gpu (capture, views, engine forms, past 2^31, bad
 #             schedules, the plan against the launch, DeepGEMM's own cases when the anchor put deep_gemm in place);
 #             $OUT/gpu-junit.xml and $OUT/gpu-summary.txt
 #   capture views engines large badmeta
@@ -206,7 +206,10 @@ step_gpu() {  # the card's checks, as tests: junit and a summary under $OUT
   dg_env ready  # DeepGEMM's schedule format and its own cases, when the anchor already put it in place
   # shellcheck disable=SC2086  (GPU_PYTEST_ARGS: more pytest arguments, e.g. -k "not deepgemm")
   eval "set -- ${GPU_PYTEST_ARGS:-}"
-  "$PY" -m pytest -m gpu -q -p no:cacheprovider -rfEs tests/gpu --junitxml="$OUT/gpu-junit.xml" "$@" | tee "$SLOGS/gpu.pytest"
+  # eight workers: the suite is bound by compiling kernels on the host (H100, 2026-12-07: 79 s; one process had
+  # not finished in 417 s)
+  OMP_NUM_THREADS=2 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rfEs -n "${GPU_WORKERS:-8}" tests/gpu \
+    --junitxml="$OUT/gpu-junit.xml" "$@" | tee "$SLOGS/gpu.pytest"
   local rc=${PIPESTATUS[0]}
   { grep -E '^(FAILED|ERROR|SKIPPED)' "$SLOGS/gpu.pytest" | cut -c1-300; tail -1 "$SLOGS/gpu.pytest"; } >"$OUT/gpu-summary.txt"
   return "$rc"

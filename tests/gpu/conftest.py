@@ -1,5 +1,5 @@
 """The card's checks as tests: every test under tests/gpu carries the `gpu` marker and is skipped without a CUDA
-device, so the README's CPU run collects and skips them; a GPU machine runs `python -m pytest -m gpu -q tests/gpu`
+device, so the README's CPU run collects and skips them; a GPU machine runs `python -m pytest -m gpu -n 8 -q tests/gpu`
 (tools/h200_check.sh's `gpu` step)."""
 import pytest
 import torch
