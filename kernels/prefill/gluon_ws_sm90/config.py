@@ -174,4 +174,4 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     schedule = {"args": {"n_items": items, "kv_splits": splits}, "items": items, "rows_per_item": q_groups * block_q,
                 "programs_per_sm": 1, "units": units, "kv_tile": kv_groups * block_kv}
     return KernelConfig("gluon_ws_sm90", "mqa_logits_gluon_ws_sm90", KEYS, constexprs, options, (programs,),
-                        schedule, launcher="tma", load=_load)
+                        schedule, launcher="gluon_ws_sm90", load=_load)
