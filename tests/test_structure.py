@@ -169,20 +169,16 @@ def test_the_structure_checks_catch_what_they_guard(tmp_path):
 
 def test_every_cache_in_the_library_is_bounded():
     """A dict a module of mqa_cli fills at run time (NAME[key] = ...) starts over past a size (`len(NAME) >=` in the
-    same module), or is keyed by device (as many entries as GPUs); no functools cache without a maxsize."""
-    per_device = {"_DEVICE_SMS", "_DUMMIES", "_MEMORY", "_NO_META"}
+    same module) or is keyed by device (as many entries as GPUs); no functools cache without a maxsize."""
     bad = []
     for path in (ROOT / "mqa_cli").rglob("*.py"):
-        tree = ast.parse(path.read_text())
-        dicts = {t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Dict)
-                 and not n.value.keys for t in getattr(n, "targets", [getattr(n, "target", None)])
-                 if isinstance(t, ast.Name)}
-        nodes = list(ast.walk(tree))
-        filled = {n.value.id for n in nodes if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
-                  and isinstance(n.value, ast.Name)}
-        sized = {n.left.args[0].id for n in nodes if isinstance(n, ast.Compare) and isinstance(n.left, ast.Call)
-                 and getattr(n.left.func, "id", "") == "len" and n.left.args and isinstance(n.left.args[0], ast.Name)}
-        bad += [f"{path.name}: {name}" for name in sorted(dicts & filled - sized - per_device)]
-        bad += [f"{path.name}: {ast.unparse(d)}" for n in nodes if isinstance(n, (ast.FunctionDef, ast.ClassDef))
-                for d in n.decorator_list if ast.unparse(d).endswith(("cache", "lru_cache(maxsize=None)"))]
+        nodes = list(ast.walk(ast.parse(path.read_text())))
+        names = lambda kind, test: {ast.unparse(n.value if kind is ast.Subscript else n.left.args[0])
+                                    for n in nodes if isinstance(n, kind) and test(n)}
+        filled = names(ast.Subscript, lambda n: isinstance(n.ctx, ast.Store) and not isinstance(n.slice, ast.Slice)
+                       and ast.unparse(n.value).isupper())
+        sized = names(ast.Compare, lambda n: ast.unparse(n.left).startswith("len("))
+        bad += [f"{path.name}: {d}" for d in filled - sized - {"_DEVICE_SMS", "_DUMMIES", "_MEMORY", "_NO_META"}]
+        bad += [f"{path.name}: {ast.unparse(d)}" for n in nodes if isinstance(n, ast.FunctionDef)
+                for d in n.decorator_list if ast.unparse(d).endswith(("cache", "maxsize=None)"))]
     assert not bad, "unbounded caches:\n" + "\n".join(bad)
