@@ -10,6 +10,7 @@ triton has.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 
@@ -44,14 +45,22 @@ def args_builder(cfg):
     """(t, cfg, out, extra) -> LaunchArgs for the config's family; extra is max_seqlen_k or schedule_meta."""
     if cfg.launcher == "pointer":
         return launch.pointer_args
-    name = f"{__package__}.{cfg.launcher}"
+    builder = _family_args(cfg.launcher)
+    if builder is None:
+        raise UserError(f"config {cfg.name} names an unknown launch family {cfg.launcher!r}")
+    return builder
+
+
+@functools.lru_cache(maxsize=16)
+def _family_args(family: str):
+    """mqa_cli.launch.<family>.<family>_args, or None where no such module is (looked up once a family)."""
+    name = f"{__package__}.{family}"
     try:
-        module = importlib.import_module(name)
+        return getattr(importlib.import_module(name), f"{family}_args")
     except ModuleNotFoundError as e:
         if e.name != name:
             raise
-        raise UserError(f"config {cfg.name} names an unknown launch family {cfg.launcher!r}") from None
-    return getattr(module, f"{cfg.launcher}_args")
+        return None
 
 
 def launch_config(t, cfg, out=None, *, max_seqlen_k: int = 0, schedule_meta=None) -> Launched:
