@@ -24,8 +24,8 @@ def shape(S=8192, N=8192, H=64, D=128, clean=True, fp8="e4m3fn"):
 
 # (row, a shape and target that select it, a shape and target that rule it out, the condition that does)
 CASES = {
-    "h64d128_gfx950": ((shape(), "gfx950"), (shape(S=4095), "gfx950"), "seq_len (S)"),
-    "h64d128_gfx942": ((shape(fp8="e4m3fnuz"), "gfx942"), (shape(S=4095, fp8="e4m3fnuz"), "gfx942"), "seq_len (S)"),
+    "heads_on_m_gfx950": ((shape(), "gfx950"), (shape(S=4095), "gfx950"), "seq_len (S)"),
+    "heads_on_m_gfx942": ((shape(fp8="e4m3fnuz"), "gfx942"), (shape(S=4095, fp8="e4m3fnuz"), "gfx942"), "seq_len (S)"),
     "gluon_ws_sm90": ((shape(H=32), "sm90"), (shape(H=32, D=32), "sm90"), "heads x dim"),  # (D 32: never swept)
     "h64d128_sm90": ((shape(H=32), "sm90", "h64d128_sm90"), (shape(H=16), "sm90"), "heads"),  # (forced: with Gluon
     # the row above holds wherever this one does; this one runs where Gluon is not there)
@@ -60,27 +60,32 @@ def test_row_selected_and_ruled_out(row):
 
 def test_gfx950_rule_boundaries():
     g = targets.get_target("gfx950")
-    assert dispatch.plan(shape(S=4096), g).chosen.row.name == "h64d128_gfx950"
+    assert dispatch.plan(shape(S=4096), g).chosen.row.name == "heads_on_m_gfx950"
     assert dispatch.plan(shape(S=4095), g).chosen.row.name == "tiled"
+    h32 = dispatch.plan(shape(S=8192, H=32), g).chosen.row  # the row takes H 32 too: its name claims no head count
+    assert h32.name == "heads_on_m_gfx950" and "aiter's rule (its H64 D128 kernel on gfx950 for seq_len >= 4096)" \
+        in h32.summary
     assert dispatch.plan(shape(S=8192, H=32, D=64), g).chosen.row.name == "tiled"
 
 
 def test_gfx942_needs_fnuz_and_cpu_refuses_fnuz():
-    assert dispatch.plan(shape(fp8="e4m3fnuz"), targets.get_target("gfx942")).chosen.row.name == "h64d128_gfx942"
+    assert dispatch.plan(shape(fp8="e4m3fnuz"), targets.get_target("gfx942")).chosen.row.name == "heads_on_m_gfx942"
     assert dispatch.plan(shape(S=4095, fp8="e4m3fnuz"), targets.get_target("gfx942")).chosen.row.name == "tiled"
     with pytest.raises(UserError, match="fp8 flavour"):
-        dispatch.plan(shape(), targets.get_target("gfx942"), kernel="h64d128_gfx942")
+        dispatch.plan(shape(), targets.get_target("gfx942"), kernel="heads_on_m_gfx942")
     with pytest.raises(UserError, match="e4m3fnuz"):
         dispatch.plan(shape(fp8="e4m3fnuz"), targets.get_target("cpu"))
 
 
 def test_forced_kernel_names_failed_conditions():
     with pytest.raises(UserError, match="target must be == gfx950, is sm90"):
-        dispatch.plan(shape(), targets.get_target("sm90"), kernel="h64d128_gfx950")
-    p = dispatch.plan(shape(), targets.get_target("sm90"), kernel="h64d128_gfx950", force=True)
-    assert p.forced and p.chosen.row.name == "h64d128_gfx950"
+        dispatch.plan(shape(), targets.get_target("sm90"), kernel="heads_on_m_gfx950")
+    p = dispatch.plan(shape(), targets.get_target("sm90"), kernel="heads_on_m_gfx950", force=True)
+    assert p.forced and p.chosen.row.name == "heads_on_m_gfx950"
     with pytest.raises(UserError, match="unknown kernel"):
         dispatch.plan(shape(), targets.get_target("sm90"), kernel="nope")
+    with pytest.raises(UserError, match="kernel h64d128_gfx942 is now named heads_on_m_gfx942"):
+        dispatch.plan(shape(), targets.get_target("gfx942"), kernel="h64d128_gfx942")
 
 
 def test_config_name_carries_config():
@@ -96,7 +101,7 @@ def test_explain_text_and_json_agree(run_cli):
     text = run_cli(*args)
     assert text.returncode == 0, text.stderr
     d = json.loads(run_cli(*args, "--json").stdout)
-    assert d["plan"]["selected"] == "h64d128_gfx950"
+    assert d["plan"]["selected"] == "heads_on_m_gfx950"
     assert f"selected: {d['plan']['selected']}" in text.stdout
     assert d["plan"]["kernel_name"] in text.stdout
     assert d["problem"]["live"] == 33_558_528 and f"{d['problem']['live']:,}" in text.stdout

@@ -302,7 +302,7 @@ def _paged_cfg(t):
 def test_tma_rebuild_matches_the_argument_list():
     pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
     from mqa_cli.launch.common import alloc_logits
-    from mqa_cli.launch.tma import tma_args
+    from mqa_cli.launch.gluon_ws_sm90 import gluon_ws_sm90_args
     from mqa_cli.problem.tensors import Prefill
     from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
@@ -316,7 +316,7 @@ def test_tma_rebuild_matches_the_argument_list():
     cfg = gluon_ws_sm90_config(heads=H, dim=128, S=S, N=N, clean=True, units=132)
     ins = ins_of(torch.empty(S, H, 128, dtype=f8, **m))
     out = alloc_logits(S, N, "meta")
-    a = tma_args(Prefill(ins[0], ins[1], ins[2][:, 0], *ins[3:]), cfg, out)
+    a = gluon_ws_sm90_args(Prefill(ins[0], ins[1], ins[2][:, 0], *ins[3:]), cfg, out)
     assert fastpath._same_args(a.rebuild(ins, out), a.args)
     ins2, out2 = ins_of(torch.empty(S, H, 128, dtype=f8, **m)), alloc_logits(S, N, "meta")
     again = a.rebuild(ins2, out2)
@@ -324,7 +324,7 @@ def test_tma_rebuild_matches_the_argument_list():
     assert again[0].shape == a.args[0].shape and again[0].layout == a.args[0].layout
     assert a.args[0].base is ins[0]  # the recorded descriptor is left as it was
     padded = torch.empty(S, H, 256, dtype=f8, **m)[:, :, :128]  # heads 256 bytes apart: copied for the TMA
-    assert tma_args(Prefill(padded, ins[1], ins[2][:, 0], *ins[3:]), cfg, out).rebuild is None
+    assert gluon_ws_sm90_args(Prefill(padded, ins[1], ins[2][:, 0], *ins[3:]), cfg, out).rebuild is None
     gone = weakref.ref(ins[0]), weakref.ref(ins[1])
     del a.args[:2], ins
     gc.collect()

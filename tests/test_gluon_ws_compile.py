@@ -1,7 +1,7 @@
 """Cross-compile the warp-specialised Gluon Hopper kernel for sm90 on the CPU (no GPU) and check what came out.
 
 The kernel is signed the way dump signs it: its config (mqa_kernels.prefill.gluon_ws_sm90.config) and the TMA
-launcher's LaunchArgs (mqa_cli.launch.tma.tma_args) on "meta" tensors in the forms engines pass (q and kv row
+launcher's LaunchArgs (mqa_cli.launch.gluon_ws_sm90.gluon_ws_sm90_args) on "meta" tensors in the forms engines pass (q and kv row
 slices, strided kv scales / ks / ke, a padded weights row). For every clean / compressed / bf16 variant:
 the symbol carries the config keys, the math is fp8 wgmma, nothing spills to local memory, setmaxnreg is
 honoured, and the IR forms row x stride products in 64 bits (output rows, weights rows, strided ks/ke/scales).
@@ -48,7 +48,7 @@ SCRIPT = textwrap.dedent(r'''
     from triton.compiler.compiler import make_backend
     from triton.experimental.gluon._runtime import GluonASTSource
     from mqa_cli.launch.common import alloc_logits
-    from mqa_cli.launch.tma import tma_args
+    from mqa_cli.launch.gluon_ws_sm90 import gluon_ws_sm90_args
     from mqa_cli.problem.tensors import Prefill
     from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
@@ -67,7 +67,7 @@ SCRIPT = textwrap.dedent(r'''
     cfg = gluon_ws_sm90_config(heads=H, dim=D, S=S, N=N, clean=clean, compressed=compressed, bf16=bf16, units=132,
                                groups=groups, n=n, tma_store=tma_store, chains=chains)
     out = alloc_logits(S, msk if compressed else N, "meta", torch.bfloat16 if bf16 else torch.float32)
-    la = tma_args(t, cfg, out, msk if compressed else 0)
+    la = gluon_ws_sm90_args(t, cfg, out, msk if compressed else 0)
     fn = cfg.jitted()
     gpu = GPUTarget("cuda", 90, 128)
     sig = comp.build_signature(fn, la, make_backend(gpu))
@@ -278,7 +278,7 @@ def _meta_prefill(q, kv, S, N, H=64):
                    torch.empty(S, dtype=torch.int32, **m))
 
 
-def test_tma_args_reads_engine_forms_in_place():
+def test_gluon_ws_sm90_args_reads_engine_forms_in_place():
     """q / kv row slices and a row-padded kv go to the TMA as they are. The q descriptor is the [H/2, S, 2, D]
     view (head pair, row, head parity, dim) that puts one query row in each lane of a quad (Q_IN_LANES), so a
     head slice of q is read in place too; a q whose heads are not D apart is copied. With the query-major order
@@ -286,7 +286,7 @@ def test_tma_args_reads_engine_forms_in_place():
     import torch
 
     from mqa_cli.launch.common import alloc_logits
-    from mqa_cli.launch.tma import tma_args
+    from mqa_cli.launch.gluon_ws_sm90 import gluon_ws_sm90_args
     from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
     f8, m = torch.float8_e4m3fn, dict(device="meta")
@@ -295,7 +295,7 @@ def test_tma_args_reads_engine_forms_in_place():
     q = torch.empty(S + 7, 64, 128, dtype=f8, **m)[7:]
     kv = torch.empty(N + 5, 256, dtype=f8, **m)[5:, :128]  # row slice of a row-padded buffer
     t = _meta_prefill(q, kv, S, N)
-    a = tma_args(t, cfg, alloc_logits(S, N, "meta"))
+    a = gluon_ws_sm90_args(t, cfg, alloc_logits(S, N, "meta"))
     assert cfg.constexprs["Q_IN_LANES"] and cfg.constexprs["BLOCK_Q"] == 4
     assert a.args[0].base is q and a.args[1].base is kv
     assert a.args[0].shape == [32, S, 2, 128] and a.args[0].strides == [256, 64 * 128, 128, 1]
@@ -304,15 +304,15 @@ def test_tma_args_reads_engine_forms_in_place():
     assert a.args[7:] == [S, N, 0, 1, 64, 1, 1, alloc_logits(S, N, "meta").stride(0), cfg.schedule["items"], 1, None]
     assert a.grid == cfg.grid
     heads = torch.empty(S, 128, 128, dtype=f8, **m)[:, :64]  # rows are not [H, D] blocks at stride H*D
-    b = tma_args(_meta_prefill(heads, kv, S, N), cfg, alloc_logits(S, N, "meta"))
+    b = gluon_ws_sm90_args(_meta_prefill(heads, kv, S, N), cfg, alloc_logits(S, N, "meta"))
     assert b.args[0].base is heads and b.args[0].strides == [256, 128 * 128, 128, 1]
     padded = torch.empty(S, 64, 256, dtype=f8, **m)[:, :, :128]  # heads 256 bytes apart: no [H/2, S, 2, D] view
-    c = tma_args(_meta_prefill(padded, kv, S, N), cfg, alloc_logits(S, N, "meta"))
+    c = gluon_ws_sm90_args(_meta_prefill(padded, kv, S, N), cfg, alloc_logits(S, N, "meta"))
     assert c.args[0].base is not padded and c.args[0].base.is_contiguous()
     qmajor = gluon_ws_sm90_config(heads=64, dim=128, S=S, N=N, clean=True, units=132, q_in_lanes=False)
-    d = tma_args(t, qmajor, alloc_logits(S, N, "meta"))
+    d = gluon_ws_sm90_args(t, qmajor, alloc_logits(S, N, "meta"))
     assert d.args[0].base is q and d.args[0].shape == [S * 64, 128] and d.args[0].block_shape == [256, 128]
-    e = tma_args(_meta_prefill(heads, kv, S, N), qmajor, alloc_logits(S, N, "meta"))
+    e = gluon_ws_sm90_args(_meta_prefill(heads, kv, S, N), qmajor, alloc_logits(S, N, "meta"))
     assert e.args[0].base is not heads and e.args[0].base.is_contiguous()
 
 
@@ -323,7 +323,7 @@ def test_tma_store_descriptor_follows_each_calls_logits():
 
     from mqa_cli.errors import UserError
     from mqa_cli.launch.common import alloc_logits
-    from mqa_cli.launch.tma import tma_args
+    from mqa_cli.launch.gluon_ws_sm90 import gluon_ws_sm90_args
     from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
     f8, m = torch.float8_e4m3fn, dict(device="meta")
@@ -332,28 +332,28 @@ def test_tma_store_descriptor_follows_each_calls_logits():
     cfg = gluon_ws_sm90_config(heads=8, dim=128, S=S, N=N, clean=True, units=132, tma_store=True)
     assert cfg.constexprs["TMA_STORE"] and cfg.constexprs["BLOCK_Q"] == 16
     out = alloc_logits(S, N, "meta")
-    a = tma_args(t, cfg, out)
+    a = gluon_ws_sm90_args(t, cfg, out)
     d = a.args[-1]
     assert d.base is out and d.shape == [S, N] and d.strides == [out.stride(0), 1] and d.block_shape == [16, 64]
     out2 = alloc_logits(S, N, "meta")
     again = a.rebuild((t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke), out2)
     assert again[-1].base is out2 and again[-1].shape == [S, N] and again[6] is out2
     with pytest.raises(UserError, match="TMA"):
-        tma_args(t, cfg, torch.empty(S, 1027, **m)[:, :N])  # row stride 1027 x 4 bytes
+        gluon_ws_sm90_args(t, cfg, torch.empty(S, 1027, **m)[:, :N])  # row stride 1027 x 4 bytes
     assert not gluon_ws_sm90_config(heads=8, dim=128, S=S, N=N, clean=True, compressed=True,
                                     tma_store=True).constexprs["TMA_STORE"]  # compressed rows: no tile to store
     plain = gluon_ws_sm90_config(heads=8, dim=128, S=S, N=N, clean=True, units=132)
-    assert not plain.constexprs["TMA_STORE"] and tma_args(t, plain, out).args[-1] is None
+    assert not plain.constexprs["TMA_STORE"] and gluon_ws_sm90_args(t, plain, out).args[-1] is None
 
 
-def test_tma_args_resolve_the_ring_offsets_of_a_ptx_slots_launch(monkeypatch):
+def test_gluon_ws_sm90_args_resolve_the_ring_offsets_of_a_ptx_slots_launch(monkeypatch):
     """A PTX_SLOTS launch of the prefill kernel gets its ring barriers' offsets from the launcher's hook (on a GPU: a
     first build, mqa_cli.launch.barrier_offsets), before the launch compiles; other launches are left alone."""
     import torch
 
     from mqa_cli.launch import barrier_offsets
     from mqa_cli.launch.common import alloc_logits
-    from mqa_cli.launch.tma import tma_args
+    from mqa_cli.launch.gluon_ws_sm90 import gluon_ws_sm90_args
     from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
     seen = []
@@ -370,19 +370,19 @@ def test_tma_args_resolve_the_ring_offsets_of_a_ptx_slots_launch(monkeypatch):
     out = alloc_logits(S, N, "meta")
     ptx = gluon_ws_sm90_config(heads=64, dim=64, S=S, N=N, clean=True, units=132, override={"PTX_SLOTS": 1})
     plain = gluon_ws_sm90_config(heads=64, dim=64, S=S, N=N, clean=True, units=132, override={"PTX_SLOTS": 0})
-    a, b = tma_args(t, ptx, out), tma_args(t, plain, out)
+    a, b = gluon_ws_sm90_args(t, ptx, out), gluon_ws_sm90_args(t, plain, out)
     assert seen == [ptx.name, plain.name]
     assert (a.constexprs["FULL_AT"], a.constexprs["EMPTY_AT"]) == (4096, 4128)
     assert (b.constexprs["FULL_AT"], b.constexprs["EMPTY_AT"]) == (-1, -1) and not b.constexprs["PTX_SLOTS"]
     assert ptx.constexprs["FULL_AT"] == -1  # the config itself keeps the placeholders
 
 
-def test_tma_args_refuses_what_the_kernel_cannot_write():
+def test_gluon_ws_sm90_args_refuses_what_the_kernel_cannot_write():
     import torch
 
     from mqa_cli.errors import UserError
     from mqa_cli.launch.common import alloc_logits
-    from mqa_cli.launch.tma import tma_args
+    from mqa_cli.launch.gluon_ws_sm90 import gluon_ws_sm90_args
     from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
 
     f8, m = torch.float8_e4m3fn, dict(device="meta")
@@ -390,20 +390,20 @@ def test_tma_args_refuses_what_the_kernel_cannot_write():
     t = _meta_prefill(torch.empty(S, 64, 128, dtype=f8, **m), torch.empty(N, 128, dtype=f8, **m), S, N)
     bf16 = gluon_ws_sm90_config(heads=64, dim=128, S=S, N=N, clean=True, bf16=True, units=132)
     with pytest.raises(UserError, match="bfloat16"):
-        tma_args(t, bf16, alloc_logits(S, N, "meta"))  # fp32 buffer for a bf16 kernel
+        gluon_ws_sm90_args(t, bf16, alloc_logits(S, N, "meta"))  # fp32 buffer for a bf16 kernel
     full = gluon_ws_sm90_config(heads=64, dim=128, S=S, N=N, clean=True, units=132)
     with pytest.raises(UserError, match="whole kv tiles"):
-        tma_args(t, full, torch.empty(S, N, **m))  # row stride 200 < 256
+        gluon_ws_sm90_args(t, full, torch.empty(S, N, **m))  # row stride 200 < 256
     comp = gluon_ws_sm90_config(heads=64, dim=128, S=S, N=N, clean=True, compressed=True, units=132)
-    tma_args(t, comp, torch.empty(S, 100, **m), 100)  # compressed: any row stride that holds the columns
+    gluon_ws_sm90_args(t, comp, torch.empty(S, 100, **m), 100)  # compressed: any row stride that holds the columns
     with pytest.raises(UserError, match="columns"):
-        tma_args(t, comp, torch.empty(S, 100, **m), 120)
+        gluon_ws_sm90_args(t, comp, torch.empty(S, 100, **m), 120)
     # a query block's rows (BLOCK_Q 4 here) are addressed by int32 offsets from a 64-bit base: a view whose row
     # stride would take them past 2^31 elements is refused; one just under it runs
     assert full.constexprs["BLOCK_Q"] == 4
-    tma_args(t, full, torch.empty(S, 2 ** 31 // 3 - 256, **m)[:, :N])
+    gluon_ws_sm90_args(t, full, torch.empty(S, 2 ** 31 // 3 - 256, **m)[:, :N])
     with pytest.raises(UserError, match="2\\^31"):
-        tma_args(t, full, torch.empty(S, 2 ** 31 // 3 + 64, **m)[:, :N])
+        gluon_ws_sm90_args(t, full, torch.empty(S, 2 ** 31 // 3 + 64, **m)[:, :N])
 
 
 def test_config_schedule():
@@ -411,7 +411,7 @@ def test_config_schedule():
 
     c = config.gluon_ws_sm90_config(heads=64, dim=128, S=4096, N=4096, clean=False, compressed=True, bf16=True,
                                     units=132)
-    assert c.variant == "gluon_ws_sm90" and c.launcher == "tma" and c.keys == config.KEYS
+    assert c.variant == "gluon_ws_sm90" and c.launcher == "gluon_ws_sm90" and c.keys == config.KEYS
     assert c.schedule["items"] == 512 and c.schedule["args"] == {"n_items": 512, "kv_splits": 1} and c.grid == (132,)
     split = config.gluon_ws_sm90_config(heads=8, dim=128, S=8192, N=8192, clean=True, units=132, n=256, splits=3)
     assert split.constexprs["BLOCK_Q"] == 32 and split.schedule["args"] == {"n_items": 128 * 3, "kv_splits": 3}

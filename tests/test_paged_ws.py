@@ -17,7 +17,7 @@ import torch
 from mqa_cli.api import fastpath
 from mqa_cli.launch.common import alloc_logits
 from mqa_cli.errors import UserError
-from mqa_cli.launch.paged_ws import paged_ws_args
+from mqa_cli.launch.paged_ws_sm90 import paged_ws_sm90_args
 from mqa_cli.plan.build import with_schedule
 from mqa_cli.plan import dispatch, targets
 from mqa_cli.problem.paged_tensors import Paged
@@ -114,7 +114,7 @@ def test_cache_described_by_tma_or_planned_for_the_portable_kernel(extra, ok):
                                units=132)
     if not ok:
         with pytest.raises(UserError, match="TMA"):
-            paged_ws_args(t, cfg, alloc_logits(t.S, 8192, "meta"), None)
+            paged_ws_sm90_args(t, cfg, alloc_logits(t.S, 8192, "meta"), None)
 
 
 @pytest.mark.parametrize("given", [False, True])
@@ -126,7 +126,7 @@ def test_fast_relaunch_rebuilds_the_first_launchs_arguments(given):
                                              clean=True, units=132), not given)
     meta = torch.empty(133, 2, dtype=torch.int32, device="meta") if given else None
     out = alloc_logits(t.S, t.max_context_len, "meta")
-    a = paged_ws_args(t, cfg, out, meta)
+    a = paged_ws_sm90_args(t, cfg, out, meta)
     ins = (t.q, t.kv_cache, t.weights, t.context_lens, t.block_table, meta)
     assert fastpath._same_args(a.rebuild(ins, out), a.args)
     assert a.grid == (132 * cfg.constexprs["SUBS"],)
@@ -175,7 +175,7 @@ COMPILE = textwrap.dedent(r'''
     from triton.compiler.compiler import make_backend
     from triton.experimental.gluon._runtime import GluonASTSource
     from mqa_cli.launch.common import alloc_logits
-    from mqa_cli.launch.paged_ws import paged_ws_args
+    from mqa_cli.launch.paged_ws_sm90 import paged_ws_sm90_args
     from mqa_cli.plan.build import with_schedule
     from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
     sys.path.insert(0, os.path.dirname(sys.argv[1]))  # the repository root: tests is a package
@@ -193,7 +193,7 @@ COMPILE = textwrap.dedent(r'''
     cfg = with_schedule(cfg, not given)
     meta = torch.empty(133, 2, dtype=torch.int32, device="meta") if given else None
     out = alloc_logits(t.S, 8192, "meta", torch.bfloat16 if bf16 else torch.float32)
-    la = paged_ws_args(t, cfg, out, meta)
+    la = paged_ws_sm90_args(t, cfg, out, meta)
     gpu = GPUTarget("cuda", 90, 128)
     fn = cfg.jitted()
     from mqa_cli.launch import barrier_offsets
@@ -337,13 +337,13 @@ def test_q_in_lanes_descriptor(T, R):
     n holds draft row (n % 8) // R and head (n // 8) * R + n % R, the order the kernel's head sum reads; the same
     bytes as the [B*T*H, D] rows, read in place. Off by default and where NP is 1."""
     from mqa_cli.launch.common import alloc_logits
-    from mqa_cli.launch.paged_ws import paged_ws_args
+    from mqa_cli.launch.paged_ws_sm90 import paged_ws_sm90_args
     from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
 
     t = meta_paged(B=4, T=T)
     kw = dict(heads=64, dim=128, next_n=T, block_size=64, batch=4, max_context_len=8192, clean=False, units=132)
     cfg = paged_ws_sm90_config(**kw, override={"Q_IN_LANES": True, "MATH_WG": 2, "SUBS": 1, "STAGES": 6})
-    a = paged_ws_args(t, cfg, alloc_logits(4 * T, 8192, "meta"), None)
+    a = paged_ws_sm90_args(t, cfg, alloc_logits(4 * T, 8192, "meta"), None)
     NP = cfg.constexprs["NP"]
     assert cfg.constexprs["Q_IN_LANES"] and 8 // NP == R
     assert a.args[0].base is t.q

@@ -185,3 +185,20 @@ def test_support_code_stays_within_its_share_of_the_kernels():
         pytest.skip("not a git checkout")
     support = lines(("mqa_cli", "tests", "tools"), (".py", ".sh"))
     assert support / kernels <= SUPPORT_PER_KERNEL_LINE, (support, kernels, round(support / kernels, 3))
+
+
+def test_every_cache_in_the_library_is_bounded():
+    """A dict a module of mqa_cli fills at run time (NAME[key] = ...) starts over past a size (`len(NAME) >=` in the
+    same module) or is keyed by device (as many entries as GPUs); no functools cache without a maxsize."""
+    bad = []
+    for path in (ROOT / "mqa_cli").rglob("*.py"):
+        nodes = list(ast.walk(ast.parse(path.read_text())))
+        names = lambda kind, test: {ast.unparse(n.value if kind is ast.Subscript else n.left.args[0])
+                                    for n in nodes if isinstance(n, kind) and test(n)}
+        filled = names(ast.Subscript, lambda n: isinstance(n.ctx, ast.Store) and not isinstance(n.slice, ast.Slice)
+                       and ast.unparse(n.value).isupper())
+        sized = names(ast.Compare, lambda n: ast.unparse(n.left).startswith("len("))
+        bad += [f"{path.name}: {d}" for d in filled - sized - {"_DEVICE_SMS", "_DUMMIES", "_MEMORY", "_NO_META"}]
+        bad += [f"{path.name}: {ast.unparse(d)}" for n in nodes if isinstance(n, ast.FunctionDef)
+                for d in n.decorator_list if ast.unparse(d).endswith(("cache", "maxsize=None)"))]
+    assert not bad, "unbounded caches:\n" + "\n".join(bad)

@@ -243,7 +243,7 @@ def configs_decode(args, names: list[str]) -> int:
 
     import mqa_cli
     from mqa_cli.check.paged_reference import reference_paged
-    from mqa_cli.launch.paged_ws import paged_ws_args
+    from mqa_cli.launch.paged_ws_sm90 import paged_ws_sm90_args
     from mqa_cli.plan.overrides import key_values
     from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
 
@@ -265,7 +265,7 @@ def configs_decode(args, names: list[str]) -> int:
                                            max_context_len=maxlen, clean=False, units=sms, override=kv or None)
                 name = name or cfg.name
                 out = torch.full((B * n, maxlen), float("nan"), device="cuda")
-                calls[i] = jit_call(cfg, paged_ws_args(t, cfg, out, None))
+                calls[i] = jit_call(cfg, paged_ws_sm90_args(t, cfg, out, None))
                 outs[i] = out
             if dg is not None and n <= 2:  # DeepGEMM runs next_n 1-2 on sm90
                 dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)

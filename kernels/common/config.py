@@ -34,7 +34,8 @@ class KernelConfig:
     options: dict = field(hash=False)  # num_warps, num_stages, target options
     grid: tuple = field(default=(1,), hash=False)  # launch grid, computed once from the shape
     schedule: dict = field(default_factory=dict, hash=False)  # runtime scalars the kernel takes, and facts for explain
-    launcher: str = "pointer"  # launch family: "pointer" (plain Triton prefill), "tma" (Gluon prefill), "paged", "paged_ws" (Gluon decode)
+    launcher: str = "pointer"  # launch family: "pointer" (plain Triton prefill), "paged", "schedule", "topk", or a
+    # Gluon variant's own name ("gluon_ws_sm90", "paged_ws_sm90": mqa_cli/launch/<name>.py builds its arguments)
     load: Callable | None = field(default=None, hash=False, compare=False)  # returns the jitted kernel
 
     def __post_init__(self):

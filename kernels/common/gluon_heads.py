@@ -3,7 +3,7 @@ lane t of a quad holds columns 8j + 2t + {0, 1}.
 
 One coding per triton release, chosen by a version fact (kernels/common/versions.py):
 - in_order_reduce (3.6): the plain gl.sum of the products, which 3.6 adds in order and contracts into one FMA chain
-  (the written-out chain measured 4-18 % slower there on the H200: docs/CODEGEN.md);
+  (the written-out chain compiles to a slower epilogue schedule there: docs/CODEGEN.md);
 - tree_reduce (3.8, 3.9): the chain written out (a reduction there adds as a tree, whose inner adds take no multiply).
 """
 from triton.experimental import gluon

@@ -31,10 +31,10 @@ class Fact:
 
 FACTS = {f.name: f for f in (
     Fact("triton_kernels", ((3, 6), (3, 8), (3, 9)),
-         "the Triton kernels (tiled, h64d128, paged, paged_schedule, topk) compile for sm90 and run in the "
+         "the Triton kernels (every variant not written in Gluon) compile for sm90 and the AMD targets and run in the "
          "interpreter; their head sums are explicit FMA chains, so their tensor-core loops are as short on each"),
     Fact("gluon_hopper", ((3, 6), (3, 8), (3, 9)),
-         "the Gluon Hopper kernels (gluon_ws_sm90, paged_ws_sm90) compile: warp_specialize, wgmma, mbarrier and TMA "
+         "the Gluon Hopper kernels (every variant written in Gluon) compile: warp_specialize, wgmma, mbarrier and TMA "
          "as these releases spell them (mqa_kernels.common.gluon_compat bridges the renames)"),
     Fact("gluon_names_3_6", ((3, 6),),
          "Gluon spells the warpgroup barrier gl.thread_barrier and the TMA copies tma.async_copy_global_to_shared / "

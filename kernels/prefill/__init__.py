@@ -1,2 +1,2 @@
-"""Prefill kernels, one home per variant: tiled (portable Triton), h64d128 (specialised Triton),
-gluon_ws_sm90 (warp-specialised Gluon)."""
+"""Prefill kernels, one home per variant: tiled (portable Triton), h64d128 (specialised Triton, sm90),
+heads_on_m (Triton for AMD's matrix cores, gfx950 and gfx942), gluon_ws_sm90 (warp-specialised Gluon)."""

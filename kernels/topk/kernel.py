@@ -277,21 +277,17 @@ def _emit_row(lrow, c0, c1, off, T, take_eq, irow, vrow, TILE: tl.constexpr, TIE
 def _slots(key_ptr, cnt_ptr, s, capp, parts, SPLIT: tl.constexpr):
     """Which of the candidate slots s hold a candidate: slot s is entry s % capp of part s // capp. SPLIT: the
     number of slots where capp is a runtime value (topk_split), 0 where it is a constant (topk_rows: CAP, 1 part).
-
-    topk_split's merge (64 rows of 131072, sm90) with the two steps below: 10352 -> 9736 instructions on triton
-    3.6, 8304 -> 7696 on 3.8, 8184 -> 7464 on 3.9, whose 25 spill instructions around the [SL] slot load go."""
+    What the two steps below did to the merge's code: docs/DESIGN-NOTES.md (Top-k)."""
     if SPLIT > 0:
         if SPLIT <= 65536:
             # s // capp as the high word of s * m, m = 2^32 / capp rounded up (capp >= 2): s * m / 2^32 = s / capp +
-            # s * e / (capp 2^32), e = m capp - 2^32 < capp, so exact while s * e < 2^32 (s, capp <= SPLIT). The
-            # division was a call of a 16-bit division routine a slot (32 a thread in the merge's load): 320-410
-            # fewer instructions, and each loop of _emit_slots ~110 shorter
+            # s * e / (capp 2^32), e = m capp - 2^32 < capp, so exact while s * e < 2^32 (s, capp <= SPLIT); no
+            # call of a division routine a slot
             part = tl.umulhi(s.to(tl.uint32), 0xFFFFFFFF // capp.to(tl.uint32) + 1).to(tl.int32)
         else:
             part = s // capp
         # the part clamped to a written count, not the load masked (part < parts masks the slot): a masked load's
-        # predicate and zeroed register stay live a slot until it lands (alone: 270-310 fewer instructions, and
-        # 3.9's spills 25 -> 0)
+        # predicate and zeroed register would stay live a slot until it lands
         n = tl.load(cnt_ptr + tl.minimum(part, parts - 1), cache_modifier=".cg")
         ok = (part < parts) & (s - part * capp < n)
     else:

@@ -15,7 +15,8 @@ from ..errors import UserError
 
 _SETTING: int | None = None  # set_num_sms's value; None (or 0 given): the device's SM count
 _DEVICE_SMS: dict = {}  # CUDA device index -> its SM count (a property read costs µs)
-_LIMITED: dict = {}  # (target, n) -> the target with units = n
+_LIMITED: dict = {}  # (target, n) -> the target with units = n; starts over past MAX_LIMITED keys
+MAX_LIMITED = 256
 
 
 def device_sms() -> int:
@@ -63,5 +64,7 @@ def limited(target, n: int | None):
         return target
     hit = _LIMITED.get((target, n))
     if hit is None:
+        if len(_LIMITED) >= MAX_LIMITED:
+            _LIMITED.clear()
         hit = _LIMITED[(target, n)] = replace(target, units=n)
     return hit

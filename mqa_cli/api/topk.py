@@ -24,7 +24,10 @@ from .logits import LOGITS_DTYPES, _checking, fp8_paged_mqa_logits, mqa_logits, 
 
 DEFAULT_WORKSPACE = 256 << 20  # bytes of logits held at once (one block of query rows) when tuned.py says nothing
 
+# The selection's configs by call shape (rows and columns change with every batch an engine sends): past
+# MAX_CONFIGS keys the table starts over, as the plans' does (mqa_cli.api.logits).
 _CONFIGS: dict = {}
+MAX_CONFIGS = 1024
 _DUMMIES: dict = {}
 _ESIZE = {torch.float32: 4, torch.bfloat16: 2}
 TUNING: dict = {}  # config overrides (config.TUNABLE) for every launch: sweeps and tests
@@ -38,6 +41,8 @@ def _config(rows: int, cols: int, topk: int, device, *, window: bool, compressed
            tuple(sorted(tun.items())))
     cfg = _CONFIGS.get(key)
     if cfg is None:
+        if len(_CONFIGS) >= MAX_CONFIGS:
+            _CONFIGS.clear()
         try:
             cfg = _CONFIGS[key] = topk_config(rows=rows, cols=cols, topk=topk, backend=tgt.backend, units=tgt.units,
                                               window=window, compressed=compressed, paged=paged, values=values,

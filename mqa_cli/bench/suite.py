@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+from ..launch.families import INTERPRETED
 from ..plan import dispatch
 from . import calls, timing
 
@@ -83,7 +84,7 @@ def runnable_rows(names, shape, tgt) -> tuple[list, list]:
         p = dispatch.plan(shape, tgt, kernel=name, force=True)
         # A forced row runs wherever Triton can run it (the interpreter included), but not on the other form.
         target_check = next((c for c in p.chosen.checks if c.name == "problem" and not c.ok), None)
-        if target_check is None and p.config.launcher == "tma" and not tgt.is_gpu:
+        if target_check is None and p.config.launcher not in INTERPRETED and not tgt.is_gpu:
             target_check = next((c for c in p.chosen.checks if c.name == "target" and not c.ok), None)
         if target_check is not None:
             notes.append(f"{name} skipped on {shape.kind} {shape.S}x{shape.N}: {target_check.sentence()}")

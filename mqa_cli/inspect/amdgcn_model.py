@@ -221,7 +221,7 @@ def table(loops: list[dict], target: str) -> str:
 # config.
 FIGURES = __file__.rsplit("/", 1)[0] + "/amd_figures.json"
 SHAPES = ((4096, 64, 128), (8192, 64, 128))
-ROWS = {"gfx950": ("h64d128_gfx950", "tiled"), "gfx942": ("h64d128_gfx942", "tiled")}
+ROWS = {"gfx950": ("heads_on_m_gfx950", "tiled"), "gfx942": ("heads_on_m_gfx942", "tiled")}
 
 
 def stored(target: str, dump_name: str) -> dict | None:

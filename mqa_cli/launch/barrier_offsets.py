@@ -62,7 +62,8 @@ def ring_barriers(ptx: str) -> tuple[int, int] | None:
     return None
 
 
-_RESOLVED: dict = {}
+_RESOLVED: dict = {}  # JIT specialisation -> (FULL_AT, EMPTY_AT); starts over past MAX_RESOLVED keys
+MAX_RESOLVED = 256
 KEYS = ("FULL_AT", "EMPTY_AT")
 
 
@@ -89,6 +90,8 @@ def resolve(fn, la, gpu, compile_launch, specialization=None) -> None:
             raise UserError(f"{fn.__name__}: the kv ring's barriers were not found in the PTX of its PTX_SLOTS build")
         if at != (0, 0) and build(at) != at:
             raise UserError(f"{fn.__name__}: the kv ring's barriers moved in its PTX_SLOTS build")
+        if len(_RESOLVED) >= MAX_RESOLVED:
+            _RESOLVED.clear()
         _RESOLVED[key] = at
     c.update(zip(KEYS, at))
 

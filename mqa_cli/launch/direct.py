@@ -4,7 +4,7 @@ Why: on a repeated decode call most of the host time goes to triton's per-call w
 (H200 host, 2026-12-01: 17 µs of a 37 µs call). The wrapper (CudaLauncher.__call__ and the closure that expands
 TMA descriptor arguments) loops over every argument in Python and encodes every descriptor again on every call.
 What it does is fixed by the compiled kernel, except the descriptors' encodings; and a descriptor object passed
-again (the kv cache's, which mqa_cli.launch.paged_ws keeps per cache) encodes to the same bytes.
+again (the kv cache's, which mqa_cli.launch.paged_ws_sm90 keeps per cache) encodes to the same bytes.
 
 `unwrap` finds the C launcher and the descriptor positions inside the wrapper, in either of the two forms triton
 has built it in (found by what the launcher object holds, not by version string: versions.py names them

@@ -1,19 +1,26 @@
-"""One entry for every launch family: the config's `launcher` names it (pointer, tma, paged, paged_ws).
+"""One entry for every launch family: the config's `launcher` names it. `pointer` (the plain-Triton prefill kernels)
+builds its arguments in mqa_cli.launch.common; every other family F in mqa_cli/launch/F.py as `F_args` (paged; each
+Gluon variant under its own name: gluon_ws_sm90, paged_ws_sm90), so a new family is one module and no edit here.
 
-`launch` launches into a given (or fresh) output and returns what ran, so the API can record a fast relaunch
+`launch_config` launches into a given (or fresh) output and returns what ran, so the API can record a fast relaunch
 (mqa_cli.api.fastpath); `run` is the same returning only the output; `output_for` allocates the output a config
 writes; `args_builder` gives `compile` (dump) the argument list of any family, so dump signs kernels exactly
-as they run. A new family adds one branch to `launch` and one to `args_builder`.
-The Gluon (tma) family is imported on first use: it needs triton's Gluon, which not every triton has.
+as they run. A family's module is imported on first use: the Gluon ones need triton's Gluon, which not every
+triton has.
 """
 from __future__ import annotations
 
+import functools
+import importlib
 from dataclasses import dataclass
 
 import torch
 
 from ..errors import UserError
-from . import interpreter, common as launch, paged as launch_paged
+from ..problem.tensors import Prefill
+from . import interpreter, common as launch
+
+INTERPRETED = ("pointer", "paged")  # the families of Triton kernels, which the interpreter runs; Gluon's need a GPU
 
 
 @dataclass
@@ -38,17 +45,22 @@ def args_builder(cfg):
     """(t, cfg, out, extra) -> LaunchArgs for the config's family; extra is max_seqlen_k or schedule_meta."""
     if cfg.launcher == "pointer":
         return launch.pointer_args
-    if cfg.launcher == "paged":
-        return launch_paged.paged_args
-    if cfg.launcher == "paged_ws":
-        from . import paged_ws as launch_paged_ws
+    builder = _family_args(cfg.launcher)
+    if builder is None:
+        raise UserError(f"config {cfg.name} names an unknown launch family {cfg.launcher!r}")
+    return builder
 
-        return launch_paged_ws.paged_ws_args
-    if cfg.launcher == "tma":
-        from . import tma as launch_tma
 
-        return launch_tma.tma_args
-    raise UserError(f"config {cfg.name} names an unknown launch family {cfg.launcher!r}")
+@functools.lru_cache(maxsize=16)
+def _family_args(family: str):
+    """mqa_cli.launch.<family>.<family>_args, or None where no such module is (looked up once a family)."""
+    name = f"{__package__}.{family}"
+    try:
+        return getattr(importlib.import_module(name), f"{family}_args")
+    except ModuleNotFoundError as e:
+        if e.name != name:
+            raise
+        return None
 
 
 def launch_config(t, cfg, out=None, *, max_seqlen_k: int = 0, schedule_meta=None) -> Launched:
@@ -57,9 +69,9 @@ def launch_config(t, cfg, out=None, *, max_seqlen_k: int = 0, schedule_meta=None
     if out is None:
         out = output_for(t, cfg, max_seqlen_k)
     device = t.q.device
-    if cfg.launcher == "tma" and device.type != "cuda":
+    if cfg.launcher not in INTERPRETED and device.type != "cuda":
         raise UserError(f"{cfg.kernel} needs CUDA tensors on a Hopper GPU (Gluon has no interpreter path)")
-    extra = schedule_meta if cfg.launcher in ("paged", "paged_ws") else max_seqlen_k
+    extra = max_seqlen_k if isinstance(t, Prefill) else schedule_meta
     kernel = launch.kernel_for(cfg, device)
     a = args_builder(cfg)(t, cfg, out, extra)
     compiled = launch.run_kernel(kernel, cfg, a, interpreter.active())

@@ -162,7 +162,9 @@ def _tiled_config(shape, target, override=None):
                         override=override)
 
 
-def _h64d128_conditions(target_name: str, min_seq: int, heads=(64,)):
+def _specialised_conditions(target_name: str, min_seq: int, heads: tuple):
+    """The conditions of a row for one target, head counts and D 128, from seq_len min_seq."""
+
     def conditions(shape, target, caps):
         return [
             check_eq("problem", shape.kind, "prefill"),
@@ -180,7 +182,7 @@ def _h64d128_conditions(target_name: str, min_seq: int, heads=(64,)):
 
 def _h64d128_config(shape, target):
     return h64d128_config(heads=shape.heads, dim=shape.dim, S=shape.S, N=shape.N, clean=shape.clean_logits,
-                          compressed=shape.compressed, bf16=shape.bf16, target=target.name)
+                          compressed=shape.compressed, bf16=shape.bf16)
 
 
 def _heads_on_m_config(row_target: str):
@@ -238,19 +240,20 @@ PREFILL_ROWS: list[Row] = [
         "in PTX (PTX_SLOTS: no warpgroup barrier a tile); the (heads, dim) shapes where a sweep measured it ahead (its table, tuned.py, says by how much; "
         "docs/PERFORMANCE.md)",
         _gluon_ws_sm90_conditions, _gluon_ws_sm90_config, GLUON_KEYS),
-    Row("h64d128_gfx950", "aiter's rule: specialised H64D128 kernel on gfx950 for seq_len >= 4096; one-wave "
-        "workgroups, a query row each, its heads in the wave's 32x32x64 MFMA tiles (kv = M, heads = N), relu (one "
-        "max) x weight summed in its registers (FMAs and a lane swap: no LDS round trip), no barrier in the tile "
-        "loop, 2 waves per SIMD, uniform loop bounds, one tile loop (cost model: `mqa-logits dump --target gfx950`)",
-        _h64d128_conditions("gfx950", 4096, (32, 64)), _heads_on_m_config("gfx950")),
-    Row("h64d128_gfx942", "the same kernel on gfx942 (MI300X: 32x32x16 fp8 MFMA, e4m3fnuz) for seq_len >= 4096: "
-        "one wave per query row, its heads summed in that wave's registers, each kv tile shared by 4 rows, 2 waves "
-        "per SIMD",
-        _h64d128_conditions("gfx942", 4096, (32, 64)), _heads_on_m_config("gfx942")),
+    Row("heads_on_m_gfx950", "aiter's rule (its H64 D128 kernel on gfx950 for seq_len >= 4096), here for H 64 and 32: "
+        "one-wave workgroups, a query row each, its heads in the wave's 32x32x64 MFMA tiles (kv = M, heads = N), relu "
+        "(one max) x weight summed in its registers (FMAs and a lane swap: no LDS round trip), no barrier in the tile "
+        "loop, 2 waves per SIMD, no scratch, uniform loop bounds, one tile loop (cost model: `mqa-logits dump "
+        "--target gfx950`)",
+        _specialised_conditions("gfx950", 4096, (32, 64)), _heads_on_m_config("gfx950")),
+    Row("heads_on_m_gfx942", "the same kernel on gfx942 (MI300X: 32x32x16 fp8 MFMA, e4m3fnuz) for seq_len >= 4096, H "
+        "64 and 32: one wave per query row, its heads summed in that wave's registers, each kv tile shared by 4 rows, "
+        "2 waves per SIMD, no scratch",
+        _specialised_conditions("gfx942", 4096, (32, 64)), _heads_on_m_config("gfx942")),
     Row("h64d128_sm90", "specialised long-row kernel on Hopper (H 64 or 32, D 128): 256/H query rows x H heads "
         "= MMA N 256, unmasked interior tiles, heaviest blocks first, wide -inf stores; on every supported triton the "
         "Gluon row takes its shapes first, so it runs when named (--kernel h64d128_sm90)",
-        _h64d128_conditions("sm90", 1024, (32, 64)), _h64d128_config),
+        _specialised_conditions("sm90", 1024, (32, 64)), _h64d128_config),
     Row("tiled", "portable Triton kernel: kv tile = MMA M, BLOCK_Q x heads = N; live tiles only; -inf fused",
         _tiled_conditions, _tiled_config, TILED_KEYS),
 ]
@@ -340,6 +343,10 @@ def row_names() -> list[str]:
     return [r.name for r in TABLE]
 
 
+# Former row names, refused with the row's name now (no second name runs anything).
+RENAMED = {"h64d128_gfx950": "heads_on_m_gfx950", "h64d128_gfx942": "heads_on_m_gfx942"}
+
+
 @dataclass
 class Candidate:
     row: Row
@@ -374,6 +381,8 @@ def plan(shape: Shape, target: Target, kernel: str | None = None, force: bool = 
     candidates = [Candidate(row, row.conditions(shape, target, caps)) for row in TABLE]
     if kernel is not None:
         chosen = next((c for c in candidates if c.row.name == kernel), None)
+        if chosen is None and kernel in RENAMED:
+            raise UserError(f"kernel {kernel} is now named {RENAMED[kernel]} (the kernel it runs)")
         if chosen is None:
             raise UserError(f"unknown kernel {kernel!r}; choose one of {', '.join(row_names())}")
         if not chosen.ok and not force:

@@ -43,5 +43,5 @@ def test_explain_names_what_the_engine_call_launches(monkeypatch, cache, bs, sch
     assert plan["kernel_name"] == ran[0].name
     assert plan["config"]["constexprs"] == ran[0].constexprs and plan["config"]["options"] == ran[0].options
     if targets.detect().name == "sm90" and versions.holds("gluon_hopper"):
-        assert ran[0].launcher == ("paged" if cache == "untma" or bs == 32 else "paged_ws")
+        assert ran[0].launcher == ("paged" if cache == "untma" or bs == 32 else "paged_ws_sm90")
     assert ran[0].constexprs["SELF_SCHEDULE"] is not (schedule == "given" and bs == 64)

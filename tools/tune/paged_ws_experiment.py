@@ -37,7 +37,7 @@ from mqa_cli.bench import timing  # noqa: E402
 from mqa_cli.check.paged_reference import reference_paged  # noqa: E402
 from mqa_cli.launch import common as launch
 from mqa_cli.launch.paged import paged_args  # noqa: E402
-from mqa_cli.launch.paged_ws import paged_ws_args  # noqa: E402
+from mqa_cli.launch.paged_ws_sm90 import paged_ws_sm90_args  # noqa: E402
 from mqa_cli.plan import targets
 from mqa_cli.problem.paged import PagedSpec  # noqa: E402
 from mqa_cli.problem.paged_tensors import Paged, random_paged  # noqa: E402
@@ -107,7 +107,7 @@ ROUNDS = int(os.environ.get("PAGED_WS_ROUNDS", "4"))
 
 
 def ws_runner(t, cfg, out):
-    a = paged_ws_args(t, cfg, out, None)
+    a = paged_ws_sm90_args(t, cfg, out, None)
     kern = cfg.jitted()
     return lambda: kern[a.grid](*a.args, **a.constexprs, **a.options)
 

@@ -1,5 +1,5 @@
-"""Warp-specialised Gluon paged decode kernel for Hopper (sm90, triton 3.6): config.py its config, kernel.py the
-kernel."""
+"""Warp-specialised Gluon paged decode kernel for Hopper (sm90, on the releases of version fact gluon_hopper):
+config.py its config, kernel.py the kernel."""
 
 # The constexpr names that make its compiled variants differ (and name them): written once, read by
 # config.py (the config) and kernel.py (the kernel's repr).

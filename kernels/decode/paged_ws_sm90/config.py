@@ -190,4 +190,4 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
                 + ("; computed by each partition after warp_specialize (SPLIT_INSIDE)" if constexprs["SPLIT_INSIDE"]
                    else "")}
     return KernelConfig("paged_ws_sm90", "paged_mqa_logits_ws_sm90", KEYS, constexprs, {"num_warps": 4, "maxnreg": maxnreg},
-                        (programs * subs,), schedule, launcher="paged_ws", load=_load)
+                        (programs * subs,), schedule, launcher="paged_ws_sm90", load=_load)

@@ -715,7 +715,7 @@ def paged_mqa_logits_ws_sm90(
     FULL_AT: gl.constexpr = -1,  # PTX_SLOTS: offset of the kv full barriers (mqa_cli.launch.barrier_offsets resolves it)
     EMPTY_AT: gl.constexpr = -1,  # PTX_SLOTS: and of the empty barriers
     LOADERS: gl.constexpr = 1,  # producer warps: 1, or 4 at MATH_WG 4 (one per math warpgroup's ring; _load_partition)
-    DESC_PARAMS: gl.constexpr = "",  # the TMA descriptors' parameter symbols (mqa_cli.launch.paged_ws sets them)
+    DESC_PARAMS: gl.constexpr = "",  # the TMA descriptors' parameter symbols (mqa_cli.launch.paged_ws_sm90 sets them)
     SPLIT_INSIDE: gl.constexpr = False,  # the computed split: by each partition after warp_specialize (_work)
 ):
     gl.static_assert(gl.num_warps() == 4, "the default partition is one math warpgroup")

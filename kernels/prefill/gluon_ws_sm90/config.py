@@ -7,10 +7,8 @@ from . import KEYS
 
 # Registers a thread by math warpgroups: maxnreg at entry, setmaxnreg's share for each worker math warpgroup and for
 # the producer and filler warps (SMALL_REGS); math warpgroup 0 gets the rest (docs/DESIGN-NOTES.md has the sums).
-# Three math warpgroups: 160 each and 32 for the small warps (512 a warpgroup-thread). With 24 there, math 0 had 168,
-# and the 1-warp arms had no room for the thread-index values LLVM carries through warp_specialize's worker loop
-# (ptxas spilled them, once a CTA: H8 D64 15 spill instructions on 3.9, H16 D256 6 on 3.8, H32 D256 3 on 3.6 / 3.8;
-# none with 32, each loop within +1 instruction or shorter).
+# Three math warpgroups: 160 each and 32 for the small warps (512 a warpgroup-thread): the 1-warp arms hold the
+# thread-index values LLVM carries through warp_specialize's worker loop (what 24 cost: docs/DESIGN-NOTES.md).
 REGS = {2: {"maxnreg": 168, "MATH_REGS": 240, "SMALL_REGS": 24}, 3: {"maxnreg": 128, "MATH_REGS": 160, "SMALL_REGS": 32}}
 DEFAULT_UNITS = 132  # H200 / H100 SXM SM count, when the caller does not say
 GROUPS = ((2, 1), (1, 3))  # the (Q_GROUPS, KV_GROUPS) the kernel runs
@@ -102,10 +100,7 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     PINGPONG (the rule: compressed logits with two math warpgroups at H >= 64 and D >= 128; or the override key,
     0 or 2): the two math warpgroups issue their wgmmas in turn through named barriers. In the compressed form
     (each row's columns shifted by its ks) the warpgroups otherwise fall into step, both waiting on the tensor
-    cores, then both in the epilogue. On the H200 under triton 3.8 (2026-12-02, `ab configs --form compressed`):
-    0.943-0.961 of no turns at H 64 D 128 (1x4096 to 1x32768 causal, 4x8192 ratio 4, S4096 N65536) and H 128
-    D 128; 1.00 at H 64 D 64, 1.00-1.04 at H 8-32; in the full form 1.02-1.03 (no turns there). On 3.6 at 4x8192
-    ratio 4, 0.91 of no turns.
+    cores, then both in the epilogue (the A/B behind the rule: docs/DESIGN-NOTES.md).
 
     PTX_SLOTS (the table's "ptx_slots", or the override key): the math warpgroups wait for a kv tile and release
     it by PTX at the ring barriers' offsets (FULL_AT, EMPTY_AT: mqa_cli.launch.barrier_offsets reads them from a first
@@ -174,4 +169,4 @@ def gluon_ws_sm90_config(*, heads: int, dim: int, S: int, N: int, clean: bool, c
     schedule = {"args": {"n_items": items, "kv_splits": splits}, "items": items, "rows_per_item": q_groups * block_q,
                 "programs_per_sm": 1, "units": units, "kv_tile": kv_groups * block_kv}
     return KernelConfig("gluon_ws_sm90", "mqa_logits_gluon_ws_sm90", KEYS, constexprs, options, (programs,),
-                        schedule, launcher="tma", load=_load)
+                        schedule, launcher="gluon_ws_sm90", load=_load)

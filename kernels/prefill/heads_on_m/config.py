@@ -2,11 +2,12 @@
 
 One workgroup of BLOCK_Q waves serves BLOCK_Q query rows; wave r owns row r's H heads as the MMA's N (H = 64: two
 32-column MFMA tiles), the kv tile is M, shared by the block's waves through LDS. 2 waves per SIMD (waves_per_eu 2:
-at most 256 VGPR + AGPR per lane), 32 x 32 MFMA (matrix_instr_nonkdim 32), two-stage software pipeline.
+at most 256 VGPR + AGPR per lane), 32 x 32 MFMA (matrix_instr_nonkdim 32), one stage: a two-stage pipeline peels the
+loop's last trip, and the weights the peeled trip reads go to scratch (the other wave on the SIMD covers the loads).
 
 gfx950 runs one-wave workgroups (BLOCK_Q 1): sharing a kv tile between 4 waves takes one workgroup barrier a tile
-for its LDS ring; one wave needs none. gfx942 keeps 4 rows a workgroup (its one-wave loop is VALU-bound at 1,232
-model cycles per 1.05 MFLOP against 1,028). docs/CODEGEN.md has the figures.
+for its LDS ring; one wave needs none. gfx942 keeps 4 rows a workgroup (its one-wave loop is VALU-bound).
+docs/CODEGEN.md has the figures.
 """
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from . import KEYS
 
 # (BLOCK_KV, options) per AMD target; gfx942 has half gfx950's fp8 MFMA rate and the same register file.
 TUNED = {
-    "gfx950": (64, {"num_warps": 1, "num_stages": 2, "waves_per_eu": 2, "matrix_instr_nonkdim": 32, "llvm_fn_attrs": "amdgpu-agpr-alloc=0"}),
-    "gfx942": (64, {"num_warps": 4, "num_stages": 2, "waves_per_eu": 2, "matrix_instr_nonkdim": 32, "llvm_fn_attrs": "amdgpu-agpr-alloc=0"}),
+    "gfx950": (64, {"num_warps": 1, "num_stages": 1, "waves_per_eu": 2, "matrix_instr_nonkdim": 32, "llvm_fn_attrs": "amdgpu-agpr-alloc=0"}),
+    "gfx942": (64, {"num_warps": 4, "num_stages": 1, "waves_per_eu": 2, "matrix_instr_nonkdim": 32, "llvm_fn_attrs": "amdgpu-agpr-alloc=0"}),
 }
 
 

@@ -5,7 +5,8 @@ BLOCK_Q * H] = kv [BLOCK_KV, D] . q^T [D, BLOCK_Q * H]. Triton's AMD MFMA layout
 lane's registers along N) deals the 32-column N tiles to the waves round-robin, so the columns are ordered (head
 group, row, head in group) and wave r holds every head of query row r: relu, x weight and the sum over heads run in
 that wave's registers (adds and one lane swap), with no shared-memory round trip and no barrier; each kv tile,
-loaded once into LDS, serves the block's BLOCK_Q rows. Per tile: kv scales first, then the kv rows (the scale load never waits behind the prefetch).
+loaded once into LDS, serves the block's BLOCK_Q rows. Per tile: kv scales first, then the kv rows; the last tile's
+rows past N read row N - 1 (an address clamp, not a masked load: no compare and select per address).
 
 Loop bounds are uniform: they come from scalar loads of the block's windows, never from vector reductions, so
 the loop counter and the tile addresses live in scalar registers. Like the h64d128 kernel: query blocks in a chosen
@@ -37,14 +38,11 @@ def _tile(kv_ptr, kv_scale_ptr, q_t, w, ks, ke, out_base, row_offs, row_ok, star
     offs = tl.arange(0, BLOCK_KV)
     kv_rows = start + offs
     dims = tl.arange(0, D)
+    if MASKED:  # rows past N read row N - 1: their columns are past every window (-inf) or in the row padding
+        offs = tl.minimum(offs, N - 1 - start)
     kv_ptrs = kv_ptr + tl.cast(start, tl.int64) * stride_kv_n + (offs * stride_kv_n)[:, None] + dims[None, :]
-    if MASKED:
-        kv_ok = kv_rows < N
-        scale = tl.load(kv_scale_ptr + kv_rows * stride_scale, mask=kv_ok, other=0.0)
-        kv = tl.load(kv_ptrs, mask=kv_ok[:, None], other=0.0)
-    else:
-        scale = tl.load(kv_scale_ptr + kv_rows * stride_scale)
-        kv = tl.load(kv_ptrs)
+    scale = tl.load(kv_scale_ptr + (start + offs) * stride_scale)
+    kv = tl.load(kv_ptrs)
     scores = tl.dot(kv, q_t)  # [BLOCK_KV, BLOCK_Q * H], columns in _columns' order
     logits = _head_sum(scores, w, BLOCK_KV, BLOCK_Q, H) * scale[:, None]  # [BLOCK_KV, BLOCK_Q]
     if COMPRESSED:

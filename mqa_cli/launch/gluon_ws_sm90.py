@@ -1,4 +1,5 @@
-"""Arguments of the TMA (Gluon Hopper) prefill family: TMA descriptors for q and kv, pointers and strides for the rest.
+"""Arguments of the gluon_ws_sm90 prefill variant (mqa_kernels.prefill.gluon_ws_sm90): TMA descriptors for q and kv,
+pointers and strides for the rest.
 
 Used to run (mqa_cli.launch.families) and by dump on "meta"-device tensors, so nothing here reads tensor data or
 syncs: only dtypes, shapes, strides and (offset-based) alignment are looked at.
@@ -58,8 +59,8 @@ def _layouts(q_block: tuple, block_kv: int, D: int):
             gl.NVMMASharedLayout.get_default_for([block_kv, D], gl.float8e4nv))
 
 
-def tma_args(t, cfg, out: torch.Tensor, max_seqlen_k: int = 0) -> LaunchArgs:
-    """LaunchArgs of mqa_logits_gluon_ws_sm90 for a Prefill `t` and its logits view `out`.
+def gluon_ws_sm90_args(t, cfg, out: torch.Tensor, max_seqlen_k: int = 0) -> LaunchArgs:
+    """LaunchArgs of the gluon_ws_sm90 kernel for a Prefill `t` and its logits view `out`.
 
     Runtime arguments, in the kernel's order: q_desc, kv_desc, kv_scales, weights, ks, ke, out, S, N,
     max_seqlen_k, kv_scales stride, weights row stride, ks stride, ke stride, out row stride, then the
@@ -137,7 +138,7 @@ def _out_desc(out: torch.Tensor, S: int, N: int, c: dict):
 
 
 def _rebuilder(args: list, q_desc, kv_desc):
-    """LaunchArgs.rebuild of tma_args: fresh descriptors over the call's q, kv (and logits, with TMA_STORE), the
+    """LaunchArgs.rebuild of gluon_ws_sm90_args: fresh descriptors over the call's q, kv (and logits, with TMA_STORE), the
     rest as passed."""
     tail, q_fields, kv_fields = tuple(args[7:-1]), _fields(q_desc), _fields(kv_desc)
     out_fields = None if args[-1] is None else _fields(args[-1])

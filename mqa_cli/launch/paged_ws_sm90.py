@@ -79,7 +79,7 @@ def _layout_id(cache: torch.Tensor, D: int, BS: int) -> int:
     return lid
 
 
-def paged_ws_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None) -> LaunchArgs:
+def paged_ws_sm90_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None) -> LaunchArgs:
     """LaunchArgs of paged_mqa_logits_ws_sm90 for paged tensors `t` and the [B*next_n, max_context_len] view `out`.
     The grid is (ranges) x SUBS: ranges = schedule_meta's entries - 1, or cfg.schedule["programs"] when the kernel
     computes its own split (SELF_SCHEDULE)."""
