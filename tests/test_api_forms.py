@@ -414,6 +414,37 @@ def test_paged_repeatable_bitwise():
         assert torch.equal(paged(p, clean_logits=True), a)
 
 
+def test_threads_give_the_serial_results():
+    """8 threads calling at once, prefill and paged shapes mixed, each result bitwise its serial run's (the CPU
+    path's interpreter swaps triton.language process-wide: without one launch at a time, calls failed or mixed)."""
+    import threading
+
+    problems = [prefill_problem(S=6 + i, N=24 + 8 * i, H=(8, 16)[i % 2], D=32, seed=i) for i in range(4)] + \
+        [paged_problem(B=1 + i % 2, T=1 + i // 2, H=(8, 16)[i % 2], ctx=[9 + 7 * b + 5 * i for b in range(1 + i % 2)],
+                       seed=i) for i in range(4)]
+
+    def call(p):
+        return prefill(p) if hasattr(p, "ks") else paged(p, clean_logits=True)
+
+    serial = [call(p) for p in problems]
+    start, got = threading.Barrier(len(problems)), [None] * len(problems)
+
+    def worker(i):
+        start.wait()
+        try:
+            got[i] = call(problems[i])
+        except Exception as e:  # recorded, so the assertion below names it
+            got[i] = e
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(problems))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, (a, b) in enumerate(zip(serial, got)):
+        assert isinstance(b, torch.Tensor) and torch.equal(a, b), (i, b if not isinstance(b, torch.Tensor) else "")
+
+
 # ------------------------------------------------------------------------------------------ a view per argument
 
 def _prefill_views(p):
