@@ -49,6 +49,9 @@ def runs(tmp_path_factory):
     (d / "c.safetensors").write_bytes(b"\x00garbage")
     (d / "c.pt").write_bytes(b"not a pickle")
     torch.save({"q": Evil()}, d / "evil.pt")
+    t = random_prefill(ProblemSpec(seq=16, heads=8, dim=32)).as_dict()
+    torch.save(t, d / "protocol4.pt", pickle_protocol=4, _use_new_zipfile_serialization=False)  # torch warns, fails
+    torch.save(t, d / "protocol3.pt", pickle_protocol=3)  # torch warns, loads
     cases = {
         "run-save": ("run", *SMALL, "--layout", "window", "--window", "9", "--save-problem", d / "saved.safetensors",
                      "--output", d / "l.safetensors"),
@@ -70,6 +73,8 @@ def runs(tmp_path_factory):
         "target-gfx950": ("run", "--target", "gfx950"),
         "dtype-float16": ("verify", "--dtype", "float16"),
         "evil-pt": ("run", "--input", d / "evil.pt"),
+        "protocol4-pt": ("verify", "--input", d / "protocol4.pt"),
+        "protocol3-pt": ("verify", "--input", d / "protocol3.pt"),
         "unknown-command": ("nonsense",),
         "unknown-flag": ("explain", "--bogus"),
         "bad-int": ("explain", "--seq", "abc", "--target", "sm90"),
@@ -168,6 +173,15 @@ def test_pt_loads_with_weights_only(runs):
     r = runs[0]["evil-pt"]
     assert_one_line_error(r, contains="cannot read")
     assert "pwned" not in r.stdout
+
+
+def test_pt_pickle_protocol_warnings_never_reach_stderr(runs):
+    """torch.load warns in several lines about a pickle protocol other than 2: a file it then cannot read is one
+    line naming the protocol, exit 2; a file it reads runs with nothing from torch on stderr."""
+    assert_one_line_error(runs[0]["protocol4-pt"], contains="pickle protocol 4")
+    ok = runs[0]["protocol3-pt"]
+    assert ok.returncode == 0 and "pass" in ok.stdout, ok.stderr
+    assert [line for line in ok.stderr.splitlines() if not line.startswith("note:")] == [], ok.stderr
 
 
 def test_unknown_command_or_flag_is_bad_input(runs):
