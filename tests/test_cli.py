@@ -22,6 +22,8 @@ BAD_FILES = [
     (dict(ke=torch.full((16,), 99, dtype=torch.int32)), "ke > N"),
     (dict(ks=torch.full((16,), -1, dtype=torch.int32)), "ks must be >= 0"),
     (dict(kv_scales=torch.full((16,), float("nan"))), "NaN"),
+    (dict(q=torch.full((16, 8, 32), 0x7F, dtype=torch.uint8).view(torch.float8_e4m3fn)),
+     "q holds NaN (fp8 byte 0x7f) at q[0, 0, 0]"),
     (dict(ke=None), "missing key(s) ke"),
 ]
 
@@ -75,6 +77,7 @@ def runs(tmp_path_factory):
         "evil-pt": ("run", "--input", d / "evil.pt"),
         "protocol4-pt": ("verify", "--input", d / "protocol4.pt"),
         "protocol3-pt": ("verify", "--input", d / "protocol3.pt"),
+        "verify-nan-q": ("verify", "--input", d / f"bad{len(BAD_FILES) - 2}.safetensors"),
         "unknown-command": ("nonsense",),
         "unknown-flag": ("explain", "--bogus"),
         "bad-int": ("explain", "--seq", "abc", "--target", "sm90"),
@@ -182,6 +185,11 @@ def test_pt_pickle_protocol_warnings_never_reach_stderr(runs):
     ok = runs[0]["protocol3-pt"]
     assert ok.returncode == 0 and "pass" in ok.stdout, ok.stderr
     assert [line for line in ok.stderr.splitlines() if not line.startswith("note:")] == [], ok.stderr
+
+
+def test_verify_refuses_a_non_finite_input(runs):
+    """verify on a file whose q holds a NaN: refused (exit 2, one line naming it), never a pass."""
+    assert_one_line_error(runs[0]["verify-nan-q"], contains="q holds NaN (fp8 byte 0x7f) at q[0, 0, 0]")
 
 
 def test_unknown_command_or_flag_is_bad_input(runs):
