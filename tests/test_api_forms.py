@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import mqa_cli
+from mqa_cli import deep_gemm as dg
 from mqa_cli.errors import UserError
 
 from .reference64 import (FP8, assert_logits, assert_same, compress64, fp8_q, fp8_rows, gen, pack_blocks,
@@ -865,17 +866,10 @@ def test_env_variable_turns_value_checks_on():
 
 # ------------------------------------------------------------------------------------------ non-finite inputs
 
-def _deep_gemm(name):
-    from mqa_cli import deep_gemm  # the engines' module name: the same functions
-
-    return getattr(deep_gemm, name)
-
-
-PREFILL_OPS = {
-    "fp8_mqa_logits": lambda d, **kw: _deep_gemm("fp8_mqa_logits")(d["q"], (d["kv"], d["sc"]), d["w"], d["ks"],
-                                                                   d["ke"], **kw),
-    "fp8_fp4_mqa_logits": lambda d, **kw: _deep_gemm("fp8_fp4_mqa_logits")((d["q"], None), (d["kv"], d["sc"][:, None]),
-                                                                           d["w"], d["ks"], d["ke"], **kw),
+PREFILL_OPS = {  # the engines' names through the deep_gemm stand-in (the same functions), and the project's
+    "fp8_mqa_logits": lambda d, **kw: dg.fp8_mqa_logits(d["q"], (d["kv"], d["sc"]), d["w"], d["ks"], d["ke"], **kw),
+    "fp8_fp4_mqa_logits": lambda d, **kw: dg.fp8_fp4_mqa_logits((d["q"], None), (d["kv"], d["sc"][:, None]), d["w"],
+                                                                d["ks"], d["ke"], **kw),
     "mqa_logits": lambda d, **kw: mqa_cli.mqa_logits(d["q"], d["kv"], d["sc"], d["w"], d["ks"], d["ke"], **kw),
     "fp8_mqa_topk": lambda d, **kw: mqa_cli.fp8_mqa_topk(d["q"], d["kv"], d["sc"], d["w"], d["ks"], d["ke"], 4, **kw),
 }
@@ -887,11 +881,9 @@ PREFILL_BAD = [("q", "q", (5, 3, 7), 0x7F, "NaN (fp8 byte 0x7f)"), ("kv", "kv", 
 
 
 def _set(x: torch.Tensor, at: tuple, value) -> torch.Tensor:
+    """A copy of x with x[at] = value (an int: that byte, for fp8 and uint8 tensors)."""
     x = x.clone()
-    if isinstance(value, int):
-        x.view(torch.uint8)[at] = value
-    else:
-        x[at] = value
+    (x.view(torch.uint8) if isinstance(value, int) else x)[at] = value
     return x
 
 
@@ -901,27 +893,24 @@ def test_prefill_nonfinite_input_is_refused_when_checked(op, arg, name, at, valu
     """With check_values, a NaN or inf in any float input is one line naming the tensor and its first bad position
     (fp8: its NaN bytes, 0x7F / 0xFF; e4m3 has no inf); refused before any launch."""
     p = prefill_problem(S=8, N=24, H=8, D=32)
-    d = dict(vars(p), **{arg: _set(getattr(p, arg), at, value)})
     with pytest.raises(UserError) as e:
-        PREFILL_OPS[op](d, check_values=True)
+        PREFILL_OPS[op](dict(vars(p), **{arg: _set(getattr(p, arg), at, value)}), check_values=True)
     assert str(e.value) == f"{name} holds {words} at {name}[{', '.join(map(str, at))}]"
 
 
 PAGED_OPS = {
-    "fp8_paged_mqa_logits": lambda p, q, cache, w, **kw: _deep_gemm("fp8_paged_mqa_logits")(
+    "fp8_paged_mqa_logits": lambda p, q, cache, w, **kw: dg.fp8_paged_mqa_logits(
         q, cache, w, p.ctx, p.table, meta(p.ctx, p.bs), p.max_context_len, **kw),
-    "fp8_fp4_paged_mqa_logits": lambda p, q, cache, w, **kw: _deep_gemm("fp8_fp4_paged_mqa_logits")(
+    "fp8_fp4_paged_mqa_logits": lambda p, q, cache, w, **kw: dg.fp8_fp4_paged_mqa_logits(
         (q, None), cache, w, p.ctx, p.table, None, p.max_context_len, **kw),
     "fp8_paged_mqa_topk": lambda p, q, cache, w, **kw: mqa_cli.fp8_paged_mqa_topk(
         q, cache, w, p.ctx, p.table, p.max_context_len, 4, **kw),
 }
 
 
-def _cache_at(p, b: int, token: int, kind: str, dim: int = 0) -> tuple:
-    """The cache byte of sequence b's token: its fp8 value at dim, or the first byte of its fp32 scale."""
-    blk, slot = int(p.table[b, token // p.bs]), token % p.bs
-    byte = slot * p.D + dim if kind == "fp8" else p.bs * p.D + 4 * slot
-    return blk, byte, slot
+def _token(p, b: int, token: int) -> tuple:
+    """(cache bytes [nb, block bytes] copy, block, slot) of sequence b's token."""
+    return p.cache.view(p.nb, -1).clone(), int(p.table[b, token // p.bs]), token % p.bs
 
 
 @pytest.mark.parametrize("op", list(PAGED_OPS))
@@ -931,22 +920,19 @@ def test_paged_nonfinite_input_is_refused_when_checked(op, bad):
     (here sequence 1's last: contexts 37 and 20, next_n 2)."""
     p = paged_problem(B=2, T=2, H=8, ctx=(37, 20))
     q, cache, w = p.q, p.cache, p.w
+    raw, blk, slot = _token(p, 1, 19)
     if bad == "q":
         q, expect = _set(q, (1, 0, 2, 5), 0xFF), "q holds NaN (fp8 byte 0xff) at q[1, 0, 2, 5]"
     elif bad == "weights":
         w, expect = _set(w, (3, 4), INF), "weights holds inf at weights[3, 4]"
     elif bad == "cache fp8":
-        blk, byte, slot = _cache_at(p, 1, 19, "fp8", dim=6)
-        cache = _set(cache.view(p.nb, -1), (blk, byte), 0x7F).view_as(cache)
+        raw[blk, slot * p.D + 6] = 0x7F
         expect = f"kv_cache holds NaN (fp8 byte 0x7f) at sequence 1, token 19 (block {blk}, slot {slot}, dim 6)"
     else:
-        blk, byte, slot = _cache_at(p, 1, 19, "scale")
-        raw = cache.view(p.nb, -1).clone()
-        raw[blk, byte:byte + 4] = torch.tensor([float("-inf")]).view(torch.uint8)
-        cache = raw.view_as(cache)
+        raw[blk, p.bs * p.D:].view(torch.float32)[slot] = -INF
         expect = f"kv_cache holds -inf as a scale at sequence 1, token 19 (block {blk}, slot {slot})"
     with pytest.raises(UserError) as e:
-        PAGED_OPS[op](p, q, cache, w, check_values=True)
+        PAGED_OPS[op](p, q, raw.view_as(cache) if bad.startswith("cache") else cache, w, check_values=True)
     assert str(e.value) == expect
 
 
@@ -957,13 +943,12 @@ def test_paged_cache_bytes_the_call_does_not_read_are_not_checked():
     clean = paged(p, clean_logits=True)
     raw = p.cache.view(p.nb, -1).clone()
     for b, end in enumerate((37, 20)):
-        blk, byte, _ = _cache_at(p, b, end, "fp8")
-        raw[blk, byte:p.bs * p.D] = 0x7F  # the rest of the last block's fp8 values
-        raw[blk, p.bs * p.D + 4 * (end % p.bs):] = 0xFF  # and its scales (NaN as fp32)
+        _, blk, slot = _token(p, b, end)
+        raw[blk, slot * p.D:p.bs * p.D] = 0x7F  # the rest of the last block's fp8 values
+        raw[blk, p.bs * p.D + 4 * slot:] = 0xFF  # and its scales (NaN as fp32)
     referenced = set(p.table[0, :3].tolist()) | set(p.table[1, :2].tolist())
     raw[[i for i in range(p.nb) if i not in referenced]] = 0xFF
-    out = paged(p, cache=raw.view_as(p.cache), clean_logits=True, check_values=True)
-    assert torch.equal(out, clean)
+    assert torch.equal(paged(p, cache=raw.view_as(p.cache), clean_logits=True, check_values=True), clean)
 
 
 @pytest.mark.skipif(DEVICE != "cpu", reason="the CPU path's reading; the card's is tests/gpu/test_concurrency.py's")
