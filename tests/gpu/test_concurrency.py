@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import mqa_cli
+from mqa_cli.errors import UserError
 from mqa_cli.api import fastpath, logits as api, topk
 from mqa_cli.launch import common, paged_ws
 
@@ -184,15 +185,17 @@ def test_capture_on_a_side_stream_while_another_thread_calls_eagerly(mode):
 
 
 def test_unchecked_nan_on_the_card_is_what_the_readme_says():
-    """A NaN fp8 byte in q[i, h] drops head h from row i (relu is a max, which drops NaN), one in kv row j or a
-    cache token makes that column 0: finite logits. Prefill on the Gluon row (S 2048, H 64) and a plain-Triton one,
-    decode at block size 64 and 32."""
+    """Unchecked, a NaN fp8 byte in q[i, h] drops head h from row i (relu is a max, which drops NaN), one in kv row
+    j or a cache token makes that column 0: finite logits; checked, each is refused. Prefill on the Gluon row (S 2048,
+    H 64) and a plain-Triton one, decode at block size 64 and 32."""
     for S, N, H in ((2048, 2048, 64), (100, 700, 32)):
         p = make_prefill(S, N, H, 128, "full", seed=H)
         q, kv = p["q"].clone(), p["kv"].clone()
         q.view(torch.uint8)[3, 5, 17] = 0x7F
         kv.view(torch.uint8)[11, 40] = 0xFF
         out = call_prefill(p, True, q=q, kv=kv)
+        with pytest.raises(UserError, match=r"^q holds NaN \(fp8 byte 0x7f\) at q\[3, 5, 17\]$"):  # checked
+            mqa_cli.fp8_mqa_logits(q, (kv, p["sc"]), p["w"], p["ks"], p["ke"], check_values=True)
         w = p["w"].clone()
         w[3, 5] = 0
         ref, _ = prefill_ref_rows(dict(p, w=w, sc=torch.where(torch.arange(p["N"], device=DEV) == 11, 0.0, p["sc"])),
@@ -207,6 +210,9 @@ def test_unchecked_nan_on_the_card_is_what_the_readme_says():
         b0, slot = int(d["bt"][0, 100 // blk]), 100 % blk  # sequence 0's token 100
         flat[b0, slot * d["D"] + 9] = 0xFF
         out = call_paged(d, True, q=q, kv_cache=flat.view(d["kv_cache"].shape))
+        with pytest.raises(UserError, match=r"^kv_cache holds NaN \(fp8 byte 0xff\) at sequence 0, token 100 "):
+            mqa_cli.fp8_paged_mqa_logits(d["q"], flat.view(d["kv_cache"].shape), d["w"], d["ctx"], d["bt"], None,
+                                         d["max_len"], check_values=True)
         w = d["w"].clone()
         w[2, 7] = 0
         flat0 = d["flat"].clone()
