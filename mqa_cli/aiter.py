@@ -112,7 +112,8 @@ def deepgemm_fp8_paged_mqa_logits(q_fp8: torch.Tensor, kv_cache: torch.Tensor, w
     Hot path as mqa_cli.fp8_paged_mqa_logits: no tensor data read, no sync, one launch, no copy (a padded or
     pre-shuffled cache is read through its strides and layout); the plan (`mqa-logits explain --paged
     --cache-layout shuffled --cache-block-stride ...` names it) is made once per shape. Value checks
-    (contexts against the table, finite scales) run with check_values=True or MQA_LOGITS_CHECK=1.
+    (contexts against the table, no NaN or inf in q, the weights or the cache tokens read) run with
+    check_values=True or MQA_LOGITS_CHECK=1.
     """
     if not isinstance(Preshuffle, bool):
         raise UserError(f"Preshuffle must be a bool, got {Preshuffle!r}")
@@ -141,7 +142,7 @@ def deepgemm_fp8_paged_mqa_logits(q_fp8: torch.Tensor, kv_cache: torch.Tensor, w
     check_paged(t)
     out = _check_out(out_logits, B * T, max_model_len, q_fp8.device)
     if api._checking(check_values):
-        validate_paged_values(t)
+        validate_paged_values(t, shuffled=Preshuffle)
     cfg = api.paged_plan(q_fp8, cache, max_model_len, clean=True, bf16=False, schedule_meta=None,
                          cache_layout="shuffled" if Preshuffle else "plain")
     launchers.launch_config(t, cfg, out)

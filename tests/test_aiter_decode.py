@@ -108,3 +108,28 @@ def test_decode_form_refusals():
     q1, cache1, w1, ctx1, table1, *_ = problem(1, 1, 16, 64, 1, [5], 3, False)
     assert "Preshuffle" in call(q_fp8=q1, kv_cache=cache1, weights=w1, context_lens=ctx1, kv_indices=table1,
                                 out_logits=torch.zeros(1, 40), KVBlockSize=1, Preshuffle=True)
+
+
+@pytest.mark.parametrize("shuffled", [False, True], ids=["plain", "preshuffled"])
+def test_nan_in_the_cache_is_found_in_either_layout(shuffled):
+    """check_values reads a pre-shuffled cache token by token too: a NaN byte of a token read is refused, naming the
+    token and dim; the same byte one token past the sequence's end (not read) is not."""
+    q, cache, w, ctx, table, *_ = problem(2, 2, 16, 64, 16, [20, 30], 3, shuffled)
+    D, bs = 64, 16
+
+    def with_nan(token: int, dim: int):
+        blk, s = int(table[1, token // bs]), token % bs
+        byte = (s // 16) * 16 * D + (dim // 16) * 256 + (s % 16) * 16 + dim % 16 if shuffled else s * D + dim
+        raw = cache.view(torch.uint8).reshape(cache.shape[0], -1).clone()
+        raw[blk, byte] = 0x7F
+        return raw.view(cache.shape).view(cache.dtype), blk, s
+
+    def call(c):
+        return aiter.deepgemm_fp8_paged_mqa_logits(q, c, w, torch.zeros(4, 40), ctx, table, 40, KVBlockSize=bs,
+                                                   Preshuffle=shuffled, check_values=True)
+
+    bad, blk, s = with_nan(29, 37)
+    with pytest.raises(UserError) as e:
+        call(bad)
+    assert str(e.value) == f"kv_cache holds NaN (fp8 byte 0x7f) at sequence 1, token 29 (block {blk}, slot {s}, dim 37)"
+    assert torch.equal(call(with_nan(30, 37)[0]), call(cache))

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import mqa_cli
+from mqa_cli import deep_gemm as dg
 from mqa_cli.errors import UserError
 
 from .reference64 import (FP8, assert_logits, assert_same, compress64, fp8_q, fp8_rows, gen, pack_blocks,
@@ -370,6 +371,37 @@ def test_paged_repeatable_bitwise():
     a = paged(p, clean_logits=True)
     for _ in range(3):
         assert torch.equal(paged(p, clean_logits=True), a)
+
+
+def test_threads_give_the_serial_results():
+    """8 threads calling at once, prefill and paged shapes mixed, each result bitwise its serial run's (the CPU
+    path's interpreter swaps triton.language process-wide: without one launch at a time, calls failed or mixed)."""
+    import threading
+
+    problems = [prefill_problem(S=6 + i, N=24 + 8 * i, H=(8, 16)[i % 2], D=32, seed=i) for i in range(4)] + \
+        [paged_problem(B=1 + i % 2, T=1 + i // 2, H=(8, 16)[i % 2], ctx=[9 + 7 * b + 5 * i for b in range(1 + i % 2)],
+                       seed=i) for i in range(4)]
+
+    def call(p):
+        return prefill(p) if hasattr(p, "ks") else paged(p, clean_logits=True)
+
+    serial = [call(p) for p in problems]
+    start, got = threading.Barrier(len(problems)), [None] * len(problems)
+
+    def worker(i):
+        start.wait()
+        try:
+            got[i] = call(problems[i])
+        except Exception as e:  # recorded, so the assertion below names it
+            got[i] = e
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(problems))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, (a, b) in enumerate(zip(serial, got)):
+        assert isinstance(b, torch.Tensor) and torch.equal(a, b), (i, b if not isinstance(b, torch.Tensor) else "")
 
 
 # ------------------------------------------------------------------------------------------ a view per argument
@@ -766,3 +798,112 @@ def test_env_variable_turns_value_checks_on():
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT,
                           timeout=300)
     assert "REFUSED" in proc.stdout, (proc.stdout, proc.stderr[-2000:])
+
+
+# ------------------------------------------------------------------------------------------ non-finite inputs
+
+PREFILL_OPS = {  # the engines' names through the deep_gemm stand-in (the same functions), and the project's
+    "fp8_mqa_logits": lambda d, **kw: dg.fp8_mqa_logits(d["q"], (d["kv"], d["sc"]), d["w"], d["ks"], d["ke"], **kw),
+    "fp8_fp4_mqa_logits": lambda d, **kw: dg.fp8_fp4_mqa_logits((d["q"], None), (d["kv"], d["sc"][:, None]), d["w"],
+                                                                d["ks"], d["ke"], **kw),
+    "mqa_logits": lambda d, **kw: mqa_cli.mqa_logits(d["q"], d["kv"], d["sc"], d["w"], d["ks"], d["ke"], **kw),
+    "fp8_mqa_topk": lambda d, **kw: mqa_cli.fp8_mqa_topk(d["q"], d["kv"], d["sc"], d["w"], d["ks"], d["ke"], 4, **kw),
+}
+NAN, INF = float("nan"), float("inf")
+# (argument, its name in the message, position, value: an int is an fp8 byte, what the message calls it)
+PREFILL_BAD = [("q", "q", (5, 3, 7), 0x7F, "NaN (fp8 byte 0x7f)"), ("kv", "kv", (9, 2), 0xFF, "NaN (fp8 byte 0xff)"),
+               ("sc", "kv_scales", (4,), INF, "inf"), ("w", "weights", (2, 1), NAN, "NaN"),
+               ("w", "weights", (0, 3), -INF, "-inf")]
+
+
+def _set(x: torch.Tensor, at: tuple, value) -> torch.Tensor:
+    """A copy of x with x[at] = value (an int: that byte, for fp8 and uint8 tensors)."""
+    x = x.clone()
+    (x.view(torch.uint8) if isinstance(value, int) else x)[at] = value
+    return x
+
+
+@pytest.mark.parametrize("op", list(PREFILL_OPS))
+@pytest.mark.parametrize("arg, name, at, value, words", PREFILL_BAD, ids=lambda v: str(v))
+def test_prefill_nonfinite_input_is_refused_when_checked(op, arg, name, at, value, words):
+    """With check_values, a NaN or inf in any float input is one line naming the tensor and its first bad position
+    (fp8: its NaN bytes, 0x7F / 0xFF; e4m3 has no inf); refused before any launch."""
+    p = prefill_problem(S=8, N=24, H=8, D=32)
+    with pytest.raises(UserError) as e:
+        PREFILL_OPS[op](dict(vars(p), **{arg: _set(getattr(p, arg), at, value)}), check_values=True)
+    assert str(e.value) == f"{name} holds {words} at {name}[{', '.join(map(str, at))}]"
+
+
+PAGED_OPS = {
+    "fp8_paged_mqa_logits": lambda p, q, cache, w, **kw: dg.fp8_paged_mqa_logits(
+        q, cache, w, p.ctx, p.table, meta(p.ctx, p.bs), p.max_context_len, **kw),
+    "fp8_fp4_paged_mqa_logits": lambda p, q, cache, w, **kw: dg.fp8_fp4_paged_mqa_logits(
+        (q, None), cache, w, p.ctx, p.table, None, p.max_context_len, **kw),
+    "fp8_paged_mqa_topk": lambda p, q, cache, w, **kw: mqa_cli.fp8_paged_mqa_topk(
+        q, cache, w, p.ctx, p.table, p.max_context_len, 4, **kw),
+}
+
+
+def _token(p, b: int, token: int) -> tuple:
+    """(cache bytes [nb, block bytes] copy, block, slot) of sequence b's token."""
+    return p.cache.view(p.nb, -1).clone(), int(p.table[b, token // p.bs]), token % p.bs
+
+
+@pytest.mark.parametrize("op", list(PAGED_OPS))
+@pytest.mark.parametrize("bad", ["q", "weights", "cache fp8", "cache scale"])
+def test_paged_nonfinite_input_is_refused_when_checked(op, bad):
+    """The same for decode: q, the weights, and in the cache the fp8 values and the scales of the tokens read
+    (here sequence 1's last: contexts 37 and 20, next_n 2)."""
+    p = paged_problem(B=2, T=2, H=8, ctx=(37, 20))
+    q, cache, w = p.q, p.cache, p.w
+    raw, blk, slot = _token(p, 1, 19)
+    if bad == "q":
+        q, expect = _set(q, (1, 0, 2, 5), 0xFF), "q holds NaN (fp8 byte 0xff) at q[1, 0, 2, 5]"
+    elif bad == "weights":
+        w, expect = _set(w, (3, 4), INF), "weights holds inf at weights[3, 4]"
+    elif bad == "cache fp8":
+        raw[blk, slot * p.D + 6] = 0x7F
+        expect = f"kv_cache holds NaN (fp8 byte 0x7f) at sequence 1, token 19 (block {blk}, slot {slot}, dim 6)"
+    else:
+        raw[blk, p.bs * p.D:].view(torch.float32)[slot] = -INF
+        expect = f"kv_cache holds -inf as a scale at sequence 1, token 19 (block {blk}, slot {slot})"
+    with pytest.raises(UserError) as e:
+        PAGED_OPS[op](p, q, raw.view_as(cache) if bad.startswith("cache") else cache, w, check_values=True)
+    assert str(e.value) == expect
+
+
+def test_paged_cache_bytes_the_call_does_not_read_are_not_checked():
+    """NaN bytes past each sequence's end, in table entries past it and in unreferenced blocks (an engine's free or
+    unwritten cache memory) are neither read by the kernel nor refused: checked, the logits are the clean ones."""
+    p = paged_problem(B=2, T=2, H=8, ctx=(37, 20))
+    clean = paged(p, clean_logits=True)
+    raw = p.cache.view(p.nb, -1).clone()
+    for b, end in enumerate((37, 20)):
+        _, blk, slot = _token(p, b, end)
+        raw[blk, slot * p.D:p.bs * p.D] = 0x7F  # the rest of the last block's fp8 values
+        raw[blk, p.bs * p.D + 4 * slot:] = 0xFF  # and its scales (NaN as fp32)
+    referenced = set(p.table[0, :3].tolist()) | set(p.table[1, :2].tolist())
+    raw[[i for i in range(p.nb) if i not in referenced]] = 0xFF
+    assert torch.equal(paged(p, cache=raw.view_as(p.cache), clean_logits=True, check_values=True), clean)
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the CPU path's reading; the card's is tests/gpu/test_concurrency.py's")
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_nonfinite_inputs_unchecked_as_the_readme_says():
+    """Unchecked (the hot path reads no data), as README "Non-finite inputs" says of the CPU path: the interpreter
+    reads an fp8 NaN byte as a finite +-480 (0x7F / 0xFF), so the logits it touches are finite and wrong; a NaN
+    scale makes its column NaN, an inf weight its row non-finite."""
+    p = prefill_problem(S=8, N=24, H=8, D=32)
+    clean = prefill(p)
+    live = torch.isfinite(p.ref)
+    for byte, reads_as in ((0x7F, 480.0), (0xFF, -480.0)):
+        out = mqa_cli.fp8_mqa_logits(_set(p.q, (0, 2, 5), byte), (p.kv, p.sc), p.w, p.ks, p.ke)
+        q = p.q.double()
+        q[0, 2, 5] = reads_as
+        ref, mag = prefill64(q, p.kv, p.sc, p.w, p.ks, p.ke)
+        assert_logits(out, ref, mag, clean=True)
+        assert torch.equal(out[1:], clean[1:]) and not torch.equal(out[0], clean[0])
+    out = mqa_cli.fp8_mqa_logits(p.q, (p.kv, _set(p.sc, (3,), NAN)), p.w, p.ks, p.ke)
+    assert out[:, 3][live[:, 3]].isnan().all() and live[:, 3].any()
+    out = mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc), _set(p.w, (0, 1), INF), p.ks, p.ke)
+    assert not out[0].isfinite().any()

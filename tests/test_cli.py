@@ -22,6 +22,8 @@ BAD_FILES = [
     (dict(ke=torch.full((16,), 99, dtype=torch.int32)), "ke > N"),
     (dict(ks=torch.full((16,), -1, dtype=torch.int32)), "ks must be >= 0"),
     (dict(kv_scales=torch.full((16,), float("nan"))), "NaN"),
+    (dict(q=torch.full((16, 8, 32), 0x7F, dtype=torch.uint8).view(torch.float8_e4m3fn)),
+     "q holds NaN (fp8 byte 0x7f) at q[0, 0, 0]"),
     (dict(ke=None), "missing key(s) ke"),
 ]
 
@@ -49,6 +51,9 @@ def runs(tmp_path_factory):
     (d / "c.safetensors").write_bytes(b"\x00garbage")
     (d / "c.pt").write_bytes(b"not a pickle")
     torch.save({"q": Evil()}, d / "evil.pt")
+    t = random_prefill(ProblemSpec(seq=16, heads=8, dim=32)).as_dict()
+    torch.save(t, d / "protocol4.pt", pickle_protocol=4, _use_new_zipfile_serialization=False)  # torch warns, fails
+    torch.save(t, d / "protocol3.pt", pickle_protocol=3)  # torch warns, loads
     cases = {
         "run-save": ("run", *SMALL, "--layout", "window", "--window", "9", "--save-problem", d / "saved.safetensors",
                      "--output", d / "l.safetensors"),
@@ -70,6 +75,9 @@ def runs(tmp_path_factory):
         "target-gfx950": ("run", "--target", "gfx950"),
         "dtype-float16": ("verify", "--dtype", "float16"),
         "evil-pt": ("run", "--input", d / "evil.pt"),
+        "protocol4-pt": ("verify", "--input", d / "protocol4.pt"),
+        "protocol3-pt": ("verify", "--input", d / "protocol3.pt"),
+        "verify-nan-q": ("verify", "--input", d / f"bad{len(BAD_FILES) - 2}.safetensors"),
         "unknown-command": ("nonsense",),
         "unknown-flag": ("explain", "--bogus"),
         "bad-int": ("explain", "--seq", "abc", "--target", "sm90"),
@@ -168,6 +176,20 @@ def test_pt_loads_with_weights_only(runs):
     r = runs[0]["evil-pt"]
     assert_one_line_error(r, contains="cannot read")
     assert "pwned" not in r.stdout
+
+
+def test_pt_pickle_protocol_warnings_never_reach_stderr(runs):
+    """torch.load warns in several lines about a pickle protocol other than 2: a file it then cannot read is one
+    line naming the protocol, exit 2; a file it reads runs with nothing from torch on stderr."""
+    assert_one_line_error(runs[0]["protocol4-pt"], contains="pickle protocol 4")
+    ok = runs[0]["protocol3-pt"]
+    assert ok.returncode == 0 and "pass" in ok.stdout, ok.stderr
+    assert [line for line in ok.stderr.splitlines() if not line.startswith("note:")] == [], ok.stderr
+
+
+def test_verify_refuses_a_non_finite_input(runs):
+    """verify on a file whose q holds a NaN: refused (exit 2, one line naming it), never a pass."""
+    assert_one_line_error(runs[0]["verify-nan-q"], contains="q holds NaN (fp8 byte 0x7f) at q[0, 0, 0]")
 
 
 def test_unknown_command_or_flag_is_bad_input(runs):

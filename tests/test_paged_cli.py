@@ -29,6 +29,8 @@ def _bad_file_cases(d) -> dict:
     nb = t.kv_cache.shape[0]
     table = t.block_table.clone()
     table[1, 0] = nb
+    nan_cache = t.kv_cache.clone()
+    nan_cache[t.block_table[0, 0], 0, 0, 0] = 0xFF  # sequence 0's first token, dim 0
     cases = {
         "out of range": dict(block_table=table),
         "longer than its block table covers": dict(block_table=t.block_table[:, :2].contiguous()),
@@ -38,6 +40,7 @@ def _bad_file_cases(d) -> dict:
         "more than max_context_len": dict(max_context_len=torch.tensor(10)),
         "context_lens must be int32": dict(context_lens=t.context_lens.long()),
         "weights must be float32": dict(weights=t.weights[:1].contiguous()),
+        "kv_cache holds NaN (fp8 byte 0xff) at sequence 0, token 0": dict(kv_cache=nan_cache),
     }
     runs = {}
     for i, (msg, change) in enumerate(cases.items()):
@@ -128,7 +131,7 @@ def test_explain_paged_rules_out_prefill_rows(runs):
 
 def test_bad_files(runs):
     cases = {n: r for n, r in runs[0].items() if n.startswith("bad-file:")}
-    assert len(cases) == 9
+    assert len(cases) == 10
     for name, r in cases.items():
         assert_one_line_error(r, contains=name.split(":", 1)[1])
 

@@ -11,6 +11,11 @@ checked against the full argument list when recorded) and calls the compiled ker
 
 CUDA tensors only (the interpreter path never comes here); with a Triton launch hook set, every call takes
 the full path so the hook sees it. Value checks (they read data) stay with the caller, on every call asked.
+
+Threads take no lock here: this table and its siblings (the plans, the top-k launches, the compiled runners, the
+cache's layout ids and descriptors) are read and written by single dict operations, and an entry is a pure function
+of its key, so threads that race record equal entries, and a table emptied meanwhile costs one full-path call
+(tests/gpu/test_concurrency.py). Each launch goes to the calling thread's current stream.
 """
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ table as the CLI.
 Hot path: dtype, shape, device and stride checks only (no tensor data read, no sync), a cached plan per
 shape, one output allocation, one launch. So every call can be captured in a CUDA graph. A repeated call
 with the same tensor metadata and options skips even those (mqa_cli.api.fastpath: they would decide the same).
-Value checks (window ranges, NaN scales, block-table bounds) read data and sync: they run only when asked,
-with `check_values=True` or the environment variable MQA_LOGITS_CHECK=1, on every call asked.
+Value checks (window ranges, NaN or inf in any input, block-table bounds) read data and sync: they run only when
+asked, with `check_values=True` or the environment variable MQA_LOGITS_CHECK=1, on every call asked.
 """
 from __future__ import annotations
 

@@ -119,8 +119,9 @@ def run_kernel(kernel, cfg, a: LaunchArgs, interpret: bool):
     Returns the compiled kernel that ran, for a direct relaunch (mqa_cli.api.fastpath); None in the interpreter or
     when the compiled runner does not take these arguments directly."""
     if interpret:
-        interpreter.patch_language_once_per_launch()
-        kernel[a.grid](*a.args, **a.constexprs)
+        with interpreter.LAUNCH_LOCK:  # (the interpreter's swap of triton.language is process-wide)
+            interpreter.patch_language_once_per_launch()
+            kernel[a.grid](*a.args, **a.constexprs)
         return None
     spec = _specialization(a.args)
     device = next((x.device for x in a.args if isinstance(x, torch.Tensor)), None)  # args[0] may be a descriptor

@@ -7,8 +7,15 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 _NOTED = False
+
+# One interpreted launch at a time in a process: triton's interpreter swaps triton.language's builtins process-wide
+# for the length of a launch and keeps the program index in one global builder, so two threads' launches at once
+# undo each other's swap ("Did you forget to add @triton.jit ?") or mix their programs. The CPU path's speed matters
+# little; its results must be the serial ones. Never taken on a GPU.
+LAUNCH_LOCK = threading.RLock()
 
 
 def active() -> bool:

@@ -7,6 +7,7 @@ stride-0 view, which every check or copy would lay out in full.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ..errors import UserError
@@ -53,6 +54,42 @@ def _suffix(path: Path) -> str:
     return s
 
 
+def _read(p: Path, kind: str):
+    """The file's contents, or one UserError line saying why not. torch.load warns on stderr (several lines) about a
+    pickle protocol other than its own 2, then often fails: its warnings are caught here, never printed, and the
+    protocol they name goes into the error; the loaders' multi-line messages are cut to their cause."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            if kind == ".safetensors":
+                from safetensors.torch import load_file
+
+                return load_file(str(p))
+            return torch.load(str(p), map_location="cpu", weights_only=True)
+        except Exception as e:  # the loaders raise many types for a corrupt file; report it in one line
+            raise UserError(f"{p}: cannot read as {kind[1:]}: {_cause(e, caught)}") from None
+
+
+def _cause(e: Exception, caught: list) -> str:
+    """One line from a loader's exception and the warnings it gave before it."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
+    unpickler = "WeightsUnpickler error:" in text
+    lines = [line.strip() for line in text.split("WeightsUnpickler error:", 1)[-1].splitlines() if line.strip()]
+    why = lines[0].split(". ")[0] if lines else type(e).__name__
+    if unpickler:
+        why = f"torch's safe loader (weights_only) refused it: {why}"
+    protocols = sorted({m.group(1) for w in caught for m in [re.search(r"pickle protocol (\d+)", str(w.message))] if m})
+    if protocols:
+        why += f" (the file uses pickle protocol {', '.join(protocols)})"
+    if unpickler or protocols:
+        why += "; save a dict of tensors with torch.save's defaults (pickle protocol 2) or as .safetensors"
+    return why
+
+
 def load_tensors(path: str | os.PathLike, keys, max_bytes: int | None = None) -> dict:
     """The named tensors from a file; a missing file, corrupt file or missing key is one clear error, and so are
     tensors that would take more than max_bytes (default: the host's memory) once laid out."""
@@ -61,17 +98,7 @@ def load_tensors(path: str | os.PathLike, keys, max_bytes: int | None = None) ->
     p = Path(path)
     if not p.is_file():
         raise UserError(f"{p}: no such file")
-    kind = _suffix(p)
-    try:
-        if kind == ".safetensors":
-            from safetensors.torch import load_file
-
-            data = load_file(str(p))
-        else:
-            data = torch.load(str(p), map_location="cpu", weights_only=True)
-    except Exception as e:  # the loaders raise many types for a corrupt file; report it in one line
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"{p}: cannot read as {kind[1:]}: {first}") from None
+    data = _read(p, _suffix(p))
     if not isinstance(data, dict):
         raise UserError(f"{p}: expected a dict of tensors, found {type(data).__name__}")
     missing = [k for k in keys if k not in data]
@@ -106,9 +133,7 @@ def file_keys(path: str | os.PathLike) -> set:
 
             with safe_open(str(p), framework="pt") as f:
                 return set(f.keys())
-        import torch
-
-        data = torch.load(str(p), map_location="cpu", weights_only=True)
+        data = _read(p, ".pt")
         return set(data) if isinstance(data, dict) else set()
     except Exception:  # unreadable here means unreadable in load_tensors, which reports it in one line
         return set()

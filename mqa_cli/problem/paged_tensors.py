@@ -13,6 +13,7 @@ import torch
 from ..errors import UserError
 from .io import load_tensors
 from .paged import KEYS, MAX_CONTEXT, PagedSpec, logits_bytes
+from .finite import SLICE_ELEMS, bad_mask, first_true, refuse_nonfinite, what
 from .tensors import FP8_DTYPES, FP8_NAMES, check_not_meta, memory_of, quantize_per_token
 
 
@@ -184,10 +185,11 @@ def check_paged(t: Paged) -> None:
                         f"{have:,} bytes of {dev}")
 
 
-def validate_paged_values(t: Paged, schedule_meta=None) -> None:
+def validate_paged_values(t: Paged, schedule_meta=None, shuffled: bool = False) -> None:
     """The checks that read data (they sync): contexts against max_context_len and the table, table entries,
-    finite weights and scales of referenced blocks, and schedule_meta where the call reads it (block size 64). A
-    context shorter than next_n leaves empty rows (allowed)."""
+    no NaN or inf in q, the weights, or the cache's fp8 values and scales of the tokens the call reads (shuffled:
+    aiter's pre-shuffled block layout), and schedule_meta where the call reads it (block size 64). A context
+    shorter than next_n leaves empty rows (allowed)."""
     nb, bs = t.kv_cache.shape[:2]
     ctx = t.context_lens.long()
     if (ctx < 0).any():
@@ -208,14 +210,56 @@ def validate_paged_values(t: Paged, schedule_meta=None) -> None:
         b, i = (int(x) for x in bad.nonzero()[0])
         raise UserError(f"block_table[{b}, {i}] = {int(t.block_table[b, i])} is out of range [0, {nb}) "
                         f"(num_blocks of kv_cache)")
-    if not torch.isfinite(t.weights).all():
-        raise UserError("weights holds NaN or inf")
-    blocks = t.block_table[used].long().unique()
-    _, sf = unpack_blocks(t.kv_cache, blocks, t.q.dtype)
-    if not torch.isfinite(sf).all():
-        raise UserError("kv_cache holds a NaN or inf scale in a block the table references")
+    refuse_nonfinite("q", t.q)
+    refuse_nonfinite("weights", t.weights)
+    refuse_nonfinite_cache(t, used, seq_end, shuffled)
     if schedule_meta is not None and bs == SCHEDULE_BLOCK:
         validate_schedule(t, schedule_meta, seq_end)
+
+
+def _token_rows(raw: torch.Tensor, bs: int, D: int, shuffled: bool) -> torch.Tensor:
+    """uint8 [n, bs * D] fp8 bytes of n blocks -> [n, bs, D], token-major (aiter's pre-shuffled layout puts token s,
+    dim d at byte (s // 16) * 16 D + (d // 16) * 256 + (s % 16) * 16 + d % 16)."""
+    n = raw.shape[0]
+    if not shuffled:
+        return raw.reshape(n, bs, D)
+    return raw.reshape(n, bs // 16, D // 16, 16, 16).permute(0, 1, 3, 2, 4).reshape(n, bs, D)
+
+
+def refuse_nonfinite_cache(t: Paged, used: torch.Tensor, seq_end: torch.Tensor, shuffled: bool = False) -> None:
+    """One-line UserError at the first NaN fp8 value or NaN / inf scale among the tokens the call reads: token p <
+    its sequence's end, through the table entries `used` [B, max_blocks]. Other blocks and the slots past a
+    sequence's end (an engine's free or not yet written memory) are not read by the kernels, nor here. Each
+    referenced block is read once (shared prefix blocks too), in slices of bounded size."""
+    nb, bs = t.kv_cache.shape[:2]
+    D = t.dim
+    pairs = used.nonzero()  # [P, 2]: (sequence, table column) of each referenced entry, in table order
+    ids = t.block_table[used].long()
+    blocks, inv = torch.unique(ids, return_inverse=True)
+    bad = {"fp8": torch.zeros(len(blocks), bs, dtype=torch.bool, device=ids.device)}
+    bad["scale"] = torch.zeros_like(bad["fp8"])
+    step = max(1, SLICE_ELEMS // (bs * (D + 4)))
+    for c0 in range(0, len(blocks), step):
+        raw = t.kv_cache[blocks[c0:c0 + step]].reshape(-1, bs * (D + 4))
+        bad["fp8"][c0:c0 + step] = bad_mask(_token_rows(raw[:, :bs * D], bs, D, shuffled), t.q.dtype).any(2)
+        bad["scale"][c0:c0 + step] = bad_mask(raw[:, bs * D:].contiguous().view(torch.float32))
+    token = pairs[:, 1:] * bs + torch.arange(bs, device=ids.device)  # [P, bs]
+    live = token < seq_end.to(ids.device)[pairs[:, 0]][:, None]
+    for kind, mask in bad.items():
+        at = first_true(mask[inv] & live)
+        if at is None:
+            continue
+        p, slot = at
+        b, blk = int(pairs[p, 0]), int(ids[p])
+        raw = t.kv_cache[blk:blk + 1].reshape(1, bs * (D + 4))
+        if kind == "fp8":
+            rows = _token_rows(raw[:, :bs * D], bs, D, shuffled)[0]
+            dim = first_true(bad_mask(rows[slot], t.q.dtype))[0]
+            value, where = what(rows, (slot, dim)), f"slot {slot}, dim {dim}"
+        else:
+            scales = raw[0, bs * D:].contiguous().view(torch.float32)
+            value, where = f"{what(scales, (slot,))} as a scale", f"slot {slot}"
+        raise UserError(f"kv_cache holds {value} at sequence {b}, token {int(token[p, slot])} (block {blk}, {where})")
 
 
 SCHEDULE_BLOCK = 64  # the schedule's block unit as the engines compute it (other block sizes compute their own)

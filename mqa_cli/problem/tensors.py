@@ -138,13 +138,14 @@ def check_prefill(t: Prefill) -> None:
 
 
 def validate_values(t: Prefill, max_seqlen_k: int = 0) -> None:
-    """The checks that read data (they sync with the device): finite scales and weights, 0 <= ks <= ke <= N, and
-    with max_seqlen_k > 0 (compressed rows of that many columns) every window at most that long."""
+    """The checks that read data (they sync with the device): no NaN or inf in q, kv, kv_scales or weights,
+    0 <= ks <= ke <= N, and with max_seqlen_k > 0 (compressed rows of that many columns) every window at most that
+    long."""
+    from .finite import refuse_nonfinite
+
     N = t.N
-    if not torch.isfinite(t.kv_scales).all():
-        raise UserError("kv_scales holds NaN or inf")
-    if not torch.isfinite(t.weights).all():
-        raise UserError("weights holds NaN or inf")
+    for name in ("q", "kv", "kv_scales", "weights"):
+        refuse_nonfinite(name, getattr(t, name))
     if (t.ks < 0).any():
         raise UserError(f"ks must be >= 0, found {int(t.ks.min())}")
     if (t.ke < 0).any():
