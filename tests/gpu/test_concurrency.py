@@ -14,7 +14,7 @@ import torch
 import mqa_cli
 from mqa_cli.errors import UserError
 from mqa_cli.api import fastpath, logits as api, topk
-from mqa_cli.launch import common, paged_ws
+from mqa_cli.launch import common, paged_ws_sm90
 
 from .inputs import (DEV, call_paged, call_prefill, defined_paged, defined_prefill, make_paged,
                      make_prefill, paged_meta, paged_ref_rows, prefill_ref_rows)
@@ -59,8 +59,8 @@ def _clear_tables() -> None:
     topk._FAST.clear()
     api._PLANS.clear()
     common._COMPILED.clear()
-    paged_ws._LAYOUT_IDS.clear()
-    paged_ws._CACHE_DESCS.clear()
+    paged_ws_sm90._LAYOUT_IDS.clear()
+    paged_ws_sm90._CACHE_DESCS.clear()
 
 
 @pytest.mark.parametrize("churn", [False, True], ids=["tables-kept", "tables-emptied-meanwhile"])
