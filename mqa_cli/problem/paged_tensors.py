@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
+from mqa_kernels.common.config import SCHEDULE_BLOCK
+
 from ..errors import UserError
 from .io import load_tensors
 from .paged import KEYS, MAX_CONTEXT, PagedSpec, logits_bytes
@@ -186,8 +188,8 @@ def check_paged(t: Paged) -> None:
 
 def validate_paged_values(t: Paged, schedule_meta=None) -> None:
     """The checks that read data (they sync): contexts against max_context_len and the table, table entries,
-    finite weights and scales of referenced blocks, and schedule_meta where the call reads it (block size 64). A
-    context shorter than next_n leaves empty rows (allowed)."""
+    finite weights and scales of referenced blocks, and schedule_meta when given (the API gives it where the call's
+    plan reads it: mqa_cli.api.logits.read_schedule). A context shorter than next_n leaves empty rows (allowed)."""
     nb, bs = t.kv_cache.shape[:2]
     ctx = t.context_lens.long()
     if (ctx < 0).any():
@@ -214,11 +216,8 @@ def validate_paged_values(t: Paged, schedule_meta=None) -> None:
     _, sf = unpack_blocks(t.kv_cache, blocks, t.q.dtype)
     if not torch.isfinite(sf).all():
         raise UserError("kv_cache holds a NaN or inf scale in a block the table references")
-    if schedule_meta is not None and bs == SCHEDULE_BLOCK:
+    if schedule_meta is not None:
         validate_schedule(t, schedule_meta, seq_end)
-
-
-SCHEDULE_BLOCK = 64  # the schedule's block unit as the engines compute it (other block sizes compute their own)
 
 
 def schedule_atoms(next_n: int) -> int:
