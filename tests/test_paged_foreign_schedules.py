@@ -104,8 +104,13 @@ def test_check_values_refuses_a_schedule_of_another_call(meta, needle):
 
 
 def test_other_block_sizes_ignore_the_schedule_in_the_check_as_in_the_call():
-    p = paged_inputs(1, [100, 37], bs=16, seed=2)
-    validate_paged_values(_paged(p), torch.full((3, 2), -7, dtype=torch.int32))  # not read at block size 16
+    import mqa_cli as dg
+
+    t = _paged(paged_inputs(1, [100, 37], bs=16, seed=2))
+    args = (t.q, t.kv_cache, t.weights, t.context_lens, t.block_table)
+    garbage = torch.full((3, 2), -7, dtype=torch.int32)  # not read at block size 16, so not checked either
+    got = dg.fp8_paged_mqa_logits(*args, garbage, t.max_context_len, True, check_values=True)
+    assert torch.equal(got, dg.fp8_paged_mqa_logits(*args, None, t.max_context_len, True))
 
 
 def test_the_api_refuses_a_stale_schedule_with_checks_and_runs_it_without():
@@ -113,7 +118,7 @@ def test_the_api_refuses_a_stale_schedule_with_checks_and_runs_it_without():
 
     p = paged_inputs(2, CTX[2], seed=3)
     t = _paged(p)
-    stale = own_schedule(t.context_lens[:2], 3)
+    stale = own_schedule(t.context_lens[:2], 132)  # as many ranges as any call's programs: the plan reads it
     args = (t.q, t.kv_cache, t.weights, t.context_lens, t.block_table, stale, t.max_context_len, True)
     with pytest.raises(UserError, match="another batch"):
         dg.fp8_paged_mqa_logits(*args, check_values=True)

@@ -95,7 +95,8 @@ def test_a_schedule_of_fewer_ranges_than_programs_is_not_read(monkeypatch, range
     """vLLM builds its next_n 4 schedule for num_sms // 2 programs (DeepGEMM's 2-SM clusters): read as given it would
     run on half the SMs. The plan reads a schedule only with at least as many ranges as the call has programs, else
     each program computes its split over all of them; explain --schedule given:R says the same, and the logits are
-    the reference's either way."""
+    the reference's either way. The value checks follow the plan: a stale schedule (last entry not (batch, 0)) is
+    refused where the plan reads it and passes where it does not."""
     sms.set_num_sms(4)
     try:
         p = paged_problem(B=3, T=4, H=16, D=64, bs=64, ctx=(100, 7, 180), seed=3)
@@ -110,6 +111,18 @@ def test_a_schedule_of_fewer_ranges_than_programs_is_not_read(monkeypatch, range
         decided = d["plan"]["decisions"]["schedule_meta"]
         assert ("is read" in decided) is read and (f"fewer than the 4 programs" in decided) is (not read)
         assert d["plan"]["config"]["constexprs"]["SELF_SCHEDULE"] is (not read)
+        stale = meta.clone()
+        stale[-1] = torch.tensor([1, 2], dtype=torch.int32)
+
+        def call():
+            return mqa_cli.fp8_paged_mqa_logits(p.q, p.cache, p.w, p.ctx, p.table, stale, p.max_context_len, True,
+                                                check_values=True)
+
+        if read:
+            with pytest.raises(UserError, match="schedule_meta ends at"):
+                call()
+        else:
+            assert_logits(call().cpu(), p.ref, p.mag, clean=True)
     finally:
         sms.set_num_sms(0)
 

@@ -8,7 +8,8 @@ forms beside DeepGEMM's.
 
 configs: the row's table config with each variant's override keys (KEY=V,... ; an empty variant is the table's
 own config; for the prefill row a key its config does not take is set as a constexpr or launch option, as `dump`
-sets it: SMALL_REGS=24), launched directly (no API host work). Prefill rows run the seed and heads suites, decode rows the
+sets it: SMALL_REGS=24; for the decode row SELF_SCHEDULE=0 passes get_paged_mqa_logits_metadata's schedule, as the
+engines do), launched directly (no API host work). Prefill rows run the seed and heads suites, decode rows the
 harness's decode shapes (H 64 D 128, block 64, 2-D context lengths, no clean logits). Each variant is bitwise
 equal to the first or the row is marked; the first is checked against the float32 reference. A variant named
 twice ("X;X") is the A/A control: it measures the method's own bias.
@@ -244,6 +245,7 @@ def configs_decode(args, names: list[str]) -> int:
     import mqa_cli
     from mqa_cli.check.paged_reference import reference_paged
     from mqa_cli.launch.paged_ws_sm90 import paged_ws_sm90_args
+    from mqa_cli.plan.build import with_schedule
     from mqa_cli.plan.overrides import key_values
     from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
 
@@ -261,11 +263,14 @@ def configs_decode(args, names: list[str]) -> int:
             calls, outs, name = {}, {}, ""
             for i, text in enumerate(names):
                 kv = key_values(text) if text else {}
+                read = not kv.pop("SELF_SCHEDULE", True)  # SELF_SCHEDULE=0: the schedule given, as the engines do
                 cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=n, block_size=64, batch=B,
                                            max_context_len=maxlen, clean=False, units=sms, override=kv or None)
+                cfg = with_schedule(cfg, not read)
                 name = name or cfg.name
                 out = torch.full((B * n, maxlen), float("nan"), device="cuda")
-                calls[i] = jit_call(cfg, paged_ws_sm90_args(t, cfg, out, None))
+                meta = mqa_cli.get_paged_mqa_logits_metadata(ctx, 64, sms) if read else None
+                calls[i] = jit_call(cfg, paged_ws_sm90_args(t, cfg, out, meta))
                 outs[i] = out
             if dg is not None and n <= 2:  # DeepGEMM runs next_n 1-2 on sm90
                 dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)

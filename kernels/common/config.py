@@ -17,6 +17,26 @@ INT32_MAX = 2147483647  # "no row" sentinel for min-reductions over ks
 NEG_INF_FILL = 512  # elements per vectorised -inf store of the dead-column fill
 
 
+# The decode schedule's unit: get_paged_mqa_logits_metadata's entries count 64-token blocks in the engines' calls
+# (DeepGEMM's decode kernels take block size 64 only), so a schedule given with another block size is not read.
+SCHEDULE_BLOCK = 64
+
+
+def reads_schedule(given: bool, block_size: int, ranges: int, programs: int) -> bool:
+    """Whether a decode call reads the schedule_meta it was given (the rule the plan applies, which the API and the
+    decode configs follow): one counted in SCHEDULE_BLOCK-token blocks, split into at least as many ranges as the call
+    has programs. A schedule of fewer ranges would run on that many SMs and leave the rest idle (vLLM builds
+    num_sms // 2 at next_n 4, for DeepGEMM's 2-SM clusters): the kernel then computes its own split over every SM."""
+    return given and block_size == SCHEDULE_BLOCK and not (ranges and programs and ranges < programs)
+
+
+def split_constexprs(read: bool, split_inside: bool = False) -> dict:
+    """A decode kernel's split as its constexprs: computed by the program (SELF_SCHEDULE) unless the schedule is
+    read; and where the kernel can compute it in each partition after warp_specialize (SPLIT_INSIDE), only when
+    computed (a read schedule is read before warp_specialize)."""
+    return {"SELF_SCHEDULE": not read, "SPLIT_INSIDE": bool(split_inside) and not read}
+
+
 _JITTED: dict = {}  # loader -> jitted kernel
 
 # Every compile states its fp fusion: the head sums are explicit FMA chains, but the rest of each epilogue (the scale,

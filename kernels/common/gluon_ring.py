@@ -1,5 +1,5 @@
 """Gluon pieces the warp-specialised Hopper kernels share: runtime scalars in aggregates, the shared-memory ring with
-its full / empty mbarrier pairs, and a consumer's wait for and release of a ring slot.
+its full / empty mbarrier pairs, a counter of its uses, and a consumer's wait for and release of a ring slot.
 
 mbarrier phases: an mbarrier starts in phase 0; `mbarrier.wait(bar, parity)` returns once the phase of that parity
 has completed, and on a fresh barrier parity 1 counts as completed (the "phase before 0"). So a consumer waiting for
@@ -19,6 +19,21 @@ Scalar = gl.tensor | gl.constexpr
 def scalar(x):
     """x as an aggregate field of type Scalar: a tensor as it is, a specialised int as a constexpr."""
     return x if isinstance(x, gl.tensor) else gl.constexpr(x)
+
+
+def by_position(cls):
+    """An aggregate class given the constructor that takes its annotated fields in order (triton 3.8 writes one
+    itself, 3.6 does not): a Gluon value (tensor, shared memory, descriptor, aggregate) as it is, anything else (a
+    specialised int, a flag, a layout) as a constexpr. Apply it below @aggregate."""
+    names = tuple(cls.__annotations__)
+
+    def __init__(self, *values):
+        assert len(values) == len(names), f"{cls.__name__} takes {len(names)} fields, got {len(values)}"
+        for name, value in zip(names, values):
+            setattr(self, name, value if isinstance(value, gl.base_value) else gl.constexpr(value))
+
+    cls.__init__ = gluon.constexpr_function(__init__)
+    return cls
 
 
 @aggregate
@@ -59,6 +74,25 @@ def slot_phase(n, SLOTS: gl.constexpr):
     """Use n of a ring of SLOTS slots taken in turn: its slot n % SLOTS and the fill parity (n // SLOTS) & 1 a
     consumer waits for (the producer waits for the release of the use before: parity ^ 1)."""
     return n % SLOTS, (n // SLOTS) & 1
+
+
+@aggregate
+@by_position
+class Counter:
+    """The uses of a ring of SLOTS slots taken in turn, counted: use n is slot n % SLOTS, fill parity
+    (n // SLOTS) & 1 (slot_phase). One object carries the ring's position through a partition's loops."""
+
+    n: gl.tensor
+    SLOTS: gl.constexpr
+
+    @gluon.jit
+    def slot(self):
+        """(slot, fill parity) of the current use."""
+        return slot_phase(self.n, self.SLOTS)
+
+    @gluon.jit
+    def next(self):
+        return Counter(self.n + 1, self.SLOTS)
 
 
 @gluon.jit

@@ -16,7 +16,7 @@ import torch
 from ..errors import UserError
 from ..launch import families as launchers
 from ..launch.schedule import get_paged_mqa_logits_metadata
-from ..plan import build, dispatch, targets
+from ..plan import dispatch, targets
 from ..problem.paged_tensors import Paged, check_paged, validate_paged_values
 from ..problem.tensors import FP8_NAMES, Prefill, check_prefill, scales_1d, validate_values
 from . import fastpath, forms, sms
@@ -212,6 +212,15 @@ def paged_plan(q: torch.Tensor, kv_cache: torch.Tensor, max_context_len: int, cl
                                                cache_aligned=aligned, cache_layout=cache_layout), q.device)
 
 
+def read_schedule(q: torch.Tensor, kv_cache: torch.Tensor, max_context_len: int, clean: bool, bf16: bool,
+                  schedule_meta):
+    """schedule_meta where the plan of this paged call reads it (its value checks validate it), else None."""
+    if schedule_meta is None:
+        return None
+    return None if paged_plan(q, kv_cache, max_context_len, clean, bf16, schedule_meta).constexprs["SELF_SCHEDULE"] \
+        else schedule_meta
+
+
 def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor,
                          context_lens: torch.Tensor, block_table: torch.Tensor, schedule_meta, max_context_len: int,
                          clean_logits: bool = False, logits_dtype: torch.dtype = torch.float32, indices=None, *,
@@ -241,24 +250,23 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     entry = fastpath.get(sig)
     if entry is not None:  # this signature passed the checks below before: only the value checks remain
         if _checking(check_values):
-            read = build.reads_schedule(schedule_meta is not None, kv_cache.shape[1])
             validate_paged_values(Paged(q, kv_cache, weights, context_lens, block_table, max_context_len),
-                                  schedule_meta if read else None)
+                                  read_schedule(q, kv_cache, max_context_len, clean, bf16, schedule_meta))
         return entry.launch(ins)
     t = Paged(q, kv_cache, weights, context_lens, block_table, max_context_len)
     check_paged(t)
-    read = build.reads_schedule(schedule_meta is not None, kv_cache.shape[1])  # (the plan decides the same below)
     if schedule_meta is not None and (
             not isinstance(schedule_meta, torch.Tensor) or schedule_meta.dtype != torch.int32
             or schedule_meta.dim() != 2 or schedule_meta.shape[1] != 2 or schedule_meta.shape[0] < 2
             or not schedule_meta.is_contiguous() or schedule_meta.device != q.device):
         raise UserError("schedule_meta must be get_paged_mqa_logits_metadata's contiguous int32 [num_sms + 1, 2] "
                         "tensor on q's device, or None")
-    if _checking(check_values):
-        validate_paged_values(t, schedule_meta if read else None)
     cfg = paged_plan(q, kv_cache, max_context_len, clean, bf16, schedule_meta)
-    # the plan decided whether the schedule is read (SELF_SCHEDULE=0); the launch passes it on only then
-    launched = launchers.launch_config(t, cfg, schedule_meta=None if cfg.constexprs["SELF_SCHEDULE"] else schedule_meta)
+    # the plan decided whether the schedule is read (SELF_SCHEDULE=0): checked and passed on only then
+    read = None if cfg.constexprs["SELF_SCHEDULE"] else schedule_meta
+    if _checking(check_values):
+        validate_paged_values(t, read)
+    launched = launchers.launch_config(t, cfg, schedule_meta=read)
     fastpath.record(sig, launched, ins)
     return launched.out
 

@@ -20,7 +20,7 @@ from mqa_kernels.topk.config import workspace_bytes as tuned_workspace
 from ..errors import UserError
 from ..launch import interpreter, common as launch
 from . import fastpath, sms
-from .logits import LOGITS_DTYPES, _checking, fp8_paged_mqa_logits, mqa_logits, target_for
+from .logits import LOGITS_DTYPES, _checking, fp8_paged_mqa_logits, mqa_logits, read_schedule, target_for
 
 DEFAULT_WORKSPACE = 256 << 20  # bytes of logits held at once (one block of query rows) when tuned.py says nothing
 
@@ -398,17 +398,19 @@ def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.T
     if context_lens.dtype != torch.int32 or tuple(context_lens.shape) not in ((B,), (B, T)):
         raise UserError(f"context_lens must be int32 [{B}] or [{B}, {T}], got {context_lens.dtype} "
                         f"{list(context_lens.shape)}")
-    if _checking(check_values):
-        from ..problem.paged_tensors import Paged, check_paged, validate_paged_values
-
-        t = Paged(q, kv_cache, weights, context_lens, block_table, max_context_len)
-        check_paged(t)
-        validate_paged_values(t, schedule_meta)
     if chunk_batch is None:
         cols = max(1, max_context_len)
         per_seq = T * launch.padded_stride(cols, launch.row_align(logits_dtype)) * _ESIZE[logits_dtype]
         chunk_batch = max(1, _workspace(cols, target_for(q.device).backend, workspace_bytes) // per_seq)
     nb = max(1, min(B, int(chunk_batch)))
+    if _checking(check_values):
+        from ..problem.paged_tensors import Paged, check_paged, validate_paged_values
+
+        t = Paged(q, kv_cache, weights, context_lens, block_table, max_context_len)
+        check_paged(t)
+        # the schedule as the logits call takes it: passed on in one block only, checked where its plan reads it
+        validate_paged_values(t, read_schedule(q, kv_cache, max_context_len, False, logits_dtype == torch.bfloat16,
+                                               schedule_meta) if nb >= B else None)
     idx = torch.empty(S, topk, dtype=torch.int32, device=q.device)
     val = torch.empty(S, topk, dtype=logits_dtype, device=q.device) if return_logits else None
     if nb >= B:  # one block (a decode step): the caller's tensors as they are, no views to make

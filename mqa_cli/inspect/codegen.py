@@ -35,16 +35,15 @@ def _prefill(row, h, d, s=8192, pinned=False):
 
 
 def _decode(row, next_n, size, h=64, d=128, pinned=False, given=False, engines=False):
-    """A decode case (clean logits); `given`: with the schedule metadata given (SELF_SCHEDULE=0); `engines`: as vLLM
-    and SGLang call it, the schedule given and no clean logits (CLEAN=0; tuned.py's next_n 5-7 builds spilled on 3.8
-    only in this form)."""
+    """A decode case (clean logits); `given`: with the schedule metadata given (the plan reads it: SELF_SCHEDULE=0);
+    `engines`: as vLLM and SGLang call it, the schedule given and no clean logits (CLEAN=0; tuned.py's next_n 5-7
+    builds spilled on 3.8 only in this form)."""
     batch, ctx = {"small": (1, 8192), "large": (64, 65536)}[size]
     label = f"{row} H{h} D{d} next_n {next_n} {size}" + (", engines' form" if engines else
                                                          ", schedule given" if given else "")
-    override = (("SELF_SCHEDULE", "0"), ("CLEAN", "0")) if engines else (("SELF_SCHEDULE", "0"),) if given else ()
     return Case(label, row,
-                dict(kind="paged", S=batch * next_n, N=ctx, heads=h, dim=d, batch=batch, next_n=next_n, block_size=64),
-                pinned, override)
+                dict(kind="paged", S=batch * next_n, N=ctx, heads=h, dim=d, batch=batch, next_n=next_n, block_size=64,
+                     schedule_given=given or engines, clean_logits=not engines), pinned)
 
 
 def cases() -> list[Case]:

@@ -8,24 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from mqa_kernels.common.config import KernelConfig
+from mqa_kernels.common.config import SCHEDULE_BLOCK, KernelConfig, reads_schedule, split_constexprs
 
 from ..problem.shape import Shape
 
-# The block size a decode schedule is read at: get_paged_mqa_logits_metadata's entries count 64-token blocks in the
-# engines' calls (DeepGEMM's decode kernels take block size 64 only), so a schedule given with another block size is
-# not read and the kernel computes its own split of the work.
-SCHEDULE_BLOCK = 64
 TMA_ALIGN = 16  # bytes: TMA bases and row strides
 FIRST_BUILD = "first build"  # config.schedule["slot_offsets"]: FULL_AT / EMPTY_AT read from a first compile
-
-
-def reads_schedule(given: bool, block_size: int, ranges: int = 0, programs: int = 0) -> bool:
-    """Whether a decode call reads the schedule_meta it was given (the API passes it on only then): one counted in
-    64-token blocks, split into at least as many ranges as the call has programs. A schedule of fewer ranges would
-    run on that many SMs and leave the rest idle (vLLM builds num_sms // 2 at next_n 4, for DeepGEMM's 2-SM
-    clusters): the kernel then computes its own split over every SM."""
-    return given and block_size == SCHEDULE_BLOCK and not (ranges and programs and ranges < programs)
 
 
 def cache_block_stride(shape: Shape) -> int:
@@ -68,13 +56,10 @@ def decide(shape: Shape, cfg: KernelConfig) -> tuple[KernelConfig, list]:
 
 
 def with_schedule(cfg: KernelConfig, self_schedule: bool) -> KernelConfig:
-    """The decode config that computes its split in the kernel (self_schedule) or reads schedule_meta. A computed
-    split is found by each partition after warp_specialize where the config says so (SPLIT_INSIDE); a read one
-    never is."""
+    """The decode config that computes its split in the kernel (self_schedule) or reads schedule_meta, as
+    split_constexprs states it (SPLIT_INSIDE where the config has it)."""
     c = cfg.constexprs
-    want = {"SELF_SCHEDULE": self_schedule}
-    if "SPLIT_INSIDE" in c:
-        want["SPLIT_INSIDE"] = bool(c["SPLIT_INSIDE"]) and self_schedule
+    want = {k: v for k, v in split_constexprs(not self_schedule, c.get("SPLIT_INSIDE", False)).items() if k in c}
     if all(c.get(k) == v for k, v in want.items()):
         return cfg
     return replace(cfg, constexprs={**c, **want})

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
+from mqa_kernels.common.config import SCHEDULE_BLOCK
+
 from ..errors import UserError
 from .io import load_tensors
 from .paged import KEYS, MAX_CONTEXT, PagedSpec, logits_bytes
@@ -188,8 +190,8 @@ def check_paged(t: Paged) -> None:
 def validate_paged_values(t: Paged, schedule_meta=None, shuffled: bool = False) -> None:
     """The checks that read data (they sync): contexts against max_context_len and the table, table entries,
     no NaN or inf in q, the weights, or the cache's fp8 values and scales of the tokens the call reads (shuffled:
-    aiter's pre-shuffled block layout), and schedule_meta where the call reads it (block size 64). A context
-    shorter than next_n leaves empty rows (allowed)."""
+    aiter's pre-shuffled block layout), and schedule_meta when given (the API gives it where the call's plan
+    reads it: mqa_cli.api.logits.read_schedule). A context shorter than next_n leaves empty rows (allowed)."""
     nb, bs = t.kv_cache.shape[:2]
     ctx = t.context_lens.long()
     if (ctx < 0).any():
@@ -213,7 +215,7 @@ def validate_paged_values(t: Paged, schedule_meta=None, shuffled: bool = False) 
     refuse_nonfinite("q", t.q)
     refuse_nonfinite("weights", t.weights)
     refuse_nonfinite_cache(t, used, seq_end, shuffled)
-    if schedule_meta is not None and bs == SCHEDULE_BLOCK:
+    if schedule_meta is not None:
         validate_schedule(t, schedule_meta, seq_end)
 
 
@@ -260,9 +262,6 @@ def refuse_nonfinite_cache(t: Paged, used: torch.Tensor, seq_end: torch.Tensor, 
             scales = raw[0, bs * D:].contiguous().view(torch.float32)
             value, where = f"{what(scales, (slot,))} as a scale", f"slot {slot}"
         raise UserError(f"kv_cache holds {value} at sequence {b}, token {int(token[p, slot])} (block {blk}, {where})")
-
-
-SCHEDULE_BLOCK = 64  # the schedule's block unit as the engines compute it (other block sizes compute their own)
 
 
 def schedule_atoms(next_n: int) -> int:

@@ -13,7 +13,7 @@ parts of MMA_N / H rows, one wgmma each (two accumulators of MMA_N columns in fl
 """
 from __future__ import annotations
 
-from ...common.config import KernelConfig, cdiv, pow2_ceil
+from ...common.config import KernelConfig, cdiv, pow2_ceil, split_constexprs
 from ...common.tuned_by_triton import source, table
 from . import KEYS
 from .tuned import CUDA_TUNED
@@ -82,7 +82,7 @@ def default_choice(np_heads: int) -> dict:
 
 
 # what `override` may set
-OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "Q_IN_LANES", "MMA_N", "AHEAD", "PTX_SLOTS")
+OVERRIDE_KEYS = ("STAGES", "SUBS", "PIPE", "MATH_WG", "Q_IN_LANES", "MMA_N", "AHEAD", "PTX_SLOTS", "OPAQUE")
 
 
 def table_key(next_n: int, heads: int) -> int:
@@ -167,16 +167,15 @@ def paged_ws_sm90_config(*, heads: int, dim: int, next_n: int, block_size: int, 
     loaders = 4 if g == 4 else 1
     math_regs = min(256, ((maxnreg * (g + 1) * 128 - 128 * SMALL_REGS) // (g * 128)) // 8 * 8)
     constexprs = {"NEXT_N": next_n, "H": heads, "D": dim, "BS": block_size, "NP": np_, "STAGES": stages,
-                  "SUBS": subs, "CLEAN": bool(clean), "SELF_SCHEDULE": True,
+                  "SUBS": subs, "CLEAN": bool(clean),
                   "PIPE": pipe, "MATH_WG": g, "MATH_REGS": math_regs, "SMALL_REGS": SMALL_REGS, "Q_IN_LANES": lanes,
                   "MMA_N": mma_n, "AHEAD": bool(choice.get("AHEAD", True)) or not mma_n,
                   "PTX_SLOTS": bool(choice.get("PTX_SLOTS", False)), "FULL_AT": -1, "EMPTY_AT": -1,
-                  "LOADERS": loaders,
-                  # the computed split (no schedule given) by each partition after warp_specialize, so that the
-                  # rings' setup and the partitions' start run under the first loads' latency: with one math
-                  # warpgroup in the small class (docs/EXPERIMENTS.md). The kernel keeps a given schedule's reads
-                  # before warp_specialize.
-                  "SPLIT_INSIDE": g == 1 and size_class == "small"}
+                  "LOADERS": loaders, "OPAQUE": bool(choice.get("OPAQUE", True)),
+                  # the computed split by each partition after warp_specialize, so that the rings' setup and the
+                  # partitions' start run under the first loads' latency: with one math warpgroup in the small class
+                  # (docs/EXPERIMENTS.md); the plan turns it off where it reads a given schedule (split_constexprs)
+                  **split_constexprs(False, g == 1 and size_class == "small")}
     schedule = {"programs": programs, "subs": subs, "meta_block_kv": block_size,
                 "blocks_max": cdiv(max(1, max_context_len), block_size), "batch": batch, "bf16": bool(bf16),
                 "smem_per_program": need, "size_class": size_class,
