@@ -289,7 +289,7 @@ def test_the_gpu_steps_run_the_gpu_tests_and_they_skip_cleanly_without_a_gpu():
     collects every one of them without an error and skips them all (the README's CPU run is unaffected)."""
     files = set(re.findall(r"GPU_FILE_\w+=(test_\w+)", CHECK))
     assert files and all((ROOT / "tests" / "gpu" / f"{f}.py").exists() for f in files), files
-    assert "pytest -m gpu -q -p no:cacheprovider -rfEs tests/gpu" in CHECK
+    assert "pytest -m gpu -q -p no:cacheprovider -rfEs -n \"${GPU_WORKERS:-8}\" tests/gpu" in CHECK
     r = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests/gpu"],
                        capture_output=True, text=True, timeout=600, cwd=ROOT, env=_env(CUDA_VISIBLE_DEVICES=""))
     tail = r.stdout.strip().splitlines()[-1]
