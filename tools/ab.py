@@ -245,7 +245,7 @@ def configs_decode(args, names: list[str]) -> int:
     import mqa_cli
     from mqa_cli.check.paged_reference import reference_paged
     from mqa_cli.launch.paged_ws_sm90 import paged_ws_sm90_args
-    from mqa_cli.plan.build import with_schedule
+    from mqa_cli.plan.build import slot_offsets, with_schedule
     from mqa_cli.plan.overrides import key_values
     from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
 
@@ -266,7 +266,7 @@ def configs_decode(args, names: list[str]) -> int:
                 read = not kv.pop("SELF_SCHEDULE", True)  # SELF_SCHEDULE=0: the schedule given, as the engines do
                 cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=n, block_size=64, batch=B,
                                            max_context_len=maxlen, clean=False, units=sms, override=kv or None)
-                cfg = with_schedule(cfg, not read)
+                cfg, _ = slot_offsets(with_schedule(cfg, not read))  # a PTX_SLOTS build's offsets, as the plan's
                 name = name or cfg.name
                 out = torch.full((B * n, maxlen), float("nan"), device="cuda")
                 meta = mqa_cli.get_paged_mqa_logits_metadata(ctx, 64, sms) if read else None

@@ -49,7 +49,7 @@ def decide(shape: Shape, cfg: KernelConfig) -> tuple[KernelConfig, list]:
         cfg, d = _schedule(shape, cfg)
         decisions.append(d)
         decisions.append(_cache(shape, cfg))
-    cfg, d = _slot_offsets(cfg)
+    cfg, d = slot_offsets(cfg)
     if d is not None:
         decisions.append(d)
     return cfg, decisions
@@ -95,7 +95,7 @@ def _cache(shape: Shape, cfg: KernelConfig) -> Decision:
                              "needed), so the TMA row is ruled out and a pointer kernel runs")
 
 
-def _slot_offsets(cfg: KernelConfig) -> tuple[KernelConfig, Decision | None]:
+def slot_offsets(cfg: KernelConfig) -> tuple[KernelConfig, Decision | None]:
     """A PTX_SLOTS build waits on its ring's barriers at offsets triton's allocator picks: they are read from a
     first compile of the same specialisation on the device (mqa_cli.launch.barrier_offsets) unless given."""
     c = cfg.constexprs
