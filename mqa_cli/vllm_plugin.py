@@ -1,30 +1,23 @@
-"""vLLM's plug-in: with MQA_LOGITS_AS_DEEP_GEMM=1 in the environment, on a Hopper GPU (sm90) whose DeepGEMM loads,
-`import deep_gemm` in every vLLM process gets this library's stand-in (mqa_cli.deep_gemm), which serves DeepGEMM's
-MQA-logits names and forwards the rest to that DeepGEMM. With MQA_LOGITS_NATIVE_NEXT_N=1 as well, vLLM runs every
-next_n from 1 to 8 natively (one pass over each sequence's cache) instead of flattening 3 and 5-8 to one row per
-draft token, as it must with DeepGEMM on sm90.
+"""vLLM's plug-in: with MQA_LOGITS_AS_DEEP_GEMM=1, on a Hopper GPU (sm90) whose DeepGEMM loads, `import deep_gemm`
+in every vLLM process gets this library's stand-in (mqa_cli.deep_gemm): DeepGEMM's MQA-logits names from here, the
+rest from that DeepGEMM. With MQA_LOGITS_NATIVE_NEXT_N=1 too, vLLM runs next_n 1-8 natively (one pass over each
+sequence's cache) instead of flattening 3 and 5-8 to one row per draft token, as it must with DeepGEMM on sm90.
 
-vLLM calls each installed entry point of the group `vllm.general_plugins` (pyproject.toml names `register` there
-as `mqa_logits`) in every process it starts, the engine core and each worker included, before it builds the model;
-it imports deep_gemm on first use, after that. With VLLM_PLUGINS unset it calls every plug-in installed, so this one
-does nothing, and says nothing, unless the variable asks for it. Asked, it says what it did in one line per process.
+vLLM calls each entry point of the group `vllm.general_plugins` (pyproject.toml names `register` as `mqa_logits`)
+in every process it starts, before it builds the model and imports deep_gemm; with VLLM_PLUGINS unset it calls
+every one installed, so this one does nothing, and says nothing, unless asked. Asked, it says in one line per
+process what it did. It stands in only where it serves every call vLLM makes: on sm90 (vLLM's own platform query,
+NVML on a CUDA build: no CUDA context), not on sm100 (MX scales, bf16 weights, varlen `indices=`: DeepGEMM's own
+kernels), other cards or none; and only over a DeepGEMM that imports, since vLLM picks its GEMMs by
+`has_deep_gemm()` / `is_deep_gemm_supported()`, which the stand-in would answer yes to.
 
-It stands in only where it serves every call vLLM makes:
-- the card, from vLLM's own platform query (NVML on a CUDA build: no CUDA context): sm90 only. On sm100 vLLM passes
-  MX scales packed in int32, bf16 weights and varlen `indices=`, which DeepGEMM's own kernels take; on other cards
-  (and on a machine without a CUDA GPU, where nothing runs vLLM's indexer) there is nothing to serve;
-- the real DeepGEMM (an installed deep_gemm, else vLLM's bundled copy) must import: vLLM sizes its GEMM choices by
-  `has_deep_gemm()` / `is_deep_gemm_supported()`, which the stand-in would answer yes to, and the stand-in forwards
-  those GEMMs to that DeepGEMM. Where it cannot load, vLLM is left to see what it sees without the plug-in.
+Native next_n replaces vllm.utils.deep_gemm's gate (`native_next_n_supported`: 1-8) and schedule sizing
+(`_paged_mqa_logits_schedule_slots`: a range per SM at every next_n, where vLLM builds num_sms // 2 at next_n 4 for
+DeepGEMM's 2-SM clusters; the decode kernel reads a schedule only with a range per program,
+mqa_cli.plan.build.reads_schedule), there and in every vLLM module that imported them by value (the DSA indexer's
+metadata builder). A vLLM without those names (another release) is left as it is, and the line says so.
 
-Native next_n changes two names of vllm.utils.deep_gemm (vLLM 0.34), and the same names in every vLLM module that
-imported them by value (the DSA indexer's metadata builder reads `native_next_n_supported`): the gate, to next_n
-1-8 on sm90, and the schedule sizing, to one range per SM at every next_n (vLLM builds num_sms // 2 at next_n 4 for
-DeepGEMM's 2-SM clusters; this library's decode kernel reads a schedule only when it has a range per program,
-mqa_cli.plan.build.reads_schedule). A vLLM without those names is left as it is, and the line says so.
-
-Its one log line goes to the logger `vllm.plugins.mqa_logits`: vLLM's log configuration covers the `vllm` logger
-tree, so the line appears in vLLM's own log (INFO, its default level); outside vLLM it follows Python's defaults.
+The line goes to the logger `vllm.plugins.mqa_logits`, inside the `vllm` tree that vLLM's log configuration covers.
 """
 from __future__ import annotations
 
@@ -88,12 +81,9 @@ def _card(platform) -> tuple[str, str | None]:
         return "?", (f"vLLM runs on {type(platform).__name__}, not a CUDA GPU, and calls no DeepGEMM indexer kernel "
                      "there")
     card = f"sm{cap[0]}{cap[1]}"
-    if (cap[0], cap[1]) == SERVED_CARD:
-        return card, None
-    if cap[0] == 10:
-        return card, (f"this GPU is {card}, where vLLM calls DeepGEMM with MX scales, bf16 weights and varlen "
-                      "indices, which need DeepGEMM's own kernels; the stand-in serves sm90")
-    return card, f"this GPU is {card}; the stand-in serves sm90"
+    return card, None if (cap[0], cap[1]) == SERVED_CARD else (
+        f"this GPU is {card}; the stand-in serves sm90's calls (on sm100 vLLM passes MX scales, bf16 weights and "
+        "varlen indices, which need DeepGEMM's own kernels)")
 
 
 def _next_n() -> str:
