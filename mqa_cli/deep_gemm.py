@@ -11,8 +11,8 @@ that has imported vLLM, vLLM's vendored copy (`vllm.third_party.deep_gemm`, what
 `deep_gemm` is installed), so that vLLM's GEMMs keep theirs.
 
 Three ways in, each before the engine imports deep_gemm:
-- vLLM's plug-in (mqa_cli.vllm_plugin, an entry point of the wheel): with MQA_LOGITS_AS_DEEP_GEMM=1, vLLM calls
-  `install(child_processes=False)` in every process it starts;
+- vLLM's plug-in (mqa_cli.vllm_plugin, an entry point of the wheel): with MQA_LOGITS_AS_DEEP_GEMM=1, on a Hopper
+  GPU whose DeepGEMM loads, `install(child_processes=False)` in every process vLLM starts;
 - `install()` in the process that starts the engine: sys.modules["deep_gemm"] is then this module, and the
   processes it starts (vLLM's and SGLang's workers, forked or spawned) find it through a one-file shim directory put
   first on sys.path and PYTHONPATH;
@@ -128,8 +128,27 @@ def _real():
     return module
 
 
+def real_deep_gemm():
+    """(the real DeepGEMM this stand-in forwards to, imported now, None) or (None, why there is none): a deep_gemm
+    imported before the stand-in took its name, else what `_real` finds. vLLM's plug-in asks before it installs:
+    a stand-in over a DeepGEMM that cannot load would make vLLM count on GEMMs that are not there."""
+    _adopt_held()
+    real = _real()
+    return (real, None) if real is not None else (None, _why_not)
+
+
+def _adopt_held() -> None:
+    """A real deep_gemm imported before the stand-in takes its name stays the one forwarded to."""
+    global _real_module
+    held = sys.modules.get("deep_gemm")
+    if held is not None and held is not sys.modules[__name__] and _real_module is None:
+        _real_module = held
+
+
 def forwarded_to() -> str:
     """Where the names this stand-in does not serve go, as a clause for a log line; DeepGEMM is not imported here."""
+    if _real_module is not None and _real_module.__name__ == _VENDORED:
+        return f"every other name goes to vLLM's vendored DeepGEMM ({_VENDORED})"
     if _real_module is not None:
         where = os.path.dirname(getattr(_real_module, "__file__", None) or "") or _real_module.__name__
         return f"every other name goes to DeepGEMM ({where})"
@@ -170,11 +189,8 @@ def install(*, child_processes: bool = True):
     """Make `import deep_gemm` return this stand-in, in this process and (child_processes) in the processes it
     starts. Call it before the engine is imported; a real deep_gemm imported earlier stays the one forwarded to.
     Returns the stand-in module."""
-    global _real_module
     me = sys.modules[__name__]
-    held = sys.modules.get("deep_gemm")
-    if held is not None and held is not me and _real_module is None:
-        _real_module = held
+    _adopt_held()
     sys.modules["deep_gemm"] = me
     if child_processes:
         d = shim_dir()

@@ -87,7 +87,7 @@ def test_every_python_tool_compiles_and_imports_without_a_gpu(tmp_path):
 
 def test_the_ab_tool_names_its_modes_and_needs_two_variants():
     r = subprocess.run([sys.executable, str(TOOLS / "ab.py"), "--help"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and all(m in r.stdout for m in ("configs", "decode", "prefill"))
+    assert r.returncode == 0 and all(m in r.stdout for m in ("configs", "decode", "prefill", "drafts"))
     sys.path.insert(0, str(TOOLS))
     try:
         import ab
@@ -105,6 +105,8 @@ def test_the_ab_tool_names_its_modes_and_needs_two_variants():
     assert args.rounds == 6 and args.next_n == "1,2" and "4096:8192" in args.shapes and args.form == "clean"
     args = ab.parser().parse_args(["configs", "--row", "gluon_ws_sm90", "--variants", ";A=1", "--form", "compressed"])
     assert args.form == "compressed"
+    args = ab.parser().parse_args(["drafts"])  # vLLM's B 8-128 at C 8K and 64K, next_n 3 and 6
+    assert args.next_n == "3,6" and args.shapes.split(",")[0] == "8:8192" and "128:65536" in args.shapes
 
 
 def _fake_bundle(tmp_path, version: str) -> Path:
@@ -299,13 +301,19 @@ def test_the_gpu_steps_run_the_gpu_tests_and_they_skip_cleanly_without_a_gpu():
 
 @HEAVY
 def test_the_ab_tool_checks_the_api_forms_on_cpu(tmp_path):
-    """tools/ab.py prefill / decode with --smoke: every form is called and checked (against the float32 reference,
-    or bitwise against the first form) through the interpreter, and the table and its CSV are written."""
+    """tools/ab.py prefill / decode / drafts with --smoke: every form is called and checked (against the float32
+    reference, or bitwise against the first form; drafts: flattened rows against native next_n, native against the
+    reference) through the interpreter, and the table and its CSV are written."""
     for args, dtype in ((["prefill", "--smoke"], "fp32"), (["prefill", "--smoke", "--dtype", "bf16"], "bf16"),
-                        (["decode", "--smoke", "--shapes", "3:70", "--next-n", "2", "--forms", "none,given,half"], "fp32")):
+                        (["decode", "--smoke", "--shapes", "3:70", "--next-n", "2", "--forms", "none,given,half"], "fp32"),
+                        (["drafts", "--smoke", "--shapes", "3:70", "--next-n", "3,6"], "fp32")):
         r = subprocess.run([sys.executable, str(TOOLS / "ab.py"), *args], capture_output=True, text=True,
                            timeout=600, cwd=ROOT, env=_env(OUT=str(tmp_path)))
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| ") and not ln.startswith(("| shape", "| B "))]
-        assert rows and all(ln.split("|")[-3].strip() == "ok" for ln in rows), r.stdout
+        checks = [ln.split("|")[-3].strip() for ln in rows]
+        if args[0] == "drafts":
+            assert len(rows) == 2 and all(re.fullmatch(r"flattened \S+; ref \S+", c) for c in checks), r.stdout
+        else:
+            assert rows and all(c == "ok" for c in checks), r.stdout
         assert (tmp_path / f"ab_{args[0]}_{dtype}.csv").read_text().count("\n") == len(rows) + 1

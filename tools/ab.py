@@ -5,6 +5,7 @@ forms beside DeepGEMM's.
     python3 tools/ab.py configs --row paged_ws_sm90 --variants "PTX_SLOTS=0;PTX_SLOTS=1" [--shapes B:C,...] [--next-n 1,2]
     python3 tools/ab.py decode [--shapes B:C,...] [--next-n 1,2] [--forms none,given]
     python3 tools/ab.py prefill [--only TEXT,...]
+    python3 tools/ab.py drafts [--shapes B:C,...] [--next-n 3,6]
 
 configs: the row's table config with each variant's override keys (KEY=V,... ; an empty variant is the table's
 own config; for the prefill row a key its config does not take is set as a constexpr or launch option, as `dump`
@@ -18,7 +19,13 @@ get_paged_mqa_logits_metadata; half: that metadata for num_sms // 2 programs, vL
 equal to the first form on live entries, beside DeepGEMM's fp8_paged_mqa_logits given its own metadata.
 prefill: the public API on the seed shapes in three forms (clean, no clean, compressed to the longest row),
 beside DeepGEMM's same three, each checked against the float32 reference on 64 sampled rows.
-decode and prefill take --smoke: tiny shapes on the CPU through the Triton interpreter, every time 1.0 (the
+drafts: a speculative decode step of vLLM's DSA indexer on Hopper at next_n 3 and 5-8, native (what the vLLM plug-in
+runs with MQA_LOGITS_NATIVE_NEXT_N=1: q [B, next_n, H, D], context lengths [B, next_n]) against flattened (what vLLM
+runs otherwise: B * next_n rows at next_n 1, row (b, t) seeing the sequence's context less next_n - 1 - t tokens, the
+block table row repeated), both through the public API as vLLM 0.34 calls it (schedule of get_paged_mqa_logits_metadata
+for every SM, logits_dtype=), checked equal on the live entries, beside DeepGEMM's flattened call where it imports
+(vLLM's own path on sm90). `bench --suite drafts` times the native calls alone against the floor.
+decode, prefill and drafts take --smoke: tiny shapes on the CPU through the Triton interpreter, every time 1.0 (the
 checks and the table's plumbing only; the tests run it).
 
 Timing (every mode): mqa_cli.bench.timing.side_by_side, each call one CUDA-graph replay after an L2 flush, ROUNDS rounds
@@ -40,6 +47,7 @@ OUT = Path(os.environ.get("OUT") or "/tmp/out")
 REL_TOL = 2e-3
 COPY_TBS = 4.3
 DECODE_SHAPES = ((1, 8192), (8, 8192), (64, 8192), (128, 8192), (8, 65536), (64, 65536), (128, 65536), (4096, 8192))
+DRAFTS_SHAPES = tuple((b, c) for c in (8192, 65536) for b in (8, 32, 64, 128))
 ROWS = ("gluon_ws_sm90", "paged_ws_sm90")
 FORMS = ("none", "given", "half")
 DTYPES = {"fp32": None, "bf16": None}  # filled with torch dtypes in main (no torch import at module load)
@@ -387,6 +395,67 @@ def decode_forms(args) -> int:
     return 1 if rep.bad else 0
 
 
+def drafts(args) -> int:
+    import torch
+
+    import mqa_cli
+
+    dg, why = deep_gemm()
+    sms = mqa_cli.get_num_sms()
+    if dg is None:
+        print(f"DeepGEMM not importable: {why}")
+    dtype = DTYPES[args.dtype]
+    rep = Report(f"drafts_{args.dtype}", ["B", "C", "next_n", "logits", "µs native", "µs flattened",
+                                          "flattened / native", "DG flattened µs", "DG flattened / native",
+                                          f"native % of {COPY_TBS:.2f} TB/s", "checks", "MHz, W"])
+    for B, C in shapes(args.shapes):
+        for n in (int(x) for x in args.next_n.split(",")):
+            t = harness_decode(B, C, n)
+            ctx, maxlen, H, D = t.context_lens, t.max_context_len, t.q.shape[2], t.q.shape[3]
+            # vLLM's flattened rows: one per draft token, its own context length, its sequence's block table row
+            q1, ctx1 = t.q.reshape(B * n, 1, H, D), ctx.reshape(B * n, 1)
+            bt1 = t.block_table.repeat_interleave(n, dim=0)
+            meta = mqa_cli.get_paged_mqa_logits_metadata(ctx, 64, sms)
+            meta1 = mqa_cli.get_paged_mqa_logits_metadata(ctx1, 64, sms)
+            calls = {"native": lambda: mqa_cli.fp8_fp4_paged_mqa_logits(
+                         (t.q, None), t.kv_cache, t.weights, ctx, t.block_table, meta, maxlen, logits_dtype=dtype),
+                     "flattened": lambda: mqa_cli.fp8_fp4_paged_mqa_logits(
+                         (q1, None), t.kv_cache, t.weights, ctx1, bt1, meta1, maxlen, logits_dtype=dtype)}
+            if dg is not None:  # DeepGEMM on sm90 runs next_n 1, 2, 4: vLLM flattens the rest to next_n 1
+                dmeta = dg.get_paged_mqa_logits_metadata(ctx1, 64, sms)
+                calls["dg"] = lambda: dg.fp8_fp4_paged_mqa_logits((q1, None), t.kv_cache, t.weights, ctx1, bt1, dmeta,
+                                                                  maxlen, clean_logits=False, logits_dtype=dtype)
+            outs = {k: f() for k, f in calls.items()}
+            if DEV == "cuda":
+                torch.cuda.synchronize()
+            live = torch.arange(maxlen, device=DEV)[None, :] < ctx1
+            base, notes = outs["native"][live], []
+            tol = REL_TOL * (1 if dtype == torch.float32 else 4)
+            for k in ("flattened", "dg"):
+                if k in outs:
+                    e = rel_err(outs[k][live], base)
+                    notes.append(f"{k} {'bitwise' if torch.equal(outs[k][live], base) else f'{e:.1e}'}"
+                                 + ("" if e < tol else " differs from native!"))
+            if B * n * maxlen < args.reference_below:
+                from mqa_cli.check.paged_reference import reference_paged
+
+                e = rel_err(base.double(), reference_paged(t, dtype=torch.float32, clean_logits=True)[live].double())
+                notes.append(f"ref {e:.1e}" + ("" if e < tol else " off the reference!"))
+            del outs
+            us, ratio = timed(calls, args.rounds)
+            d = us.get("dg")
+            ob = torch.finfo(dtype).bits // 8
+            rep.row([B, f"{C // 1024}K", n, args.dtype, f"{us['native']:.2f}", f"{us['flattened']:.2f}",
+                     f"{ratio('flattened', 'native'):.3f}", "-" if d is None else f"{d:.2f}",
+                     "-" if d is None else f"{ratio('dg', 'native'):.3f}",
+                     f"{copy_pct(ctx, B, n, maxlen, us['native'], out_bytes=ob):.1f}", "; ".join(notes),
+                     clock_power()], failed=any(x.endswith("!") for x in notes))
+            del t, calls
+            if DEV == "cuda":
+                torch.cuda.empty_cache()
+    return 1 if rep.bad else 0
+
+
 def prefill_forms(args) -> int:
     import torch
 
@@ -494,16 +563,19 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--forms", default="none,given", help=f"comma-separated, of {', '.join(FORMS)}")
     p = sub.add_parser("prefill", help="the API's prefill forms (clean, no clean, compressed) beside DeepGEMM")
     p.add_argument("--only", default=None, help="comma-separated texts: seed shapes whose name holds one")
-    for x in (c, d):
-        x.add_argument("--shapes", default=",".join(f"{b}:{c_}" for b, c_ in DECODE_SHAPES), help="decode B:C pairs")
-        x.add_argument("--next-n", default="1,2")
-    c.add_argument("--reference-below", type=int, default=2 ** 25,
-                   help="decode: check against the float32 reference when B*next_n*max_len is below this")
-    for x in (c, d, p):
+    f = sub.add_parser("drafts", help="vLLM's speculative decode step, native next_n against flattened rows")
+    for x, shapes_, next_n in ((c, DECODE_SHAPES, "1,2"), (d, DECODE_SHAPES, "1,2"), (f, DRAFTS_SHAPES, "3,6")):
+        x.add_argument("--shapes", default=",".join(f"{b}:{c_}" for b, c_ in shapes_), help="decode B:C pairs")
+        x.add_argument("--next-n", default=next_n)
+    for x in (c, f):
+        x.add_argument("--reference-below", type=int, default=2 ** 25,
+                       help="check against the float32 reference when B*next_n*max_len is below this")
+    for x in (c, d, p, f):
         x.add_argument("--rounds", type=int, default=6, help="timing rounds, the order reversed every round")
-    for x in (d, p):
+    for x in (d, p, f):
         x.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (interpreter), no timing")
         x.add_argument("--dtype", choices=tuple(DTYPES), default="fp32", help="the logits' dtype (logits_dtype=)")
+    for x in (d, p):
         x.add_argument("--beside", default=None, help="a tree from tools/base_tree.sh: the same calls through that "
                        "earlier commit, interleaved (columns FORM / base)")
     return ap
@@ -528,7 +600,7 @@ def main(argv=None) -> int:
     if args.mode == "configs":
         names = variants(args.variants)
         return configs_prefill(args, names) if args.row == "gluon_ws_sm90" else configs_decode(args, names)
-    return decode_forms(args) if args.mode == "decode" else prefill_forms(args)
+    return {"decode": decode_forms, "prefill": prefill_forms, "drafts": drafts}[args.mode](args)
 
 
 if __name__ == "__main__":
