@@ -22,6 +22,43 @@ def out_dir() -> Path:
     return p
 
 
+class Log:
+    """say(*parts): a line on stdout and in $OUT/name (opened at the first line), flushed as it is written (a
+    device run cut short by its time limit still brings back what it measured)."""
+
+    def __init__(self, name: str):
+        self.name, self.file = name, None
+
+    def __call__(self, *parts) -> None:
+        line = " ".join(str(x) for x in parts)
+        print(line, flush=True)
+        self.file = self.file or open(out_dir() / self.name, "w")
+        self.file.write(line + "\n")
+        self.file.flush()
+
+
+def jit_runner(cfg, a):
+    """A launch of cfg's kernel with the LaunchArgs the API builds, through the JIT (so each override compiles)."""
+    kern = cfg.jitted()
+    return lambda: kern[a.grid](*a.args, **a.constexprs, **a.options)
+
+
+def live_error(got, ref, clean: bool = False) -> tuple[float, str]:
+    """(relative error of the live entries, problem or '') of decode logits against the float32 reference (-inf
+    where dead); with clean, every entry past a row's end must be -inf."""
+    import torch
+
+    live = torch.isfinite(ref)
+    g = got.float()
+    if not torch.isfinite(g[live]).all():
+        return float("inf"), "unwritten or non-finite live entries"
+    den = ref[live].norm()
+    err = ((g[live] - ref[live]).norm() / den).item() if den > 0 else 0.0
+    if clean and not torch.isneginf(g[~live]).all():
+        return err, "clean: dead entries not -inf"
+    return err, ""
+
+
 def check(run, out, compare) -> tuple[bool, float | None, str]:
     """(passed, relative error or None, what failed): out filled with NaN, run() once, a sync, then
     compare(out) -> (relative error, problem or ''); an exception from any of them fails the candidate."""
