@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import time
 from pathlib import Path
 
 
@@ -84,6 +85,43 @@ def side_by_side(calls: dict, rounds: int, rep_ms: int | None = None) -> tuple[d
     kw = {"rounds": rounds} if rep_ms is None else {"rounds": rounds, "rep_ms": rep_ms}
     rounds_ = timing.side_by_side(calls, **kw)
     return {k: timing.median_in_rounds(rounds_, k) for k in calls}, rounds_
+
+
+class Compiles:
+    """Kernels compiled ahead in spawned worker processes (no interpreter, no GPU use) while the main process builds
+    inputs, checks and times: compiling (1-3 s a config) dominates a sweep otherwise. A launch finds its kernel in
+    Triton's cache; one whose compile failed or missed the cache compiles at launch."""
+
+    def __init__(self, workers: int):
+        from concurrent.futures import ProcessPoolExecutor
+        from multiprocessing import get_context
+
+        self.pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn")) if workers > 0 else None
+        self.futures: dict = {}
+
+    def submit(self, key, fn, *args) -> None:
+        """fn(*args) in a worker, once per key (a kernel's name and launch options, at least)."""
+        if self.pool is not None and key not in self.futures:
+            self.futures[key] = self.pool.submit(fn, *args)
+
+    def wait(self, keys=None, timeout: float = 600.0) -> str:
+        """A line on how the compiles of keys (default: all) went, once they are done."""
+        keys = list(self.futures) if keys is None else [k for k in keys if k in self.futures]
+        if not keys:
+            return ""
+        t0 = time.time()
+        bad = []
+        for key in keys:
+            try:
+                self.futures[key].result(timeout)
+            except Exception as e:  # noqa: BLE001  (the launch compiles it, or reports why it cannot)
+                bad.append(f"{key}: {type(e).__name__}: {str(e)[:120]}")
+        return (f"{len(keys)} compiled ahead (waited {time.time() - t0:.1f} s)"
+                + (f"; {len(bad)} failed: {bad[:3]}" if bad else ""))
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 def load_table(path: Path, name: str = "CUDA_TUNED"):

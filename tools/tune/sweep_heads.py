@@ -227,40 +227,7 @@ def _compile_one(target: str, cfg, shape, row):
     comp.prepare()
     from mqa_cli.plan import targets
 
-    t0 = time.time()
     comp.compile_config(targets.get_target(target), cfg, shape, row)
-    return time.time() - t0
-
-
-class Prewarm:
-    """Compiles every candidate in worker processes while the main one checks and times: compile time (1-3 s a
-    config) dominates the sweep otherwise. A key that misses the cache only costs the launch its own compile."""
-
-    def __init__(self, workers: int, target: str):
-        from concurrent.futures import ProcessPoolExecutor
-        from multiprocessing import get_context
-
-        self.pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn")) if workers > 0 else None
-        self.target = target
-        self.futures = {}
-
-    def submit(self, c: Candidate, shape):
-        key = (c.cfg.name, c.cfg.options_key)
-        if self.pool is not None and key not in self.futures:
-            self.futures[key] = self.pool.submit(_compile_one, self.target, c.cfg, shape, c.kernel)
-
-    def wait(self, c: Candidate, timeout: float = 120.0) -> str:
-        f = self.futures.get((c.cfg.name, c.cfg.options_key))
-        if f is None:
-            return ""
-        try:
-            return f"precompiled {f.result(timeout):.1f}s"
-        except Exception as e:  # the launch compiles it (or reports why it cannot)
-            return f"precompile failed: {type(e).__name__}"
-
-    def close(self):
-        if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 # ------------------------------------------------------------------------------------------------- one shape
@@ -341,7 +308,7 @@ class Sweep:
                            num(r.pct, ".1f"), r.binds, num(r.rel_err, ".2e"), status or r.status])
         self.csv_f.flush()
 
-    def plan(self, shapes, prewarm: Prewarm, gluon_only: bool = False) -> dict:
+    def plan(self, shapes, ahead: sweep_common.Compiles, gluon_only: bool = False) -> dict:
         """(H, D) -> candidates, every one handed to the compile workers now, in the order they will run."""
         from mqa_cli.problem import source
         from mqa_cli.problem.prefill import ProblemSpec
@@ -352,14 +319,16 @@ class Sweep:
             plans[(H, D)] = candidates(H, D, shapes_of[(H, D)], self.tgt, self.units, gluon_only)
         for key, cands in plans.items():
             for c in cands:
-                prewarm.submit(c, shapes_of[key])
+                ahead.submit((c.cfg.name, c.cfg.options_key), _compile_one, self.tgt.name, c.cfg, shapes_of[key],
+                             c.kernel)
         return plans
 
-    def shape(self, H: int, D: int, cands: list, prewarm: Prewarm, splits: bool = True) -> list[Result]:
+    def shape(self, H: int, D: int, cands: list, ahead: sweep_common.Compiles, splits: bool = True) -> list[Result]:
         prob, t, ref, out = self.prepare(H, D)
         pairs = []
         for c in cands:
-            pairs.append((c, self.evaluate(H, D, c, prob, t, ref, out, prewarm.wait(c))))
+            pairs.append((c, self.evaluate(H, D, c, prob, t, ref, out,
+                                                    ahead.wait([(c.cfg.name, c.cfg.options_key)], 120.0))))
         results = [r for _, r in pairs]
         ok = sorted((r for r in results if r.us is not None and r.kernel == "tiled" and "dispatched" not in r.label),
                     key=lambda r: r.us)
@@ -520,16 +489,16 @@ def main(argv=None) -> int:
     fp8, copy, where = ceilings(sw.floor_tgt)
     sw.say(f"device {device}, {sw.units} SMs, torch {torch.__version__}, triton {triton.__version__}; floor = max(FLOP"
            f" / {fp8:g} TF/s, min bytes / {copy:g} TB/s) ({where}); shapes 1x{SEQ} causal, clean logits")
-    prewarm = Prewarm(0 if SMOKE else max(1, min(8, (os.cpu_count() or 4) - 4)), sw.tgt.name)
+    ahead = sweep_common.Compiles(0 if SMOKE else max(1, min(8, (os.cpu_count() or 4) - 4)))
     results = []
     try:
-        plans = sw.plan(shapes, prewarm, args.gluon_only)
+        plans = sw.plan(shapes, ahead, args.gluon_only)
         for H, D in shapes:
             if sw.elapsed() > BUDGET_S:
                 sw.say(f"budget of {BUDGET_S:.0f} s reached: H{H} D{D} and later shapes not swept")
                 break
             sw.say(f"H{H} D{D} ({sw.elapsed():.0f} s)")
-            results += sw.shape(H, D, plans[(H, D)], prewarm, splits=not args.gluon_only)
+            results += sw.shape(H, D, plans[(H, D)], ahead, splits=not args.gluon_only)
         sw.say("")
         summary(results, sw.say)
         if args.write_table and not args.gluon_only:
@@ -540,7 +509,7 @@ def main(argv=None) -> int:
             if gluon and not SMOKE:
                 gluon_table.write(gluon, device, sw.say)  # (with its copy under $OUT)
     finally:
-        prewarm.close()
+        ahead.close()
     sw.say(f"total {sw.elapsed():.0f} s; CSV {out_dir / 'sweep_heads.csv'}")
     return 0
 

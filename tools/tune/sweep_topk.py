@@ -25,7 +25,6 @@ import re
 import sys
 import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,64 +128,23 @@ def _meta_launch(job: dict):
                             arrive=i32(R) if cfg.schedule["arrive"] else None)
 
 
-def _compile_job(job: dict) -> tuple[str, float, str]:
-    """In a fresh process (no interpreter, no GPU use): compile one candidate's kernel for the GPU's arch with
-    exactly the launch's signature, so the launch finds it in Triton's cache."""
+def _compile_job(job: dict) -> None:
+    """In a worker (no interpreter, no GPU use): compile one candidate's kernel for the GPU's arch with exactly the
+    launch's signature, so the launch finds it in Triton's cache."""
     os.environ.pop("TRITON_INTERPRET", None)
-    t0 = time.time()
-    try:
-        import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler.compiler import make_backend
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
 
-        from mqa_cli.inspect import compile as comp
+    from mqa_cli.inspect import compile as comp
 
-        comp.prepare()
-        cfg, la = _meta_launch(job)
-        fn = cfg.jitted()
-        gpu = GPUTarget("cuda", job["arch"], 32)
-        sig = comp.build_signature(fn, la, make_backend(gpu))
-        triton.compile(triton.compiler.ASTSource(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
-                       options=dict(cfg.options))
-        return job["label"], time.time() - t0, "ok"
-    except Exception as e:  # noqa: BLE001  (the launch compiles it then)
-        return job["label"], time.time() - t0, f"{type(e).__name__}: {str(e)[:120]}"
-
-
-class Precompile:
-    """Every distinct compiled variant among the candidates (config name, launch options, argument
-    specialization), compiled in parallel processes while the main process builds inputs; wait() before the
-    first candidate runs."""
-
-    def __init__(self, jobs: list[dict]):
-        from mqa_cli.launch import common as launch
-
-        seen, self.jobs = set(), []
-        for j in jobs:
-            cfg, la = _meta_launch(j)
-            if la is None:
-                continue
-            key = (cfg.name, cfg.options_key, launch._specialization(la.args))
-            if key not in seen:
-                seen.add(key)
-                self.jobs.append(j)
-        import multiprocessing as mp
-
-        self.t0 = time.time()
-        self.pool = ProcessPoolExecutor(max_workers=max(1, min(len(self.jobs), (os.cpu_count() or 2) - 1)),
-                                        mp_context=mp.get_context("spawn"))
-        self.futures = [self.pool.submit(_compile_job, j) for j in self.jobs]
-        self.done = False
-
-    def wait(self) -> None:
-        if self.done:
-            return
-        results = [f.result() for f in self.futures]
-        self.pool.shutdown()
-        self.done = True
-        bad = [r for r in results if r[2] != "ok"]
-        say(f"precompiled {len(self.jobs)} kernel variants in {time.time() - self.t0:.0f} s (parallel)"
-            + (f"; {len(bad)} failed there (compiled at launch instead): {bad[:3]}" if bad else ""))
+    comp.prepare()
+    cfg, la = _meta_launch(job)
+    fn = cfg.jitted()
+    gpu = GPUTarget("cuda", job["arch"], 32)
+    sig = comp.build_signature(fn, la, make_backend(gpu))
+    triton.compile(triton.compiler.ASTSource(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
+                   options=dict(cfg.options))
 
 
 # ------------------------------------------------------------------------------------------------ checks
@@ -299,7 +257,7 @@ def sweep_shape(name: str, kind: str, p: dict, k: int, dev: str, rows_out: list,
         return idx
 
     if pre is not None:
-        pre.wait()
+        say(f"  {name}: {pre.wait()}")
     best = (float("inf"), None)
     for cand in candidates(kind):
         lab = label(cand)
@@ -497,7 +455,11 @@ def main() -> None:
                 jobs.append({"rows": R, "cols": cols, "stride": launch.padded_stride(cols), "k": k, "units": units,
                              "paged": paged, "tuning": c, "label": f"{name} {label(c)}", "cap": cap,
                              "arch": tgt.arch if isinstance(tgt.arch, int) else 90})
-        pre = Precompile(jobs)
+        pre = sweep_common.Compiles(max(1, min(len(jobs), (os.cpu_count() or 2) - 1)))
+        for job in jobs:  # every distinct compiled variant: config name, launch options, argument specialization
+            cfg, la = _meta_launch(job)
+            if la is not None:
+                pre.submit((cfg.name, cfg.options_key, launch._specialization(la.args)), _compile_job, job)
     summary: list = []
     for name, kind, p in todo:
         try:
@@ -507,6 +469,8 @@ def main() -> None:
             LOG.append(traceback.format_exc())
         if dev == "cuda":
             torch.cuda.empty_cache()
+    if pre is not None:
+        pre.close()
     write_csv(OUT / "topk_sweep.csv", ROWS_CSV)
     write_csv(OUT / "topk_summary.csv", summary)
     if args.write_table:
