@@ -1,5 +1,6 @@
-"""The step the table-writing sweeps share: check a candidate before it is timed, time a shape's checked candidates
-side by side, write the table module the configs read (validated first, a copy under $OUT for a device run).
+"""The steps the table-writing sweeps share: compile the candidates ahead, check a candidate before it is timed,
+time a shape's checked candidates side by side, log as it goes, write the table module the configs read
+(validated first, a copy under $OUT for a device run).
 
 Check: the output poisoned with NaN, one launch, a sync, then the sweep's own comparison (prefill: exact -inf
 pattern and relative error against the float32 reference; decode: live entries against it; top-k: the exact
