@@ -45,8 +45,6 @@ SCRIPT = textwrap.dedent(r'''
     comp.prepare()
     import triton
     from triton.backends.compiler import GPUTarget
-    from triton.compiler.compiler import make_backend
-    from triton.experimental.gluon._runtime import GluonASTSource
     from mqa_cli.launch.common import alloc_logits
     from mqa_cli.launch.gluon_ws_sm90 import gluon_ws_sm90_args
     from mqa_cli.problem.tensors import Prefill
@@ -68,11 +66,7 @@ SCRIPT = textwrap.dedent(r'''
                                groups=groups, n=n, tma_store=tma_store, chains=chains)
     out = alloc_logits(S, msk if compressed else N, "meta", torch.bfloat16 if bf16 else torch.float32)
     la = gluon_ws_sm90_args(t, cfg, out, msk if compressed else 0)
-    fn = cfg.jitted()
-    gpu = GPUTarget("cuda", 90, 128)
-    sig = comp.build_signature(fn, la, make_backend(gpu))
-    k = triton.compile(GluonASTSource(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
-                       options=dict(cfg.options))
+    k, sig = comp.compile_with_signature(cfg.jitted(), la, GPUTarget("cuda", 90, 128))
     bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     os.makedirs(folder, exist_ok=True)
     for stage in ("ttgir", "llir", "ptx"):

@@ -172,8 +172,6 @@ COMPILE = textwrap.dedent(r'''
     comp.prepare()
     import triton
     from triton.backends.compiler import GPUTarget
-    from triton.compiler.compiler import make_backend
-    from triton.experimental.gluon._runtime import GluonASTSource
     from mqa_cli.launch.common import alloc_logits
     from mqa_cli.launch.paged_ws_sm90 import paged_ws_sm90_args
     from mqa_cli.plan.build import with_schedule
@@ -198,9 +196,7 @@ COMPILE = textwrap.dedent(r'''
     fn = cfg.jitted()
     from mqa_cli.launch import barrier_offsets
     barrier_offsets.resolve(fn, la, gpu, comp.compile_launch)  # PTX_SLOTS: FULL_AT / EMPTY_AT from a first build
-    sig = comp.build_signature(fn, la, make_backend(gpu))
-    k = triton.compile(GluonASTSource(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
-                       options=dict(cfg.options))
+    k = comp.compile_launch(fn, la, gpu)
     folder = sys.argv[10]
     cubin = os.path.join(folder, "k.cubin")
     open(cubin, "wb").write(k.asm["cubin"])

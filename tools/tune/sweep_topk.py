@@ -132,19 +132,13 @@ def _compile_job(job: dict) -> None:
     """In a worker (no interpreter, no GPU use): compile one candidate's kernel for the GPU's arch with exactly the
     launch's signature, so the launch finds it in Triton's cache."""
     os.environ.pop("TRITON_INTERPRET", None)
-    import triton
     from triton.backends.compiler import GPUTarget
-    from triton.compiler.compiler import make_backend
 
     from mqa_cli.inspect import compile as comp
 
     comp.prepare()
     cfg, la = _meta_launch(job)
-    fn = cfg.jitted()
-    gpu = GPUTarget("cuda", job["arch"], 32)
-    sig = comp.build_signature(fn, la, make_backend(gpu))
-    triton.compile(triton.compiler.ASTSource(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
-                   options=dict(cfg.options))
+    comp.compile_launch(cfg.jitted(), la, GPUTarget("cuda", job["arch"], 32))
 
 
 # ------------------------------------------------------------------------------------------------ checks
