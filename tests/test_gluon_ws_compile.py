@@ -9,7 +9,6 @@ honoured, and the IR forms row x stride products in 64 bits (output rows, weight
 Compiles run in subprocesses without TRITON_INTERPRET: the suite runs the interpreter, and a process that
 imported triton in interpreter mode cannot compile.
 """
-import ast
 import itertools
 import json
 import os
@@ -410,11 +409,7 @@ def test_config_schedule():
     split = config.gluon_ws_sm90_config(heads=8, dim=128, S=8192, N=8192, clean=True, units=132, n=256, splits=3)
     assert split.constexprs["BLOCK_Q"] == 32 and split.schedule["args"] == {"n_items": 128 * 3, "kv_splits": 3}
     small = config.gluon_ws_sm90_config(heads=64, dim=128, S=9, N=10, clean=True, units=132)
-    assert small.grid == (2,) and small.schedule["items"] == 2
-    tree = ast.parse(Path(config.__file__).read_text())
-    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert not any(m.split(".")[0] in ("triton", "torch") for m in imported), imported
+    assert small.grid == (2,) and small.schedule["items"] == 2  # (no triton or torch: test_structure.py's)
 
 
 def _compile(folder, args: list) -> tuple[dict, str, str]:
