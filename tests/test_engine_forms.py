@@ -182,14 +182,6 @@ def test_sglang_q_padded_to_32_heads():
     assert_logits(out, p.ref, p.mag, clean=False)
 
 
-def test_glm5_pooled_prefill_clean_exact_neg_inf():
-    """GLM-5 pooled prefill: fp8_mqa_logits(q, (k, s), w, starts, ends, clean_logits=True), the one caller that
-    relies on -inf outside the window."""
-    p = prefill_problem(S=14, N=40, seed=7)
-    out = mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc), p.w, p.ks, p.ke, clean_logits=True)
-    assert_logits(out, p.ref, p.mag, clean=True)
-
-
 def test_sglang_v4_prefill_compressed_rounded_width_and_empty_rows():
     """SGLang V4: fp8_mqa_logits(q[rows], kv, w[rows], ks[rows], ke[rows], clean_logits=False, max_seqlen_k=M);
     ks = 0, rows with ke = ks, M = max(ke - ks) rounded up to 64 (here past N)."""

@@ -13,16 +13,10 @@ from mqa_cli.launch.schedule import get_paged_mqa_logits_metadata
 from mqa_cli.problem.paged_tensors import Paged as PagedInputs
 from mqa_kernels.decode.paged.config import paged_config, paged_rows
 
+from .reference64 import paged64, paged_ends
+
 FP8 = torch.float8_e4m3fn
 POISON = 12345.0
-
-
-def row_ends(ctx: torch.Tensor, next_n: int) -> torch.Tensor:
-    """[B, next_n] row ends (1-D context lens: causal draft rows)."""
-    if ctx.dim() == 2:
-        return ctx.to(torch.int64)
-    t = torch.arange(next_n)
-    return (ctx.to(torch.int64)[:, None] - next_n + 1 + t[None, :]).clamp_min(0)
 
 
 def make_inputs(ctx, next_n=1, H=8, D=64, bs=16, *, seed=0, table_step=1, q_rows_sliced=False,
@@ -32,8 +26,7 @@ def make_inputs(ctx, next_n=1, H=8, D=64, bs=16, *, seed=0, table_step=1, q_rows
     g = torch.Generator().manual_seed(seed)
     ctx = torch.as_tensor(ctx, dtype=torch.int32)
     B = ctx.shape[0]
-    ends = row_ends(ctx, next_n)
-    hi = ends.max(dim=1).values
+    hi = paged_ends(ctx, next_n).max(dim=1).values
     n_ctx = int(hi.max()) if B else 0
     N = max_context_len if max_context_len is not None else max(1, n_ctx)
     max_blocks = max(1, -(-N // bs)) + 1
@@ -66,35 +59,15 @@ def make_inputs(ctx, next_n=1, H=8, D=64, bs=16, *, seed=0, table_step=1, q_rows
     return PagedInputs(q, cache, w, ctx, table, N)
 
 
-def reference(t: PagedInputs, clean: bool) -> torch.Tensor:
-    """float64 [B*next_n, N]; dead entries -inf when clean, NaN (unchecked) otherwise."""
-    B, T, H, D = t.q.shape
-    bs, N = t.block_size, t.max_context_len
-    ends = row_ends(t.context_lens, T)
-    out = torch.full((B * T, N), float("-inf") if clean else float("nan"), dtype=torch.float64)
-    for b in range(B):
-        hi = min(int(ends[b].max()), N)
-        if hi == 0:
-            continue
-        k = torch.arange(hi)
-        blk = t.block_table[b, k // bs].long()
-        slot = k % bs
-        # Token bytes: slot*D .. +D of the block; its scale: the fp32 at byte bs*D + 4*slot of the block.
-        flat = torch.as_strided(t.kv_cache, (t.kv_cache.shape[0], bs * (D + 4)), (t.kv_cache.stride(0), 1))
-        kvb = torch.stack([flat[i, s * D:(s + 1) * D] for i, s in zip(blk.tolist(), slot.tolist())])
-        kvf = kvb.view(FP8).to(torch.float64)
-        scb = torch.stack([flat[i, bs * D + 4 * s: bs * D + 4 * s + 4] for i, s in zip(blk.tolist(), slot.tolist())])
-        sc = scb.view(torch.float32).reshape(-1).to(torch.float64)
-        q = t.q[b].to(torch.float64)  # [T, H, D]
-        w = t.weights[b * T:(b + 1) * T].to(torch.float64)
-        s = torch.einsum("thd,nd->thn", q, kvf).clamp_min(0)
-        lg = torch.einsum("thn,th->tn", s, w) * sc[None, :]
-        for tt in range(T):
-            e = min(int(ends[b, tt]), N)
-            out[b * T + tt, :e] = lg[tt, :e]
-            if not clean:
-                out[b * T + tt, e:hi] = float("nan")
-    return out
+def reference(t: PagedInputs) -> torch.Tensor:
+    """float64 [B*next_n, N], -inf where dead: tests/reference64.py's, from the blocks' bytes (a block's bs*D fp8
+    values, then its bs fp32 scales)."""
+    nb, bs, D, N = t.kv_cache.shape[0], t.block_size, t.dim, t.max_context_len
+    flat = torch.as_strided(t.kv_cache, (nb, bs * (D + 4)), (t.kv_cache.stride(0), 1))
+    kv = flat[:, : bs * D].contiguous().view(FP8).reshape(nb, bs, D)
+    sf = flat[:, bs * D:].contiguous().view(torch.float32).reshape(nb, bs)
+    ends = paged_ends(t.context_lens, t.next_n).clamp_max(N)
+    return paged64(t.q, kv, sf, t.weights, ends, t.block_table, N)[0]
 
 
 def run(t: PagedInputs, clean: bool, *, bf16=False, meta=None, programs=None, override=None, out_stride=None):
@@ -111,7 +84,7 @@ def run(t: PagedInputs, clean: bool, *, bf16=False, meta=None, programs=None, ov
 
 def check(t: PagedInputs, clean: bool, *, bf16=False, **kw):
     out, buf = run(t, clean, bf16=bf16, **kw)
-    ref = reference(t, clean)
+    ref = reference(t)
     got = out.to(torch.float64)
     live = torch.isfinite(ref)
     if clean:

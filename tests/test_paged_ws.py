@@ -172,8 +172,6 @@ COMPILE = textwrap.dedent(r'''
     comp.prepare()
     import triton
     from triton.backends.compiler import GPUTarget
-    from triton.compiler.compiler import make_backend
-    from triton.experimental.gluon._runtime import GluonASTSource
     from mqa_cli.launch.common import alloc_logits
     from mqa_cli.launch.paged_ws_sm90 import paged_ws_sm90_args
     from mqa_cli.plan.build import with_schedule
@@ -198,9 +196,7 @@ COMPILE = textwrap.dedent(r'''
     fn = cfg.jitted()
     from mqa_cli.launch import barrier_offsets
     barrier_offsets.resolve(fn, la, gpu, comp.compile_launch)  # PTX_SLOTS: FULL_AT / EMPTY_AT from a first build
-    sig = comp.build_signature(fn, la, make_backend(gpu))
-    k = triton.compile(GluonASTSource(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
-                       options=dict(cfg.options))
+    k = comp.compile_launch(fn, la, gpu)
     folder = sys.argv[10]
     cubin = os.path.join(folder, "k.cubin")
     open(cubin, "wb").write(k.asm["cubin"])
@@ -276,59 +272,6 @@ def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, c
     if ptx:
         assert res["offsets"] == res["inits"] and min(res["offsets"]) > 0
         assert all(sum("SYNCS.ARRIVE" in op for op in body) for body in loops)  # every thread releases its slot
-
-
-def test_sweep_csv_writes_the_table_the_config_reads(tmp_path):
-    """The sweep's table comes from its CSV by rule (least mean time relative to the portable kernel, per wgmma N
-    and size class), and the config then picks those choices: nothing copied by hand."""
-    import importlib.util
-    rows = ["B,C,next_n,config,us,pct_copy,pct_floor,rel_err,portable_us"]
-    # next_n 2 (N 128): PIPE wins the small shape, three warpgroups the large one; next_n 1: one choice everywhere
-    for B, C, label, us, port in [(8, 8192, "st5-sub2-pipe", 8.0, 12.0), (8, 8192, "st5-sub1-wg3", 9.0, 12.0),
-                                  (4096, 8192, "st5-sub2-pipe", 1500.0, 1900.0),
-                                  (4096, 8192, "st5-sub1-wg3", 1440.0, 1900.0)]:
-        rows.append(f"{B},{C},2,{label},{us},0,0,1e-4,{port}")
-    rows.append("8,8192,1,st4-sub3,6.0,0,0,1e-4,9.0")
-    csv_path = tmp_path / "sweep.csv"
-    csv_path.write_text("\n".join(rows) + "\n")
-    table = tmp_path / "tuned.py"
-    env = {**os.environ, "OUT": str(tmp_path), "PAGED_WS_TABLE": str(table), "PAGED_WS_DEVICE": "test"}
-    env.pop("TRITON_INTERPRET", None)
-    script = os.path.join(os.path.dirname(__file__), "..", "tools", "tune", "paged_ws_experiment.py")
-    r = subprocess.run([sys.executable, script, "--table-from", str(csv_path)], env=env, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    spec = importlib.util.spec_from_file_location("tuned_test", table)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert mod.CUDA_TUNED[128]["small"] == {"PIPE": True, "STAGES": 5, "SUBS": 2}
-    assert mod.CUDA_TUNED[128]["large"] == {"MATH_WG": 3, "STAGES": 5, "SUBS": 1}
-    assert mod.CUDA_TUNED[64] == {"small": {"STAGES": 4, "SUBS": 3}}
-
-
-def test_a_later_sweep_csv_replaces_the_draft_row_counts_it_holds(tmp_path):
-    """--table-from A.csv B.csv: B's rows replace A's for every next_n B holds (a sweep of next_n 3-4 merged into a
-    full one), the other next_n keep A's choice."""
-    import importlib.util
-    head = "B,C,next_n,config,us,pct_copy,pct_floor,rel_err,portable_us"
-    a = [head, "8,8192,1,st4-sub3,6.0,0,0,1e-4,9.0", "8,8192,1,st4-sub1,7.0,0,0,1e-4,9.0",
-         "64,8192,4,st6-sub1-wg2,40.0,0,0,1e-4,60.0", "64,8192,4,st8-sub1,45.0,0,0,1e-4,60.0"]
-    b = [head, "64,8192,4,st6-sub1-wg2,40.0,0,0,1e-4,60.0", "64,8192,4,st6-sub1-wg2-halves,35.0,0,0,1e-4,60.0"]
-    (tmp_path / "a.csv").write_text("\n".join(a) + "\n")
-    (tmp_path / "b.csv").write_text("\n".join(b) + "\n")
-    table = tmp_path / "tuned.py"
-    env = {**os.environ, "OUT": str(tmp_path), "PAGED_WS_TABLE": str(table), "PAGED_WS_DEVICE": "test"}
-    env.pop("TRITON_INTERPRET", None)
-    script = os.path.join(os.path.dirname(__file__), "..", "tools", "tune", "paged_ws_experiment.py")
-    r = subprocess.run([sys.executable, script, "--table-from", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")],
-                       env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    spec = importlib.util.spec_from_file_location("tuned_merge", table)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert mod.CUDA_TUNED[64] == {"small": {"STAGES": 4, "SUBS": 3}}
-    # b.csv's "-halves" (the label before MMA_N) reads as two parts of 128 columns
-    assert mod.CUDA_TUNED[256] == {"small": {"MATH_WG": 2, "MMA_N": 128, "STAGES": 6, "SUBS": 1}}
 
 
 @pytest.mark.parametrize("T, R", [(4, 2), (3, 2), (2, 4)])

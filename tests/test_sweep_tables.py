@@ -54,6 +54,31 @@ def test_gluon_prefill_table_from_its_csv(tmp_path, monkeypatch):
     assert (c32["STAGES"], c32["Q_IN_LANES"]) == (4, False)
 
 
+def test_decode_sweep_csvs_write_the_table(tmp_path):
+    """paged_ws_experiment.py --table-from A.csv B.csv: per wgmma N and size class the choice with the least mean
+    time relative to the portable kernel; B's rows replace A's for every next_n B holds (a sweep of some next_n
+    merged into a full one), the other next_n keep A's choice."""
+    head = "B,C,next_n,config,us,pct_copy,pct_floor,rel_err,portable_us"
+    a = [head, "8,8192,1,st4-sub3,6.0,0,0,1e-4,9.0", "8,8192,1,st4-sub1,7.0,0,0,1e-4,9.0",
+         "64,8192,4,st6-sub1-wg2,40.0,0,0,1e-4,60.0", "64,8192,4,st8-sub1,45.0,0,0,1e-4,60.0"]
+    # next_n 2 (N 128): PIPE wins the small shape, three warpgroups the large one
+    for B, label, us, port in [(8, "st5-sub2-pipe", 8.0, 12.0), (8, "st5-sub1-wg3", 9.0, 12.0),
+                               (4096, "st5-sub2-pipe", 1500.0, 1900.0), (4096, "st5-sub1-wg3", 1440.0, 1900.0)]:
+        a.append(f"{B},8192,2,{label},{us},0,0,1e-4,{port}")
+    b = [head, "64,8192,4,st6-sub1-wg2,40.0,0,0,1e-4,60.0", "64,8192,4,st6-sub1-wg2-halves,35.0,0,0,1e-4,60.0"]
+    (tmp_path / "a.csv").write_text("\n".join(a) + "\n")
+    (tmp_path / "b.csv").write_text("\n".join(b) + "\n")
+    table = tmp_path / "tuned.py"
+    _run("paged_ws_experiment.py", ["--table-from", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")],
+         {"OUT": str(tmp_path), "PAGED_WS_TABLE": str(table), "PAGED_WS_DEVICE": "test"})
+    got = _load(table).CUDA_TUNED
+    assert got[128] == {"small": {"PIPE": True, "STAGES": 5, "SUBS": 2},
+                        "large": {"MATH_WG": 3, "STAGES": 5, "SUBS": 1}}
+    assert got[64] == {"small": {"STAGES": 4, "SUBS": 3}}
+    # b.csv's "-halves" (the label before MMA_N) reads as two parts of 128 columns
+    assert got[256] == {"small": {"MATH_WG": 2, "MMA_N": 128, "STAGES": 6, "SUBS": 1}}
+
+
 def test_head_sweep_gives_a_shape_to_the_gluon_kernel_only_where_it_wins(tmp_path, monkeypatch):
     """sweep_heads.py: a shape's Gluon entry is written where its fastest checked layout beats the fastest portable
     config by more than the noise, and dropped where it does not; a wrong layout never counts; the layout keys of

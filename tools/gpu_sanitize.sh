@@ -14,16 +14,11 @@
 #                    next_n 4 and on a 16384-block cache; gluon_ws_sm90 at H 128, H 8 D 64 and H 16 D 128, and
 #                    with TMA_STORE=1 at H 8, the table's H 64 D 64; its PTX_SLOTS build at H 8 D 128 and H 128)
 #      SAN_ONLY      an extended regex: only the jobs whose label matches it (e.g. "PTX_SLOTS", "^gluon_ws_sm90$|H64 D64")
-#      SAN_CMD       run (default; the kernel runs ~9 times under do_bench) or verify (twice, plus the reference)
-#      SAN_PREFILL_EXTRA  flags added to every prefill problem (e.g. "--layout window --window 256")
-#      SAN_API_ERRORS     --report-api-errors (default no: host-side CUDA API return codes of torch/triton,
-#                         which are not kernel errors, stay out of the count; explicit/all to see them)
 # Rows and their problems: gluon_ws_sm90 S 1024 H 64 D 128; h64d128_sm90 S 1024 H 32 D 128; tiled S 512 H 64
 # D 128; a paged row B 4 next_n 2 C 2048 H 64 D 128 block 64; any other row: the first of those shapes it
 # holds for. Output: a table of each tool x row's summary line (ERROR SUMMARY, or RACECHECK SUMMARY for
 # racecheck) in $OUT/sanitize.txt and on stdout, with the first lines of every report that is not clean.
-# racecheck: every (access, source line) its reports name, counted (SAN_RACE_LIMIT reports printed per run,
-# default 100000). A run whose hazards all name a line the kernel explains (its `def` line, its
+# racecheck: every (access, source line) its reports name, counted. A run whose hazards all name a line the kernel explains (its `def` line, its
 # gl.warp_specialize call, or the `if` / `else` line right above that call, where triton 3.6 names it: the
 # partition table triton's warp_specialize lowering writes late and its workers read first, ordered by a named
 # barrier; kernels/prefill/gluon_ws_sm90/kernel.py says why) is KNOWN, not a failure.
@@ -56,12 +51,12 @@ CS_HELP=$("$CS" --help 2>&1)
 CS_OPTS=()
 knows() { [[ "$CS_HELP" == *"$1"* ]]; }
 knows --target-processes && CS_OPTS+=(--target-processes application-only)
-knows --report-api-errors && CS_OPTS+=(--report-api-errors "${SAN_API_ERRORS:-no}")
+knows --report-api-errors && CS_OPTS+=(--report-api-errors no)  # torch's and triton's host API codes: not kernels
 PRINT_OPTS=()  # memcheck, synccheck: the first reports are enough
 knows --print-limit && PRINT_OPTS+=(--print-limit 50)
 RACE_OPTS=()  # racecheck: every report, so that each source line it names is counted
 knows --racecheck-report && RACE_OPTS+=(--racecheck-report all)
-knows --print-limit && RACE_OPTS+=(--print-limit "${SAN_RACE_LIMIT:-100000}")
+knows --print-limit && RACE_OPTS+=(--print-limit 100000)
 say "options: ${CS_OPTS[*]} | memcheck, synccheck: ${PRINT_OPTS[*]} | racecheck: ${RACE_OPTS[*]}"
 
 # rows of this GPU and the first small problem each holds for: lines "row|flags"
@@ -105,8 +100,7 @@ for kind, shapes in SHAPES.items():
             d2 = explain(flags, row)
             c2 = next((x for x in (d2 or {}).get("plan", {}).get("candidates", []) if x["kernel"] == row), None)
             if c2 is not None and c2["ok"]:
-                extra = os.environ.get("SAN_PREFILL_EXTRA", "") if kind == "prefill" else ""
-                print(f"{row}|{' '.join(flags)}{' ' + extra if extra else ''}")
+                print(f"{row}|{' '.join(flags)}")
                 break
         else:
             print(f"# {row}: holds for none of the small problems", file=sys.stderr)
@@ -134,65 +128,62 @@ if [ "${SAN_EXTRA:-1}" = 1 ] && [[ " $TOOLS " == *" memcheck "* ]]; then
       echo "memcheck|$row|$row bf16|$flags --logits-dtype bf16" >>"$JOBS"
     fi
     if [[ "$HELP" == *"--max-seqlen-k"* && "$flags" != *"--paged"* ]]; then
-      echo "memcheck|$row|$row compressed|$flags --max-seqlen-k ${SAN_MAXK:-600} --no-clean-logits" >>"$JOBS"
+      echo "memcheck|$row|$row compressed|$flags --max-seqlen-k 600 --no-clean-logits" >>"$JOBS"
     fi
   done <"$LOGS/rows.txt"
 fi
 
 # the variants a row's table picks by problem size: every tool on the small ones, memcheck and synccheck on the
-# large ones (racecheck instruments every shared access: minutes on a large cache)
+# large ones (racecheck instruments every shared access: minutes on a large cache). Lines: row|override|label|
+# flags|tools
 if [ "${SAN_VARIANTS:-1}" = 1 ]; then
-  while IFS='|' read -r row flags; do
-    case $row in
-      paged_ws_sm90)
-        small="--paged --batch 4 --next-n 4 --context-len 2048 --heads 64 --dim 128 --block-size 64"  # N 256: MATH_WG 2
-        large="--paged --batch 32 --context-len 65536 --context-jitter 0 --heads 64 --dim 128 --block-size 64"
-        for tool in racecheck memcheck synccheck; do
-          [[ " $TOOLS " == *" $tool "* ]] || continue
-          echo "$tool|$row|$row next_n 4|$small" >>"$JOBS"
-          # a block's draft rows in parts (MMA_N): next_n 3 in three of one row, next_n 6 in three of two (q in
-          # three TMA boxes, the rows' weights reloaded per part)
-          echo "$tool|$row|$row next_n 3 parts|${small/--next-n 4/--next-n 3}" >>"$JOBS"
-          echo "$tool|$row|$row next_n 6 parts|${small/--next-n 4/--next-n 6}" >>"$JOBS"
-          # next_n 7: one part at a time (AHEAD off), three math warpgroups (named: 3.8 / 3.9's small class takes
-          # two warpgroups, one part ahead, as next_n 6 does there)
-          echo "$tool|$row:MATH_WG=3,AHEAD=0|$row next_n 7 parts|${small/--next-n 4/--next-n 7}" >>"$JOBS"
-          # next_n 8: two warpgroups, parts of 128 one ahead (rows reloaded per part)
-          echo "$tool|$row|$row next_n 8 parts|${small/--next-n 4/--next-n 8}" >>"$JOBS"
-          # slot waits and releases in PTX (PTX_SLOTS): one part at a time in three warpgroups, and one wgmma
-          echo "$tool|$row:PTX_SLOTS=1|$row next_n 7 PTX_SLOTS|${small/--next-n 4/--next-n 7}" >>"$JOBS"
-          echo "$tool|$row:PTX_SLOTS=1|$row next_n 2 PTX_SLOTS|${small/--next-n 4/--next-n 2}" >>"$JOBS"
-          # four math warpgroups, one producer warp each (the table's next_n 2 at large batches)
-          echo "$tool|$row:MATH_WG=4,STAGES=4,SUBS=1|$row next_n 2 four warpgroups|${small/--next-n 4/--next-n 2}" >>"$JOBS"
-        done
-        for tool in memcheck synccheck; do  # 32768 blocks: the 'large' class (next_n 2: four warpgroups, a producer each)
-          [[ " $TOOLS " == *" $tool "* ]] || continue
-          echo "$tool|$row|$row large n1|$large --next-n 1" >>"$JOBS"
-          echo "$tool|$row|$row large n2|$large --next-n 2" >>"$JOBS"
-          echo "$tool|$row:PTX_SLOTS=1|$row large n1 PTX_SLOTS|$large --next-n 1" >>"$JOBS"
-        done ;;
-      gluon_ws_sm90)
-        for tool in racecheck memcheck synccheck; do
-          [[ " $TOOLS " == *" $tool "* ]] || continue
-          echo "$tool|$row|$row H128|--seq 1024 --heads 128 --dim 128" >>"$JOBS"
-          # the table's H 8 D 64: three warpgroups, four query rows a lane, logits through shared memory by TMA
-          echo "$tool|$row|$row H8 D64|--seq 1024 --heads 8 --dim 64" >>"$JOBS"
-          # H 16: the head sum as 4 FMA chains (chains), two query rows a lane at N 256
-          echo "$tool|$row|$row H16 D128|--seq 1024 --heads 16 --dim 128" >>"$JOBS"
-          # the TMA store with two warpgroups and kv splits (a sweep option there)
-          echo "$tool|$row:TMA_STORE=1,kv_splits=2|$row tma_store x2 H8 D128|--seq 1024 --heads 8 --dim 128" >>"$JOBS"
-          # the table's H 64 D 64: PTX_SLOTS, two work items per query block
-          echo "$tool|$row|$row H64 D64|--seq 1024 --heads 64 --dim 64" >>"$JOBS"
-          # kv slots waited for and released in PTX (PTX_SLOTS): two warpgroups at H 8 D 128, three at H 128
-          echo "$tool|$row:PTX_SLOTS=1|$row PTX_SLOTS H8 D128|--seq 1024 --heads 8 --dim 128" >>"$JOBS"
-          echo "$tool|$row:PTX_SLOTS=1|$row PTX_SLOTS H128|--seq 1024 --heads 128 --dim 128" >>"$JOBS"
-          # compressed logits at H 64 D 128: the warpgroups' wgmma turns (PINGPONG 2, named barriers 14 and 15)
-          echo "$tool|$row|$row compressed turns|--seq 1024 --heads 64 --dim 128 --max-seqlen-k ${SAN_MAXK:-600} --no-clean-logits" >>"$JOBS"
-        done ;;
-    esac
-  done <"$LOGS/rows.txt"
+  ALL="racecheck memcheck synccheck"
+  SMALL="--paged --batch 4 --context-len 2048 --heads 64 --dim 128 --block-size 64"  # next_n 4 (N 256): MATH_WG 2
+  LARGE="--paged --batch 32 --context-len 65536 --context-jitter 0 --heads 64 --dim 128 --block-size 64"
+  VARIANTS=$(cat <<EOF
+paged_ws_sm90||next_n 4|$SMALL --next-n 4|$ALL
+# a block's draft rows in parts (MMA_N): next_n 3 in three of one row, next_n 6 in three of two (q in three TMA
+# boxes, the rows' weights reloaded per part)
+paged_ws_sm90||next_n 3 parts|$SMALL --next-n 3|$ALL
+paged_ws_sm90||next_n 6 parts|$SMALL --next-n 6|$ALL
+# next_n 7: one part at a time (AHEAD off), three math warpgroups (named: 3.8 / 3.9's small class takes two
+# warpgroups, one part ahead, as next_n 6 does there)
+paged_ws_sm90|MATH_WG=3,AHEAD=0|next_n 7 parts|$SMALL --next-n 7|$ALL
+# next_n 8: two warpgroups, parts of 128 one ahead (rows reloaded per part)
+paged_ws_sm90||next_n 8 parts|$SMALL --next-n 8|$ALL
+# slot waits and releases in PTX (PTX_SLOTS): one part at a time in three warpgroups, and one wgmma
+paged_ws_sm90|PTX_SLOTS=1|next_n 7 PTX_SLOTS|$SMALL --next-n 7|$ALL
+paged_ws_sm90|PTX_SLOTS=1|next_n 2 PTX_SLOTS|$SMALL --next-n 2|$ALL
+# four math warpgroups, one producer warp each (the table's next_n 2 at large batches)
+paged_ws_sm90|MATH_WG=4,STAGES=4,SUBS=1|next_n 2 four warpgroups|$SMALL --next-n 2|$ALL
+# 32768 blocks: the 'large' class (next_n 2: four warpgroups, a producer each)
+paged_ws_sm90||large n1|$LARGE --next-n 1|memcheck synccheck
+paged_ws_sm90||large n2|$LARGE --next-n 2|memcheck synccheck
+paged_ws_sm90|PTX_SLOTS=1|large n1 PTX_SLOTS|$LARGE --next-n 1|memcheck synccheck
+gluon_ws_sm90||H128|--seq 1024 --heads 128 --dim 128|$ALL
+# the table's H 8 D 64: three warpgroups, four query rows a lane, logits through shared memory by TMA
+gluon_ws_sm90||H8 D64|--seq 1024 --heads 8 --dim 64|$ALL
+# H 16: the head sum as 4 FMA chains (chains), two query rows a lane at N 256
+gluon_ws_sm90||H16 D128|--seq 1024 --heads 16 --dim 128|$ALL
+# the TMA store with two warpgroups and kv splits (a sweep option there)
+gluon_ws_sm90|TMA_STORE=1,kv_splits=2|tma_store x2 H8 D128|--seq 1024 --heads 8 --dim 128|$ALL
+# the table's H 64 D 64: PTX_SLOTS, two work items per query block
+gluon_ws_sm90||H64 D64|--seq 1024 --heads 64 --dim 64|$ALL
+# kv slots waited for and released in PTX (PTX_SLOTS): two warpgroups at H 8 D 128, three at H 128
+gluon_ws_sm90|PTX_SLOTS=1|PTX_SLOTS H8 D128|--seq 1024 --heads 8 --dim 128|$ALL
+gluon_ws_sm90|PTX_SLOTS=1|PTX_SLOTS H128|--seq 1024 --heads 128 --dim 128|$ALL
+# compressed logits at H 64 D 128: the warpgroups' wgmma turns (PINGPONG 2, named barriers 14 and 15)
+gluon_ws_sm90||compressed turns|--seq 1024 --heads 64 --dim 128 --max-seqlen-k 600 --no-clean-logits|$ALL
+EOF
+)
+  for tool in $ALL; do  # racecheck first (the slowest)
+    [[ " $TOOLS " == *" $tool "* ]] || continue
+    while IFS='|' read -r row over label flags tools; do
+      [[ "$row" == \#* || " $tools " != *" $tool "* ]] && continue
+      grep -q "^$row|" "$LOGS/rows.txt" && echo "$tool|$row${over:+:$over}|$row $label|$flags" >>"$JOBS"
+    done <<<"$VARIANTS"
+  done
 fi
-
 if [ -n "${SAN_ONLY:-}" ]; then  # a regex of job labels: only those jobs
   awk -F'|' -v re="$SAN_ONLY" '$3 ~ re' "$JOBS" >"$JOBS.only"; mv "$JOBS.only" "$JOBS"
 fi
@@ -224,7 +215,7 @@ run_job() {  # tool row label flags -> $LOGS/<tool>-<label>.{log,out,rc}
   # shellcheck disable=SC2086
   PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout -k 10 "$lim" "$CS" --tool "$tool" ${extra[@]+"${extra[@]}"} \
     --log-file "$base.log" \
-    "$PY" -m mqa_cli "${SAN_CMD:-run}" $flags --kernel "$row" --force --json >"$base.out" 2>&1
+    "$PY" -m mqa_cli run $flags --kernel "$row" --force --json >"$base.out" 2>&1
   echo "$? $(( $(date +%s) - t0 ))" >"$base.rc"
 }
 
@@ -304,7 +295,7 @@ while IFS='|' read -r result tool row label flags base; do
   if [ "$result" = PASS ] || [ "$result" = KNOWN ]; then continue; fi
   {
     echo
-    echo "---- $result: $tool $label: python3 -m mqa_cli ${SAN_CMD:-run} $flags --kernel $row --force --json"
+    echo "---- $result: $tool $label: python3 -m mqa_cli run $flags --kernel $row --force --json"
     grep -v -E "^\s*$" "$base.log" 2>/dev/null | head -60
     echo "-- program output (last lines):"
     tail -8 "$base.out" 2>/dev/null

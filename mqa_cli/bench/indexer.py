@@ -5,7 +5,7 @@
   (b)  ours    mqa_cli logits (clean) + torch.topk(k)
   (c)  dg      DeepGEMM logits + torch.topk(k), when `import deep_gemm` works (inside the anchor harness:
                PYTHONPATH=/tmp/DeepGEMM after .anchor/run.sh has built or unpacked it)
-plus: the selection kernel alone on the same logits (and a few launch variants, to pick the default),
+plus: the selection kernel alone on the same logits (tools/tune/sweep_topk.py sweeps its configs),
 the rows each selection path took, recall of (a) against a float32 reference on sampled rows, and the
 peak device memory of 1x131072 causal H64 through fp8_mqa_topk (goal < 8 GiB).
 Times: triton.testing.do_bench medians (L2 flushed). Decode rows: DeepGEMM needs 2-D context lens and
@@ -13,7 +13,7 @@ clean_logits=False there, so (b) and (c) time clean_logits=False logits + torch.
 tails past each row are not masked). Each shape runs in its own try/except (one line on failure).
 
 Usage: `mqa-logits bench --suite indexer [--csv F]`, or python3 -m mqa_cli.bench.indexer [--smoke] [--k 2048]
-[--only NAME] [--no-variants] [--no-dg] [--no-memory] [--csv F]. Without a GPU it runs tiny shapes on the
+[--only NAME] [--no-dg] [--no-memory] [--csv F]. Without a GPU it runs tiny shapes on the
 interpreter (times mean nothing). Writes $OUT/indexer.csv when OUT is set (or --csv).
 """
 from __future__ import annotations
@@ -110,32 +110,6 @@ def record(name, **kw):
         f"paths {kw.get('paths', '-')}")
 
 
-VARIANTS = [dict(), dict(num_warps=8), dict(tile=1024), dict(programs_per_unit=4), dict(programs_per_unit=16)]
-# (tools/tune/sweep_topk.py sweeps these properly and writes the table)
-
-
-def select_variants(logits, k, ks, ke, dev):
-    """The selection kernel alone on fixed logits, per launch variant: µs (ids must match the default)."""
-    out = {}
-    base = None
-    for v in VARIANTS:
-        T.TUNING.clear()
-        T.TUNING.update(v)
-        label = ",".join(f"{a}={b}" for a, b in v.items()) or "default"
-        try:
-            idx, _ = T.topk_select(logits, k, ks, ke, values=False)
-            same = True
-            if base is None:
-                base = torch.sort(idx, 1).values
-            else:
-                same = bool(torch.equal(torch.sort(idx, 1).values, base))
-            out[label] = (bench_us(lambda: T.topk_select(logits, k, ks, ke, values=False), dev), same)
-        except Exception as e:  # noqa: BLE001
-            out[label] = (float("nan"), f"{type(e).__name__}: {str(e)[:80]}")
-    T.TUNING.clear()
-    return out
-
-
 def paths(logits, k, ks, ke) -> str:
     """Rows per selection path: registers / sampled candidates / exact passes / split over programs / torch."""
     stats = torch.empty(logits.shape[0], dtype=torch.int32, device=logits.device)
@@ -143,7 +117,7 @@ def paths(logits, k, ks, ke) -> str:
     return "/".join(str(int(c)) for c in torch.bincount(stats.long(), minlength=5).tolist())
 
 
-def run_prefill(name, S, N, H, D, kind, k, dev, dg, sample_rows, variants):
+def run_prefill(name, S, N, H, D, kind, k, dev, dg, sample_rows):
     t = prefill(S, N, H, D, kind, dev)
     q, kv, sc, w, ks, ke = t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke
     kk = min(k, N)
@@ -157,9 +131,6 @@ def run_prefill(name, S, N, H, D, kind, k, dev, dg, sample_rows, variants):
     r["torch_topk_us"] = bench_us(lambda: torch.topk(logits, kk, dim=1), dev)
     r["select_us"] = bench_us(lambda: T.topk_select(logits, k, ks, ke, values=False), dev)
     r["paths"] = paths(logits, k, ks, ke)
-    if variants:
-        for label, (us, same) in select_variants(logits, k, ks, ke, dev).items():
-            say(f"    select variant {label:<28} {fmt(us):>9} us  {'same set' if same is True else same}")
     logits = None  # frees the matrix (every timing that reads it is done)
     if dg is not None:
         try:
@@ -248,7 +219,6 @@ def main(argv: list | None = None) -> None:
     ap.add_argument("--k", type=int, default=None)
     ap.add_argument("--only", default=None, help="run shapes whose name contains this text")
     ap.add_argument("--no-dg", action="store_true")
-    ap.add_argument("--no-variants", action="store_true")
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--csv", default=None, help="write the rows as CSV here (default $OUT/indexer.csv)")
     args = ap.parse_args(argv)
@@ -261,7 +231,6 @@ def main(argv: list | None = None) -> None:
         pre = [("smoke 1x48 causal", 48, 48, "causal"), ("smoke ratio4", 64, 32, "ratio4")]
         paged = [("smoke paged B2 C200", 2, 200)]
         mem = ("smoke 1x64 causal", 64)
-        VARIANTS[2:] = []
     else:
         H, D = 64, 128
         pre = [("1x4096 causal", 4096, 4096, "causal"), ("1x8192 causal", 8192, 8192, "causal"),
@@ -273,8 +242,7 @@ def main(argv: list | None = None) -> None:
         if args.only and args.only not in name:
             continue
         try:
-            run_prefill(name, S, N, H, D, kind, k, dev, dg, 64 if smoke else 256,
-                        not args.no_variants and (smoke or "8192 causal" in name or "32768" in name))
+            run_prefill(name, S, N, H, D, kind, k, dev, dg, 64 if smoke else 256)
         except Exception as e:  # noqa: BLE001
             say(f"{name}: FAILED {type(e).__name__}: {str(e)[:300]}")
             traceback.print_exc(limit=3)

@@ -64,7 +64,7 @@ def bench(suite: Suite = None, kernels: Kernels = None, kernel_only: KernelOnly 
     if suite == "indexer":  # logits + top-k (k = 2048) three ways; DeepGEMM's column when it imports here
         from ..bench import indexer as indexer_bench
 
-        indexer_bench.main(["--no-variants"] + (["--csv", csv_path] if csv_path else []))
+        indexer_bench.main(["--csv", csv_path] if csv_path else [])
         return
     jobs = suites.jobs(suite, problem, tgt.fp8)
     names = [k.strip() for k in kernels.split(",")] if kernels else [None]

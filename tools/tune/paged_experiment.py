@@ -5,7 +5,7 @@ after another, back-to-back replays); the inputs, argument list, output buffer a
 (mqa_cli), so what is swept is what the API launches. This kernel runs where the Gluon decode kernel does not
 (block 16/32, a cache stride TMA cannot describe, a triton the Gluon row does not take).
 
-    python3 tools/tune/paged_experiment.py [--write-table]     (logs and a CSV under $OUT when set)
+    python3 tools/tune/paged_experiment.py [--write-table]     (a log and a CSV under $OUT, default /tmp/out)
 
 Bytes = sum(ctx) * (D + 4) + B * next_n * max_context_len * 4 (4 bytes per logit, as the reference figures
 count them even for bf16); % is of the 4.3 TB/s copy rate measured on the H200.
@@ -21,29 +21,15 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = Path(os.environ.get("OUT", "/tmp/paged_experiment"))
-OUT.mkdir(parents=True, exist_ok=True)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py beside this file
+import sweep_common  # noqa: E402
+
 T0 = time.time()
 BUDGET_S = float(os.environ.get("PAGED_BUDGET_S", "235"))
 ROUNDS = int(os.environ.get("PAGED_ROUNDS", "4"))  # side-by-side timing rounds per shape
-LOG = open(OUT / "paged_experiment.log", "w")
-
-
-def say(*a):
-    line = " ".join(str(x) for x in a)
-    print(line, flush=True)
-    LOG.write(line + "\n")
-    LOG.flush()
-
-
 SMOKE = os.environ.get("PAGED_SMOKE") == "1"  # CPU dry run through the interpreter (tiny shapes, no timing)
 DEV = "cpu" if SMOKE else "cuda"
-FP8 = torch.float8_e4m3fn
 COPY_TBS = 4.3
-# DeepGEMM's µs (next_n 1, 2) on the H200 by (B, C): docs/REFERENCE.md.
-DEEPGEMM = {(1, 8192): (6.8, 7.2), (8, 8192): (9.5, 10.7), (64, 8192): (28.8, 31.2), (128, 8192): (46.6, 49.4),
-            (1, 65536): (11.0, 11.9), (8, 65536): (32.5, 34.3), (64, 65536): (155.3, 164.1),
-            (128, 65536): (285.5, 313.5)}
 NUM_SMS = 4 if SMOKE else torch.cuda.get_device_properties(0).multi_processor_count
 
 if SMOKE:  # before any kernel module is imported
@@ -53,16 +39,12 @@ if SMOKE:  # before any kernel module is imported
 
 import triton  # noqa: E402
 
-from mqa_cli.bench import timing  # noqa: E402
 from mqa_cli.check.paged_reference import reference_paged  # noqa: E402
-from mqa_cli.launch import common as launch, schedule
+from mqa_cli.launch import common as launch, schedule  # noqa: E402
 from mqa_cli.launch.paged import paged_args  # noqa: E402
 from mqa_cli.problem.paged import PagedSpec  # noqa: E402
 from mqa_cli.problem.paged_tensors import random_paged  # noqa: E402
 from mqa_kernels.decode.paged.config import paged_config  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py beside this file
-import sweep_common  # noqa: E402
 
 
 def make(B, C, next_n, H=64, D=128, bs=64, seed=0):
@@ -71,58 +53,10 @@ def make(B, C, next_n, H=64, D=128, bs=64, seed=0):
                                   heads=H, dim=D, seed=seed), device=DEV)
 
 
-def reference(t) -> torch.Tensor:
-    """float32 [B*next_n, N], -inf where dead."""
-    return reference_paged(t, dtype=torch.float32, clean_logits=True)
-
-
-def runner(t, cfg, out, meta):
-    """The launch the API makes (its argument list), through the JIT so each override compiles."""
-    a = paged_args(t, cfg, out, meta)
-    kern = cfg.jitted()
-    return lambda: kern[a.grid](*a.args, **a.constexprs, **a.options)
-
-
-def alloc_out(t, dtype=torch.float32):
-    return launch.alloc_logits(t.S, t.max_context_len, DEV, dtype)
-
-
-def nbytes(t):
-    return int(t.context_lens.long().sum()) * (t.dim + 4) + t.S * t.max_context_len * 4
-
-
-def bench(fn):
-    """µs of fn alone: one CUDA-graph replay after an L2 flush, median (the cold cache a decode step meets)."""
-    if SMOKE:
-        fn()
-        return 1.0
-    return timing.time_kernel(fn, rep_ms=25)
-
-
-def config_for(t, clean, ov, bf16=False):
+def config_for(t, ov):
     return paged_config(heads=t.heads, dim=t.dim, next_n=t.next_n, block_size=t.block_size, batch=t.batch,
-                        max_context_len=t.max_context_len, clean=clean, bf16=bf16,
-                        backend="interpreter" if SMOKE else "cuda", units=NUM_SMS,
-                        override=ov)
-
-
-def compare(got, ref, clean=False):
-    """(relative error of the live entries, problem or '') of an output against the float32 reference."""
-    live = torch.isfinite(ref)
-    got = got.float()
-    if not torch.isfinite(got[live]).all():
-        return float("inf"), "unwritten/non-finite live entries"
-    err = ((got[live] - ref[live]).norm() / ref[live].norm()).item()
-    if clean and not torch.isneginf(got[~live]).all():  # every entry past a row's end must be -inf
-        return err, "clean: dead entries not -inf"
-    return err, ""
-
-
-def check(t, cfg, meta, ref, clean=False, dtype=torch.float32):
-    """(relative error, problem or '') of one launch of cfg into a poisoned output (common.check)."""
-    out = alloc_out(t, dtype)
-    ok, err, note = sweep_common.check(runner(t, cfg, out, meta), out, lambda o: compare(o, ref, clean))
-    return (float("inf") if err is None else err), note
+                        max_context_len=t.max_context_len, clean=False, backend="interpreter" if SMOKE else "cuda",
+                        units=NUM_SMS, override=ov)
 
 
 # (label, override) per dot width next_n x H. Run 1 (2026-11-30) measured register prefetch (2x slower than
@@ -156,11 +90,12 @@ if SMOKE:
 
 
 def main():
-    say(f"device {'cpu (smoke)' if SMOKE else torch.cuda.get_device_name(0)}, {NUM_SMS} SMs, torch {torch.__version__}, triton {triton.__version__}")
-    csv_f = open(OUT / "paged_sweep.csv", "w", newline="")
+    say = sweep_common.Log("paged_experiment.log")
+    say(f"device {'cpu (smoke)' if SMOKE else torch.cuda.get_device_name(0)}, {NUM_SMS} SMs, "
+        f"torch {torch.__version__}, triton {triton.__version__}")
+    csv_f = open(sweep_common.out_dir() / "paged_sweep.csv", "w", newline="")
     wr = csv.writer(csv_f)
     wr.writerow(["B", "C", "next_n", "config", "us", "pct_copy", "rel_err", "note"])
-    best = {}
     rows_by_n = {}  # dot width -> config label -> total µs and shapes timed (for --write-table)
     for next_n in (1, 2, 4):
         for B, C in SHAPES:
@@ -168,103 +103,53 @@ def main():
                 say(f"budget reached at next_n {next_n} B {B} C {C}: stopping the sweep")
                 break
             t = make(B, C, next_n, seed=B + C + next_n)
-            ref = reference(t)
+            ref = reference_paged(t, dtype=torch.float32, clean_logits=True)
             meta = schedule.get_paged_mqa_logits_metadata(t.context_lens, t.block_size, NUM_SMS)
-            byts = nbytes(t)
-            sweep = SWEEPS[min(k for k in SWEEPS if k >= next_n * t.heads)]
+            byts = int(t.context_lens.long().sum()) * (t.dim + 4) + t.S * t.max_context_len * 4
+            n_key = min(k for k in SWEEPS if k >= next_n * t.heads)
             # every candidate checked first, then the checked ones and the default config side by side
-            # (common.side_by_side: graph replay after an L2 flush, rounds in alternating order)
             calls, checked = {}, {}
-            for label, ov in sweep:
+            for label, ov in SWEEPS[n_key] + [("(default)", None)]:  # (default): what paged_config picks itself
                 try:
-                    cfg = config_for(t, False, ov)
-                except Exception as e:  # a config the rule refuses is reported, not fatal
+                    cfg = config_for(t, ov)
+                    out = launch.alloc_logits(t.S, t.max_context_len, DEV, torch.float32)
+                    run = sweep_common.jit_runner(cfg, paged_args(t, cfg, out, meta))
+                except Exception as e:  # noqa: BLE001  (a config the rule refuses is reported, not fatal)
                     say(f"  n{next_n} B{B} C{C} {label}: ERROR {type(e).__name__}: {str(e)[:200]}")
                     continue
-                out = alloc_out(t)
-                ok, err, note = sweep_common.check(runner(t, cfg, out, meta), out, lambda o: compare(o, ref))
+                ok, err, note = sweep_common.check(run, out, lambda o: sweep_common.live_error(o, ref))
                 if not ok or err > 2e-3:
                     wr.writerow([B, C, next_n, label, "", "", "" if err is None else f"{err:.2e}",
                                  note or "error too large"])
                     say(f"  n{next_n} B{B} C{C} {label}: FAILED check {'' if err is None else f'{err:.2e}'} {note}")
                     continue
-                calls[label], checked[label] = runner(t, cfg, out, meta), err
-            try:
-                cfg = config_for(t, False, None)  # what paged_config picks with no override
-                out = alloc_out(t)
-                ok, err, note = sweep_common.check(runner(t, cfg, out, meta), out, lambda o: compare(o, ref))
-                if ok and err < 2e-3:
-                    calls["(default)"] = runner(t, cfg, out, meta)
-                else:
-                    say(f"  default config FAILED check {note}")
-            except Exception as e:  # noqa: BLE001
-                say(f"  default config ERROR {type(e).__name__}: {str(e)[:200]}")
+                calls[label], checked[label] = run, err
             us_of = {k: 1.0 for k in calls} if SMOKE else sweep_common.side_by_side(calls, ROUNDS)[0]
-            dus = us_of.get("(default)", float("nan"))
+            dus = us_of.pop("(default)", float("nan"))
+            checked.pop("(default)", None)
             res = []
             for label, err in checked.items():
                 us = us_of[label]
                 pct = byts / (us * 1e-6) / (COPY_TBS * 1e12) * 100
-                res.append((us, label, pct, err))
-                n_key = min(k for k in SWEEPS if k >= next_n * t.heads)
+                res.append((us, label))
                 agg = rows_by_n.setdefault(n_key, {}).setdefault(label, {"total": 0.0, "count": 0})
                 agg["total"] += us
                 agg["count"] += 1
                 wr.writerow([B, C, next_n, label, f"{us:.2f}", f"{pct:.1f}", f"{err:.2e}", ""])
                 csv_f.flush()
-            res.sort()
             if res:
-                us, label, pct, err = res[0]
-                dg = DEEPGEMM.get((B, C))
-                ratio = f"{us / dg[next_n - 1]:.2f}" if dg and next_n <= 2 else "-"
-                best[(next_n, B, C)] = (us, pct, label, ratio, dus)
-                say(f"n{next_n} B{B:5d} C{C // 1024:3d}K  best {us:8.1f} us {pct:5.1f} %  {label:18s} vs DG {ratio}  "
-                    f"default {dus:8.1f} us | " + " ".join(f"{lb}={u:.1f}" for u, lb, _, _ in sorted(res, key=lambda r: r[1])))
+                us, label = min(res)
+                say(f"n{next_n} B{B:5d} C{C // 1024:3d}K  best {us:8.1f} us {label:18s} default {dus:8.1f} us | "
+                    + " ".join(f"{lb}={u:.1f}" for u, lb in sorted(res, key=lambda r: r[1])))
             del t, ref
-            torch.cuda.empty_cache()
-
-    # clean on / bf16 on the default config, B 64 C 64K
-    try:
-        for next_n in (1, 2):
-            t = make(*((3, 300) if SMOKE else (64, 65536)), next_n, seed=7)
-            ref = reference(t)
-            meta = schedule.get_paged_mqa_logits_metadata(t.context_lens, t.block_size, NUM_SMS)
-            cfg_c = config_for(t, True, None)
-            err_c, note_c = check(t, cfg_c, meta, ref, clean=True)
-            us_c = bench(runner(t, cfg_c, alloc_out(t), meta))
-            cfg_b = config_for(t, False, None, bf16=True)
-            err_b, note_b = check(t, cfg_b, meta, ref, dtype=torch.bfloat16)
-            us_b = bench(runner(t, cfg_b, alloc_out(t, torch.bfloat16), meta))
-            us_m = bench(lambda: schedule.get_paged_mqa_logits_metadata(t.context_lens, t.block_size, NUM_SMS))
-            say(f"B64 C64K n{next_n}: clean on {us_c:.1f} us (err {err_c:.1e} {note_c}); bf16 out {us_b:.1f} us "
-                f"(err {err_b:.1e} {note_b}); metadata {us_m:.1f} us")
-    except Exception as e:
-        say(f"clean/bf16 check ERROR {type(e).__name__}: {str(e)[:300]}")
-
-    # next_n 3 and 8 (two dots per tile at 8), default config, checked and timed
-    try:
-        for next_n in (3, 8):
-            t = make(*((2, 150) if SMOKE else (64, 8192)), next_n, seed=11)
-            ref = reference(t)
-            meta = schedule.get_paged_mqa_logits_metadata(t.context_lens, t.block_size, NUM_SMS)
-            cfg = config_for(t, False, None)
-            err, note = check(t, cfg, meta, ref)
-            us = bench(runner(t, cfg, alloc_out(t), meta))
-            pct = nbytes(t) / (us * 1e-6) / (COPY_TBS * 1e12) * 100
-            say(f"n{next_n} B64 C8K default: {us:.1f} us {pct:.1f} % (err {err:.1e} {note})")
-    except Exception as e:
-        say(f"next_n 3/8 check ERROR {type(e).__name__}: {str(e)[:300]}")
-
-    say("\n| next_n | B | C | best µs | % of 4.3 TB/s | config | ours/DeepGEMM | default cfg µs |")
-    say("|---|---|---|---|---|---|---|---|")
-    for (next_n, B, C), (us, pct, label, ratio, dus) in sorted(best.items()):
-        say(f"| {next_n} | {B} | {C // 1024}K | {us:.1f} | {pct:.1f} | {label} | {ratio} | {dus:.1f} |")
+            if not SMOKE:
+                torch.cuda.empty_cache()
     say(f"total {time.time() - T0:.0f} s")
     if "--write-table" in sys.argv and not SMOKE:
-        write_table(rows_by_n)
+        write_table(rows_by_n, say)
 
 
-def write_table(rows_by_n: dict) -> None:
+def write_table(rows_by_n: dict, say) -> None:
     """kernels/decode/paged/tuned.py: per dot width N (next_n x H), the checked config with the least total time over
     the swept shapes. The config reads this table; nothing is copied by hand."""
     table = {}

@@ -3,7 +3,7 @@ API's call forms are checked by tests/gpu): (STAGES, SUBS, ...) candidates besid
 (kernels/decode/paged), one CUDA-graph replay per sample after an L2 flush (the cold cache a decode step meets), a
 shape's checked candidates and the portable kernel side by side in PAGED_WS_ROUNDS (4) rounds of alternating order
 (each candidate's weight its median ratio to the portable kernel), 2-D context lengths [B, next_n] (the form vLLM
-passes; PAGED_WS_ONE_D=1: 1-D), schedule computed in the kernel; `--write-table` writes the winners by wgmma N to
+and DeepGEMM's tests pass), schedule computed in the kernel; `--write-table` writes the winners by wgmma N to
 kernels/decode/paged_ws_sm90/tuned.py.
 
     python3 tools/tune/paged_ws_experiment.py [--write-table]      (log and CSV under $OUT)
@@ -25,20 +25,17 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = Path(os.environ.get("OUT", "/tmp/out"))
-OUT.mkdir(parents=True, exist_ok=True)
 T0 = time.time()
 BUDGET_S = float(os.environ.get("PAGED_WS_BUDGET_S", "420"))
-LOG = open(OUT / "paged_ws.log", "w")
 
 import triton  # noqa: E402
 
 from mqa_cli.bench import timing  # noqa: E402
 from mqa_cli.check.paged_reference import reference_paged  # noqa: E402
-from mqa_cli.launch import common as launch
+from mqa_cli.launch import common as launch  # noqa: E402
 from mqa_cli.launch.paged import paged_args  # noqa: E402
 from mqa_cli.launch.paged_ws_sm90 import paged_ws_sm90_args  # noqa: E402
-from mqa_cli.plan import targets
+from mqa_cli.plan import targets  # noqa: E402
 from mqa_cli.problem.paged import PagedSpec  # noqa: E402
 from mqa_cli.problem.paged_tensors import Paged, random_paged  # noqa: E402
 from mqa_kernels.decode.paged.config import paged_config  # noqa: E402
@@ -51,37 +48,15 @@ COPY_TBS, FP8_TFS = targets.TARGETS["sm90"].measured_bandwidth_tbs, targets.TARG
 GPU = torch.cuda.is_available()
 NUM_SMS = torch.cuda.get_device_properties(0).multi_processor_count if GPU else 132
 DEVICE_NAME = os.environ.get("PAGED_WS_DEVICE") or (torch.cuda.get_device_name(0) if GPU else "NVIDIA H200")
+say = sweep_common.Log("paged_ws.log")
 
 
-def say(*a):
-    line = " ".join(str(x) for x in a)
-    print(line, flush=True)
-    LOG.write(line + "\n")
-    LOG.flush()
-
-
-def make(B, C, T, H=64, D=128, seed=0, two_d=False):
+def make(B, C, T, H=64, D=128, seed=0):
+    """2-D context lengths [B, T]: the draft rows of a sequence end one apart."""
     t = random_paged(PagedSpec(batch=B, next_n=T, context_len=C, context_jitter=0.3, block_size=64, heads=H, dim=D,
                                seed=seed), device="cuda")
-    ctx = t.context_lens.clone()
-    if two_d:
-        ctx = (ctx[:, None] - T + 1 + torch.arange(T, device="cuda", dtype=torch.int32)[None, :]).clamp_min(0)
-        ctx = ctx.to(torch.int32).contiguous()
-    return Paged(t.q, t.kv_cache, t.weights, ctx, t.block_table, t.max_context_len)
-
-
-def compare(t, got, clean):
-    """(relative error of live entries, problem or '')."""
-    ref = reference_paged(t, dtype=torch.float32, clean_logits=True)
-    live = torch.isfinite(ref)
-    g = got.float()
-    if not torch.isfinite(g[live]).all():
-        return float("inf"), "unwritten or non-finite live entries"
-    den = ref[live].norm()
-    err = ((g[live] - ref[live]).norm() / den).item() if den > 0 else 0.0
-    if clean and not torch.isneginf(g[~live]).all():
-        return err, "dead entries not -inf"
-    return err, ""
+    ctx = (t.context_lens[:, None] - T + 1 + torch.arange(T, device="cuda", dtype=torch.int32)[None, :]).clamp_min(0)
+    return Paged(t.q, t.kv_cache, t.weights, ctx.to(torch.int32).contiguous(), t.block_table, t.max_context_len)
 
 
 def nbytes(t):
@@ -94,11 +69,6 @@ def live_flop(t):
     return 2 * t.heads * t.dim * int(t.row_ends().sum())
 
 
-# The sweep's context lengths: 2-D [B, next_n] as vLLM (2026) and DeepGEMM's tests pass them (and the harness
-# times); PAGED_WS_ONE_D=1 for the 1-D form (the sweeps until 2026-11-30 18:10 UTC).
-TWO_D = os.environ.get("PAGED_WS_ONE_D") != "1"
-
-
 # Each launch timed from a cold L2, as the harness times decode (one graph replay after each L2 flush): a small
 # batch's cache fits the L2, so back-to-back replays (do_bench_cudagraph, this sweep until 2026-11-30 17:40 UTC)
 # timed it warm and ranked the small-shape configs on latencies no caller sees. ROUNDS rounds of alternating order
@@ -106,18 +76,10 @@ TWO_D = os.environ.get("PAGED_WS_ONE_D") != "1"
 ROUNDS = int(os.environ.get("PAGED_WS_ROUNDS", "4"))
 
 
-def ws_runner(t, cfg, out):
-    a = paged_ws_sm90_args(t, cfg, out, None)
-    kern = cfg.jitted()
-    return lambda: kern[a.grid](*a.args, **a.constexprs, **a.options)
-
-
 def portable_runner(t, out):
     cfg = paged_config(heads=t.heads, dim=t.dim, next_n=t.next_n, block_size=64, batch=t.batch,
                        max_context_len=t.max_context_len, clean=False, backend="cuda", units=NUM_SMS)
-    a = paged_args(t, cfg, out, None)
-    kern = cfg.jitted()
-    return lambda: kern[a.grid](*a.args, **a.constexprs, **a.options)
+    return sweep_common.jit_runner(cfg, paged_args(t, cfg, out, None))
 
 
 SWEEPS = {  # candidate choices by table key (live columns at H 64): STAGES (ring slots per math warpgroup), SUBS (programs per SM),
@@ -163,8 +125,6 @@ for _n in (5, 6, 7, 8):
                        dict(STAGES=3, SUBS=1, MATH_WG=3, MMA_N=128, AHEAD=False, PTX_SLOTS=True),
                        dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64, AHEAD=False, PTX_SLOTS=True),
                        dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=128, AHEAD=False, PTX_SLOTS=True)]
-if os.environ.get("PAGED_WS_NO_WG") == "1":  # one math warpgroup per program only
-    SWEEPS = {n: [c for c in cands if c.get("MATH_WG", 1) == 1] for n, cands in SWEEPS.items()}
 
 
 def label_of(ch: dict) -> str:
@@ -181,7 +141,7 @@ SHAPES = [(B, C) for C in (65536, 8192) for B in (128, 64, 8, 1)] + [(4096, 8192
 
 
 def sweep(write: bool):
-    f = open(OUT / "paged_ws_sweep.csv", "w", newline="")
+    f = open(sweep_common.out_dir() / "paged_ws_sweep.csv", "w", newline="")
     wr = csv.writer(f)
     wr.writerow(["B", "C", "next_n", "config", "us", "pct_copy", "pct_floor", "rel_err", "portable_us"])
     totals: dict = {}
@@ -195,7 +155,8 @@ def sweep(write: bool):
         if time.time() - T0 > BUDGET_S:
             say(f"budget reached before n{n} B{B} C{C}")
             break
-        t = make(B, C, n, seed=B + C + n, two_d=TWO_D)
+        t = make(B, C, n, seed=B + C + n)
+        ref = reference_paged(t, dtype=torch.float32, clean_logits=True)
         byts, flop = nbytes(t), live_flop(t)
         floor_us = max(byts / (COPY_TBS * 1e12), flop / (FP8_TFS * 1e12)) * 1e6
         out = launch.alloc_logits(t.S, t.max_context_len, "cuda")
@@ -213,11 +174,11 @@ def sweep(write: bool):
                 cfg = paged_ws_sm90_config(heads=64, dim=128, next_n=n, block_size=64, batch=B,
                                            max_context_len=t.max_context_len, clean=False, units=NUM_SMS,
                                            override={**COMPLETE, **ch})
-                run = ws_runner(t, cfg, out)
+                run = sweep_common.jit_runner(cfg, paged_ws_sm90_args(t, cfg, out, None))
             except Exception as e:  # noqa: BLE001  (a choice the config refuses is a result)
                 say(f"  n{n} B{B} C{C} {label}: ERROR {type(e).__name__}: {str(e)[:200]}")
                 continue
-            ok, err, note = sweep_common.check(run, out, lambda o, t=t: compare(t, o, False))
+            ok, err, note = sweep_common.check(run, out, lambda o: sweep_common.live_error(o, ref))
             if not ok or err > 2e-3:
                 say(f"  n{n} B{B} C{C} {label}: FAILED check {'' if err is None else f'{err:.2e}'} {note}")
                 continue
@@ -246,7 +207,7 @@ def sweep(write: bool):
             summary.append((n, B, C, us, pct, floor_us / us * 100, label, port))
             say(f"n{n} B{B:5d} C{C // 1024:3d}K best {us:8.2f} us {pct:5.1f} % copy {floor_us / us * 100:5.1f} % floor "
                 f"{label:10s} portable {port:8.2f} us ({port / us:.2f}x) | " + " ".join(f"{lb}={u:.1f}" for u, lb, _ in res))
-        del t, out
+        del t, out, ref
         torch.cuda.empty_cache()
     say("\n| next_n | B | C | Gluon µs (best) | % of 4.3 TB/s | % of floor | config | portable µs |")
     say("|---|---|---|---|---|---|---|---|")
@@ -264,7 +225,7 @@ def write_table(totals: dict) -> None:
            "config.table_entry falls back to the padded N = NP x H for other head counts) and the size class",
            "(config.regime): written by `python3 tools/tune/paged_ws_experiment.py` on",
            f"{DEVICE_NAME}, {time.strftime('%Y-%m-%d')}, triton {triton.__version__}: every candidate checked against the",
-           f"reference, then timed by CUDA-graph replay from a cold L2 ({'2-D' if TWO_D else '1-D'} context lengths); kept:",
+           "reference, then timed by CUDA-graph replay from a cold L2 (2-D context lengths); kept:",
            "the least time summed over the swept shapes of the class (each relative to the portable kernel on that",
            "shape)."]
     body = ["CUDA_TUNED = {"]

@@ -1,5 +1,6 @@
-"""The step the table-writing sweeps share: check a candidate before it is timed, time a shape's checked candidates
-side by side, write the table module the configs read (validated first, a copy under $OUT for a device run).
+"""The steps the table-writing sweeps share: compile the candidates ahead, check a candidate before it is timed,
+time a shape's checked candidates side by side, log as it goes, write the table module the configs read
+(validated first, a copy under $OUT for a device run).
 
 Check: the output poisoned with NaN, one launch, a sync, then the sweep's own comparison (prefill: exact -inf
 pattern and relative error against the float32 reference; decode: live entries against it; top-k: the exact
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import time
 from pathlib import Path
 
 
@@ -20,6 +22,43 @@ def out_dir() -> Path:
     p = Path(os.environ.get("OUT") or "/tmp/out")
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+class Log:
+    """say(*parts): a line on stdout and in $OUT/name (opened at the first line), flushed as it is written (a
+    device run cut short by its time limit still brings back what it measured)."""
+
+    def __init__(self, name: str):
+        self.name, self.file = name, None
+
+    def __call__(self, *parts) -> None:
+        line = " ".join(str(x) for x in parts)
+        print(line, flush=True)
+        self.file = self.file or open(out_dir() / self.name, "w")
+        self.file.write(line + "\n")
+        self.file.flush()
+
+
+def jit_runner(cfg, a):
+    """A launch of cfg's kernel with the LaunchArgs the API builds, through the JIT (so each override compiles)."""
+    kern = cfg.jitted()
+    return lambda: kern[a.grid](*a.args, **a.constexprs, **a.options)
+
+
+def live_error(got, ref, clean: bool = False) -> tuple[float, str]:
+    """(relative error of the live entries, problem or '') of decode logits against the float32 reference (-inf
+    where dead); with clean, every entry past a row's end must be -inf."""
+    import torch
+
+    live = torch.isfinite(ref)
+    g = got.float()
+    if not torch.isfinite(g[live]).all():
+        return float("inf"), "unwritten or non-finite live entries"
+    den = ref[live].norm()
+    err = ((g[live] - ref[live]).norm() / den).item() if den > 0 else 0.0
+    if clean and not torch.isneginf(g[~live]).all():
+        return err, "clean: dead entries not -inf"
+    return err, ""
 
 
 def check(run, out, compare) -> tuple[bool, float | None, str]:
@@ -47,6 +86,43 @@ def side_by_side(calls: dict, rounds: int, rep_ms: int | None = None) -> tuple[d
     kw = {"rounds": rounds} if rep_ms is None else {"rounds": rounds, "rep_ms": rep_ms}
     rounds_ = timing.side_by_side(calls, **kw)
     return {k: timing.median_in_rounds(rounds_, k) for k in calls}, rounds_
+
+
+class Compiles:
+    """Kernels compiled ahead in spawned worker processes (no interpreter, no GPU use) while the main process builds
+    inputs, checks and times: compiling (1-3 s a config) dominates a sweep otherwise. A launch finds its kernel in
+    Triton's cache; one whose compile failed or missed the cache compiles at launch."""
+
+    def __init__(self, workers: int):
+        from concurrent.futures import ProcessPoolExecutor
+        from multiprocessing import get_context
+
+        self.pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn")) if workers > 0 else None
+        self.futures: dict = {}
+
+    def submit(self, key, fn, *args) -> None:
+        """fn(*args) in a worker, once per key (a kernel's name and launch options, at least)."""
+        if self.pool is not None and key not in self.futures:
+            self.futures[key] = self.pool.submit(fn, *args)
+
+    def wait(self, keys=None, timeout: float = 600.0) -> str:
+        """A line on how the compiles of keys (default: all) went, once they are done."""
+        keys = list(self.futures) if keys is None else [k for k in keys if k in self.futures]
+        if not keys:
+            return ""
+        t0 = time.time()
+        bad = []
+        for key in keys:
+            try:
+                self.futures[key].result(timeout)
+            except Exception as e:  # noqa: BLE001  (the launch compiles it, or reports why it cannot)
+                bad.append(f"{key}: {type(e).__name__}: {str(e)[:120]}")
+        return (f"{len(keys)} compiled ahead (waited {time.time() - t0:.1f} s)"
+                + (f"; {len(bad)} failed: {bad[:3]}" if bad else ""))
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 def load_table(path: Path, name: str = "CUDA_TUNED"):

@@ -37,7 +37,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py, gluon_table.py beside this file
 import sweep_common  # noqa: E402
 
-OUT = Path(os.environ.get("OUT") or "/tmp/out")
 BUDGET_S = float(os.environ.get("GLUON_SWEEP_BUDGET_S", "400"))
 REL_TOL = 2e-3
 NOISE = 0.02
@@ -72,24 +71,15 @@ def main() -> int:
     ap.add_argument("--only", default=None, help="shapes whose name contains this text")
     ap.add_argument("--table-from", default=None, metavar="CSV",
                     help="rewrite tuned.py from a GPU run's gluon_sweep.csv (no GPU; GLUON_WS_TABLE=FILE writes elsewhere)")
-    ap.add_argument("--device-name", default="NVIDIA H200", help="with --table-from: the GPU the run was on")
     args = ap.parse_args()
     if args.table_from:
-        table_from_csv(Path(args.table_from), args.device_name)
+        table_from_csv(Path(args.table_from))
         return 0
-    OUT.mkdir(parents=True, exist_ok=True)
-    log = open(OUT / "gluon_sweep.log", "w")
-
-    def say(*a):
-        line = " ".join(str(x) for x in a)
-        print(line, flush=True)
-        log.write(line + "\n")
-        log.flush()
-
+    say = sweep_common.Log("gluon_sweep.log")
     T0 = time.time()
     units = torch.cuda.get_device_properties(0).multi_processor_count
     say(f"device {torch.cuda.get_device_name()}, {units} SMs, triton {triton.__version__}, torch {torch.__version__}")
-    f = open(OUT / "gluon_sweep.csv", "w", newline="")
+    f = open(sweep_common.out_dir() / "gluon_sweep.csv", "w", newline="")
     wr = csv.writer(f)
     wr.writerow(["shape", "clean", "H", "config", "us", "tflops", "rel_err", "status"])
     runs: dict = {}  # (shape, clean, H) -> {candidate: µs}
@@ -146,13 +136,6 @@ def main() -> int:
             runs[(b.name, clean, t.heads)] = res
             del t, ref
             torch.cuda.empty_cache()
-    say("\n| shape | clean | (2, 1) st4 µs | best µs | best | best / (2, 1) st4 |")
-    say("|---|---|---|---|---|---|")
-    for (name, clean, _), res in runs.items():
-        if BASE in res:
-            best = min(res, key=res.get)
-            say(f"| {name} | {int(clean)} | {res[BASE]:.1f} | {res[best]:.1f} | {label(*best)} | "
-                f"{res[best] / res[BASE]:.3f} |")
     table = choose(relative(runs), say)
     if args.write_table:
         write_table(table, say, torch.cuda.get_device_name())
@@ -186,7 +169,7 @@ def choose(rel: dict, say) -> dict:
     return table
 
 
-def table_from_csv(path: Path, device: str) -> None:
+def table_from_csv(path: Path) -> None:
     """Rewrite tuned.py from a GPU run's gluon_sweep.csv (for a run whose table file did not come back)."""
     by_label = {label(*c): c for c in CANDIDATES}
     runs: dict = {}
@@ -194,7 +177,7 @@ def table_from_csv(path: Path, device: str) -> None:
         for r in csv.DictReader(f):
             if r["status"] == "ok" and r["us"] and r["config"] in by_label:
                 runs.setdefault((r["shape"], r["clean"], int(r["H"])), {})[by_label[r["config"]]] = float(r["us"])
-    write_table(choose(relative(runs), print), print, device)
+    write_table(choose(relative(runs), print), print, f"the run of {path.name}")
 
 
 def write_table(table: dict, say, device: str) -> None:

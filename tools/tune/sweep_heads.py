@@ -35,15 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py, gluon_table.py beside this file
+import gluon_table  # noqa: E402  (the Gluon kernel's table, shared with sweep_gluon_prefill.py)
 import sweep_common  # noqa: E402
-
-
-
-def _gluon_table():
-    """tools/tune/gluon_table.py (the Gluon kernel's table, shared with sweep_gluon_prefill.py)."""
-    import gluon_table
-
-    return gluon_table
 
 
 SMOKE = os.environ.get("SWEEP_SMOKE") == "1"  # CPU dry run through the interpreter: tiny shapes, no timing
@@ -131,7 +124,7 @@ def candidates(H: int, D: int, shape, tgt, units: int, gluon_only: bool = False)
     if not gluon_only:
         for ov in [{**tiled_overrides(H, D)[0], "SPLIT_TILES": 1}] if SMOKE else tiled_overrides(H, D):
             out.append(Candidate("tiled", tiled_label(ov), tiled(ov), ov))
-    if not SMOKE and tgt.name == "sm90" and (H, D) not in _gluon_table().OWN_LAYOUT:
+    if not SMOKE and tgt.name == "sm90" and (H, D) not in gluon_table.OWN_LAYOUT:
         out += gluon_candidates(H, D, shape, units)
     return out
 
@@ -234,40 +227,7 @@ def _compile_one(target: str, cfg, shape, row):
     comp.prepare()
     from mqa_cli.plan import targets
 
-    t0 = time.time()
     comp.compile_config(targets.get_target(target), cfg, shape, row)
-    return time.time() - t0
-
-
-class Prewarm:
-    """Compiles every candidate in worker processes while the main one checks and times: compile time (1-3 s a
-    config) dominates the sweep otherwise. A key that misses the cache only costs the launch its own compile."""
-
-    def __init__(self, workers: int, target: str):
-        from concurrent.futures import ProcessPoolExecutor
-        from multiprocessing import get_context
-
-        self.pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn")) if workers > 0 else None
-        self.target = target
-        self.futures = {}
-
-    def submit(self, c: Candidate, shape):
-        key = (c.cfg.name, c.cfg.options_key)
-        if self.pool is not None and key not in self.futures:
-            self.futures[key] = self.pool.submit(_compile_one, self.target, c.cfg, shape, c.kernel)
-
-    def wait(self, c: Candidate, timeout: float = 120.0) -> str:
-        f = self.futures.get((c.cfg.name, c.cfg.options_key))
-        if f is None:
-            return ""
-        try:
-            return f"precompiled {f.result(timeout):.1f}s"
-        except Exception as e:  # the launch compiles it (or reports why it cannot)
-            return f"precompile failed: {type(e).__name__}"
-
-    def close(self):
-        if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 # ------------------------------------------------------------------------------------------------- one shape
@@ -281,8 +241,7 @@ class Sweep:
         from mqa_cli.plan import targets
 
         self.torch, self.triton = torch, triton
-        self.out_dir = out_dir
-        self.log = open(out_dir / "sweep_heads.log", "w")
+        self.say = sweep_common.Log("sweep_heads.log")
         self.csv_f = open(out_dir / "sweep_heads.csv", "w", newline="")
         self.csv = csv.writer(self.csv_f)
         self.csv.writerow(["H", "D", "kernel", "config", "us", "tflops", "floor_us", "pct_floor", "binds", "rel_err",
@@ -292,12 +251,6 @@ class Sweep:
         self.floor_tgt = targets.get_target("sm90") if SMOKE else self.tgt  # smoke: the H200's ceilings, for form
         self.units = 4 if SMOKE else self.tgt.units
         self.t0 = time.time()
-
-    def say(self, *a):
-        line = " ".join(str(x) for x in a)
-        print(line, flush=True)
-        self.log.write(line + "\n")
-        self.log.flush()
 
     def elapsed(self) -> float:
         return time.time() - self.t0
@@ -345,14 +298,17 @@ class Sweep:
         us = "-" if res.us is None else f"{res.us:9.1f} µs {res.tflops:6.0f} TF/s {res.pct:5.1f} %"
         self.say(f"  H{H:<3d} D{D:<3d} {c.kernel:14s} {c.label:26s} {us}  {res.status if res.status != 'ok' else ''}"
                  f" [first launch {first:.2f}s{', ' + note if note else ''}]")
-        self.csv.writerow([H, D, c.kernel, c.label, "" if res.us is None else f"{res.us:.2f}",
-                           "" if res.tflops is None else f"{res.tflops:.1f}", f"{fl.us:.2f}",
-                           "" if res.pct is None else f"{res.pct:.1f}", binds,
-                           "" if res.rel_err is None else f"{res.rel_err:.2e}", res.status])
-        self.csv_f.flush()
+        self.row(res)
         return res
 
-    def plan(self, shapes, prewarm: Prewarm, gluon_only: bool = False) -> dict:
+    def row(self, r: Result, status: str | None = None) -> None:
+        """The result's CSV row (status: in place of its own)."""
+        num = lambda x, spec: "" if x is None else format(x, spec)  # noqa: E731
+        self.csv.writerow([r.H, r.D, r.kernel, r.label, num(r.us, ".2f"), num(r.tflops, ".1f"), f"{r.floor_us:.2f}",
+                           num(r.pct, ".1f"), r.binds, num(r.rel_err, ".2e"), status or r.status])
+        self.csv_f.flush()
+
+    def plan(self, shapes, ahead: sweep_common.Compiles, gluon_only: bool = False) -> dict:
         """(H, D) -> candidates, every one handed to the compile workers now, in the order they will run."""
         from mqa_cli.problem import source
         from mqa_cli.problem.prefill import ProblemSpec
@@ -363,14 +319,16 @@ class Sweep:
             plans[(H, D)] = candidates(H, D, shapes_of[(H, D)], self.tgt, self.units, gluon_only)
         for key, cands in plans.items():
             for c in cands:
-                prewarm.submit(c, shapes_of[key])
+                ahead.submit((c.cfg.name, c.cfg.options_key), _compile_one, self.tgt.name, c.cfg, shapes_of[key],
+                             c.kernel)
         return plans
 
-    def shape(self, H: int, D: int, cands: list, prewarm: Prewarm, splits: bool = True) -> list[Result]:
+    def shape(self, H: int, D: int, cands: list, ahead: sweep_common.Compiles, splits: bool = True) -> list[Result]:
         prob, t, ref, out = self.prepare(H, D)
         pairs = []
         for c in cands:
-            pairs.append((c, self.evaluate(H, D, c, prob, t, ref, out, prewarm.wait(c))))
+            pairs.append((c, self.evaluate(H, D, c, prob, t, ref, out,
+                                                    ahead.wait([(c.cfg.name, c.cfg.options_key)], 120.0))))
         results = [r for _, r in pairs]
         ok = sorted((r for r in results if r.us is not None and r.kernel == "tiled" and "dispatched" not in r.label),
                     key=lambda r: r.us)
@@ -404,10 +362,7 @@ class Sweep:
             c, r = pairs[i]
             r.us = medians[i]
             r.tflops, r.pct = timing.tflops(prob.counts.flop, r.us), 100 * fl.fraction(r.us)
-            self.csv.writerow([H, D, c.kernel, c.label, f"{r.us:.2f}", f"{r.tflops:.1f}", f"{fl.us:.2f}",
-                               f"{r.pct:.1f}", r.binds, "" if r.rel_err is None else f"{r.rel_err:.2e}",
-                               "ok, side by side"])
-        self.csv_f.flush()
+            self.row(r, "ok, side by side")
         best = min((pairs[i][1] for i in calls), key=lambda r: r.us)
         self.say(f"  H{H:<3d} D{D:<3d} side by side ({ROUNDS} rounds): best {best.kernel} {best.label} {best.us:.1f} µs")
 
@@ -422,32 +377,19 @@ def best_by_shape(results: list[Result]) -> dict:
     return by
 
 
-def _tabulate(body, headers) -> str:
-    try:
-        from tabulate import tabulate
-    except ImportError:  # a bare GPU image: plain columns
-        return "\n".join(" | ".join(str(x) for x in row) for row in [headers, *body])
-    return tabulate(body, headers=headers, disable_numparse=True)
-
-
 def summary(results: list[Result], say) -> None:
-    """Per shape: the fastest checked config, against the floor; what dispatch runs today; the rule."""
-    body = []
+    """Per shape: the fastest checked config against the floor, and what dispatch runs today."""
     for (H, D), rs in best_by_shape(results).items():
         ok = [r for r in rs if r.us is not None]
         if not ok:
-            body.append([H, D, "-", "no config passed", "-", "-", f"{rs[0].floor_us:.1f}", "-", rs[0].binds, "-", "-"])
+            say(f"H{H} D{D}: no config passed")
             continue
         best = min(ok, key=lambda r: r.us)
         today = next((r for r in ok if r.label.startswith("dispatched")), None) or next(
             (r for r in ok if r.label == "rule"), None)
-        tiled = min((r for r in ok if r.kernel == "tiled"), key=lambda r: r.us, default=None)
-        body.append([H, D, best.kernel, best.label, f"{best.us:.1f}", f"{best.tflops:.0f}", f"{best.floor_us:.1f}",
-                     f"{best.pct:.0f}%", best.binds,
-                     "-" if today is None else f"{today.us:.1f} ({today.pct:.0f}%, {today.kernel})",
-                     "-" if tiled is None else f"{tiled.us:.1f} ({tiled.pct:.0f}%, {tiled.label})"])
-    say(_tabulate(body, ["H", "D", "best kernel", "config", "µs", "TF/s", "floor µs", "% of floor", "binds",
-                         "today µs", "best tiled µs"]))
+        say(f"H{H} D{D}: best {best.kernel} {best.label} {best.us:.1f} µs, {best.tflops:.0f} TF/s, {best.pct:.0f} % of "
+            f"the {best.binds} floor ({best.floor_us:.1f} µs); today "
+            + ("-" if today is None else f"{today.us:.1f} µs ({today.kernel})"))
 
 
 def table_entries(results: list[Result]) -> dict:
@@ -478,7 +420,7 @@ def gluon_entries(results: list[Result]) -> dict:
         ok = [r for r in rs if r.us is not None]
         gl = [r for r in ok if r.kernel == "gluon_ws_sm90" and r.override is not None]  # (not "dispatched")
         tl = [r for r in ok if r.kernel == "tiled"]
-        if not gl or not tl or (H, D) in _gluon_table().OWN_LAYOUT:
+        if not gl or not tl or (H, D) in gluon_table.OWN_LAYOUT:
             continue
         g, t = min(gl, key=lambda r: r.us), min(tl, key=lambda r: r.us)
         if g.us < t.us * (1 - NOISE):
@@ -537,8 +479,7 @@ def main(argv=None) -> int:
     ap.add_argument("--gluon-only", action="store_true",
                     help="only the Gluon layouts against the portable kernel's current config (its table untouched)")
     args = ap.parse_args(argv)
-    out_dir = Path(os.environ.get("OUT") or "/tmp/out")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = sweep_common.out_dir()
     shapes = parse_shapes(args.shapes)
     sw = Sweep(out_dir)
     torch, triton = sw.torch, sw.triton
@@ -548,16 +489,16 @@ def main(argv=None) -> int:
     fp8, copy, where = ceilings(sw.floor_tgt)
     sw.say(f"device {device}, {sw.units} SMs, torch {torch.__version__}, triton {triton.__version__}; floor = max(FLOP"
            f" / {fp8:g} TF/s, min bytes / {copy:g} TB/s) ({where}); shapes 1x{SEQ} causal, clean logits")
-    prewarm = Prewarm(0 if SMOKE else max(1, min(8, (os.cpu_count() or 4) - 4)), sw.tgt.name)
+    ahead = sweep_common.Compiles(0 if SMOKE else max(1, min(8, (os.cpu_count() or 4) - 4)))
     results = []
     try:
-        plans = sw.plan(shapes, prewarm, args.gluon_only)
+        plans = sw.plan(shapes, ahead, args.gluon_only)
         for H, D in shapes:
             if sw.elapsed() > BUDGET_S:
                 sw.say(f"budget of {BUDGET_S:.0f} s reached: H{H} D{D} and later shapes not swept")
                 break
             sw.say(f"H{H} D{D} ({sw.elapsed():.0f} s)")
-            results += sw.shape(H, D, plans[(H, D)], prewarm, splits=not args.gluon_only)
+            results += sw.shape(H, D, plans[(H, D)], ahead, splits=not args.gluon_only)
         sw.say("")
         summary(results, sw.say)
         if args.write_table and not args.gluon_only:
@@ -566,9 +507,9 @@ def main(argv=None) -> int:
         if args.write_table:
             gluon = gluon_entries(results)
             if gluon and not SMOKE:
-                _gluon_table().write(gluon, device, sw.say)  # (with its copy under $OUT)
+                gluon_table.write(gluon, device, sw.say)  # (with its copy under $OUT)
     finally:
-        prewarm.close()
+        ahead.close()
     sw.say(f"total {sw.elapsed():.0f} s; CSV {out_dir / 'sweep_heads.csv'}")
     return 0
 

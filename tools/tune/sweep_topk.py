@@ -1,13 +1,12 @@
 """The top-k selection sweep (k = 2048) on the GPU: every candidate config of the selection kernels is CHECKED on
 the fp32 logits it selects from (each row's picks live, inside the window, >= the row's exact k-th value with
 ties counted as hits: recall 1.0; then -1 padding to k; ascending positions) and only then timed
-(triton.testing.do_bench median, L2 flushed). Then the indexer end to end per shape with the winner:
-(a) fp8_mqa_topk / fp8_paged_mqa_topk (sorted=False: the set), (b) our logits + torch.topk, (c) DeepGEMM's
-logits + torch.topk when `import deep_gemm` works; beside them the selection alone, torch.topk alone, our logits
-alone and, for prefill, the logits computed block by block as fp8_mqa_topk does (per workspace size).
+(triton.testing.do_bench median, L2 flushed); per prefill shape, fp8_mqa_topk with the winner at each workspace
+size. The indexer end to end beside DeepGEMM's logits + torch.topk is `mqa-logits bench --suite indexer`.
 
-  python3 tools/tune/sweep_topk.py [--write-table] [--only TEXT] [--no-dg] [--no-precompile]
+  python3 tools/tune/sweep_topk.py [--write-table] [--only TEXT]
   TOPK_SMOKE=1 python3 tools/tune/sweep_topk.py        # tiny shapes through the Triton interpreter (CPU)
+  python3 tools/tune/sweep_topk.py --table-from topk_sweep.log topk_summary.csv   # the table from a run's files
 
 Writes $OUT/topk_sweep.csv (every candidate), $OUT/topk_summary.csv (per shape) and $OUT/topk_sweep.log
 (OUT default /tmp/out). --write-table rewrites kernels/topk/tuned.py: per regime and power-of-two row length
@@ -26,7 +25,6 @@ import re
 import sys
 import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,64 +128,17 @@ def _meta_launch(job: dict):
                             arrive=i32(R) if cfg.schedule["arrive"] else None)
 
 
-def _compile_job(job: dict) -> tuple[str, float, str]:
-    """In a fresh process (no interpreter, no GPU use): compile one candidate's kernel for the GPU's arch with
-    exactly the launch's signature, so the launch finds it in Triton's cache."""
+def _compile_job(job: dict) -> None:
+    """In a worker (no interpreter, no GPU use): compile one candidate's kernel for the GPU's arch with exactly the
+    launch's signature, so the launch finds it in Triton's cache."""
     os.environ.pop("TRITON_INTERPRET", None)
-    t0 = time.time()
-    try:
-        import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler.compiler import make_backend
+    from triton.backends.compiler import GPUTarget
 
-        from mqa_cli.inspect import compile as comp
+    from mqa_cli.inspect import compile as comp
 
-        comp.prepare()
-        cfg, la = _meta_launch(job)
-        fn = cfg.jitted()
-        gpu = GPUTarget("cuda", job["arch"], 32)
-        sig = comp.build_signature(fn, la, make_backend(gpu))
-        triton.compile(triton.compiler.ASTSource(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
-                       options=dict(cfg.options))
-        return job["label"], time.time() - t0, "ok"
-    except Exception as e:  # noqa: BLE001  (the launch compiles it then)
-        return job["label"], time.time() - t0, f"{type(e).__name__}: {str(e)[:120]}"
-
-
-class Precompile:
-    """Every distinct compiled variant among the candidates (config name, launch options, argument
-    specialization), compiled in parallel processes while the main process builds inputs; wait() before the
-    first candidate runs."""
-
-    def __init__(self, jobs: list[dict]):
-        from mqa_cli.launch import common as launch
-
-        seen, self.jobs = set(), []
-        for j in jobs:
-            cfg, la = _meta_launch(j)
-            if la is None:
-                continue
-            key = (cfg.name, cfg.options_key, launch._specialization(la.args))
-            if key not in seen:
-                seen.add(key)
-                self.jobs.append(j)
-        import multiprocessing as mp
-
-        self.t0 = time.time()
-        self.pool = ProcessPoolExecutor(max_workers=max(1, min(len(self.jobs), (os.cpu_count() or 2) - 1)),
-                                        mp_context=mp.get_context("spawn"))
-        self.futures = [self.pool.submit(_compile_job, j) for j in self.jobs]
-        self.done = False
-
-    def wait(self) -> None:
-        if self.done:
-            return
-        results = [f.result() for f in self.futures]
-        self.pool.shutdown()
-        self.done = True
-        bad = [r for r in results if r[2] != "ok"]
-        say(f"precompiled {len(self.jobs)} kernel variants in {time.time() - self.t0:.0f} s (parallel)"
-            + (f"; {len(bad)} failed there (compiled at launch instead): {bad[:3]}" if bad else ""))
+    comp.prepare()
+    cfg, la = _meta_launch(job)
+    comp.compile_launch(cfg.jitted(), la, GPUTarget("cuda", job["arch"], 32))
 
 
 # ------------------------------------------------------------------------------------------------ checks
@@ -266,16 +217,7 @@ def registers(cfg) -> tuple:
     return None, None
 
 
-def logits_in_blocks(t, rows: int) -> None:
-    """The logits as fp8_mqa_topk computes them (clean off, one block of rows at a time, each block freed)."""
-    from mqa_cli.api.logits import mqa_logits
-
-    for a in range(0, t.q.shape[0], rows):
-        b = a + rows
-        mqa_logits(t.q[a:b], t.kv, t.kv_scales, t.weights[a:b], t.ks[a:b], t.ke[a:b], clean_logits=False)
-
-
-def sweep_shape(name: str, kind: str, p: dict, k: int, dev: str, dg, rows_out: list, summary: list, cap,
+def sweep_shape(name: str, kind: str, p: dict, k: int, dev: str, rows_out: list, summary: list, cap,
                 pre=None) -> None:
     import torch
 
@@ -288,25 +230,16 @@ def sweep_shape(name: str, kind: str, p: dict, k: int, dev: str, dg, rows_out: l
     t0 = time.time()
     if kind == "prefill":
         t = prefill(p["S"], p["N"], H, D, p["layout"], dev)
-        q, kv, sc, w, ks, ke = t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke
-        logits = mqa_logits(q, kv, sc, w, ks, ke, clean_logits=False)
-        lo, hi, paged = ks, ke, None
-        run_logits = lambda: mqa_logits(q, kv, sc, w, ks, ke, clean_logits=False)  # noqa: E731
-        fused = lambda: T.fp8_mqa_topk(q, kv, sc, w, ks, ke, k, sorted=False, cap=cap)  # noqa: E731
-        ours = lambda: torch.topk(mqa_logits(q, kv, sc, w, ks, ke, clean_logits=True), min(k, p["N"]), dim=1)  # noqa
+        logits = mqa_logits(t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, clean_logits=False)
+        lo, hi, paged = t.ks, t.ke, None
     else:
         t = random_paged(paged_spec(p), device=dev)
-        q, cache, w, ctx, table = t.q, t.kv_cache, t.weights, t.context_lens, t.block_table
         maxlen = int(t.max_context_len)
-        ctx2d = ctx[:, None].contiguous()
-        logits = fp8_paged_mqa_logits(q, cache, w, ctx, table, None, maxlen, clean_logits=False)
-        hi = T.paged_row_ends(ctx, 1, maxlen)
+        logits = fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, t.context_lens, t.block_table, None, maxlen,
+                                      clean_logits=False)
+        hi = T.paged_row_ends(t.context_lens, 1, maxlen)
         lo = torch.zeros_like(hi)
-        paged = (ctx, 1, maxlen)
-        run_logits = lambda: fp8_paged_mqa_logits(q, cache, w, ctx, table, None, maxlen, clean_logits=False)  # noqa
-        fused = lambda: T.fp8_paged_mqa_topk(q, cache, w, ctx, table, maxlen, k, sorted=False, cap=cap)  # noqa: E731
-        ours = lambda: torch.topk(  # noqa: E731
-            fp8_paged_mqa_logits(q, cache, w, ctx2d, table, None, maxlen, clean_logits=False), min(k, maxlen), dim=1)
+        paged = (t.context_lens, 1, maxlen)
     R, cols = logits.shape
     kth, nlive = reference(logits, k, lo, hi)
     idx = torch.empty(R, k, dtype=torch.int32, device=dev)
@@ -318,7 +251,7 @@ def sweep_shape(name: str, kind: str, p: dict, k: int, dev: str, dg, rows_out: l
         return idx
 
     if pre is not None:
-        pre.wait()
+        say(f"  {name}: {pre.wait()}")
     best = (float("inf"), None)
     for cand in candidates(kind):
         lab = label(cand)
@@ -343,91 +276,23 @@ def sweep_shape(name: str, kind: str, p: dict, k: int, dev: str, dg, rows_out: l
         say(f"{name}: no candidate passed its check")
         return
     r = {"shape": name, "kind": kind, "cols": cols, "rows": R, "best_config": label(best[1]),
-         "select_best_us": best[0]}
-    r["select_default_us"] = bench(lambda: select(None), dev)
-    r["torch_topk_us"] = bench(lambda: torch.topk(logits, min(k, cols), dim=1), dev)
-    r["logits_us"] = bench(run_logits, dev, 100)
+         "select_best_us": best[0], "select_default_us": bench(lambda: select(None), dev)}
     logits = None  # frees the matrix (every timing that reads it is done)
-    if dev == "cuda":
-        torch.cuda.empty_cache()
-    T.TUNING.clear()
-    try:
-        r["fused_default_us"] = bench(fused, dev, 100)
+    if kind == "prefill":  # the workspace fp8_mqa_topk holds logits in (the table's WORKSPACE)
+        if dev == "cuda":
+            torch.cuda.empty_cache()
         T.TUNING.update(best[1])
-        r["fused_us"] = bench(fused, dev, 100)
-        out = fused()
-        full = mqa_logits(q, kv, sc, w, ks, ke, clean_logits=False) if kind == "prefill" else \
-            fp8_paged_mqa_logits(q, cache, w, ctx, table, None, maxlen, clean_logits=False)
-        r["fused_recall_min"] = check(out, full, k, lo, hi, kth, nlive)[1]  # blocks' logits vs whole: bitwise
-        del full, out
-        if kind == "prefill":
-            for ws in WORKSPACES:
-                r[f"fused_ws{ws >> 20}M_us"] = bench(lambda: T.fp8_mqa_topk(q, kv, sc, w, ks, ke, k, sorted=False,
-                                                                            cap=cap, workspace_bytes=ws), dev)
-                rows_b = T._rows_per_block(p["S"], p["N"], torch.float32, ws, None)
-                r[f"logits_blocks_ws{ws >> 20}M_us"] = bench(lambda: logits_in_blocks(t, rows_b), dev)
-    finally:
-        T.TUNING.clear()
-    r["ours_topk_us"] = bench(ours, dev, 100)
-    if kind == "prefill" and p["S"] == (128 if SMOKE else 8192):  # one data point: bf16 logits, half the bytes
-        bf = lambda: T.fp8_mqa_topk(q, kv, sc, w, ks, ke, k, sorted=False, cap=cap,  # noqa: E731
-                                    logits_dtype=torch.bfloat16)
-        r["fused_bf16_us"] = bench(bf, dev, 100)
-        full = mqa_logits(q, kv, sc, w, ks, ke, clean_logits=False)
-        r["bf16_recall_min"], r["bf16_recall_mean"] = T.topk_recall(bf(), full, k, ks, ke)
-        full = None
-        say(f"  {name}: bf16 logits: fused {fmt(r['fused_bf16_us'])} us, recall against the fp32 logits' top-k "
-            f"min {r['bf16_recall_min']:.4f} mean {r['bf16_recall_mean']:.4f} (goal >= 0.99 / 0.999)")
-    if dg is not None:
         try:
-            if kind == "prefill":
-                r["dg_topk_us"] = bench(lambda: torch.topk(dg.fp8_mqa_logits(q, (kv, sc), w, ks, ke, clean_logits=True),
-                                                           min(k, p["N"]), dim=1), dev)
-            else:
-                meta = dg.get_paged_mqa_logits_metadata(ctx2d, 64, dg.get_num_sms())
-                r["dg_topk_us"] = bench(lambda: torch.topk(
-                    dg.fp8_paged_mqa_logits(q, cache, w, ctx2d, table, meta, maxlen, clean_logits=False),
-                    min(k, maxlen), dim=1), dev)
-        except Exception as e:  # noqa: BLE001
-            say(f"  {name}: DeepGEMM failed: {type(e).__name__}: {str(e)[:200]}")
-    if kind != "prefill" and dev == "cuda":  # decode: kernel time without host cost, as engines run it
-        decode_graphs(r, fused, best[1], dg, q, cache, w, ctx2d, table, maxlen, k)
+            for ws in WORKSPACES:
+                r[f"fused_ws{ws >> 20}M_us"] = bench(lambda: T.fp8_mqa_topk(
+                    t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, k, sorted=False, cap=cap, workspace_bytes=ws), dev)
+        finally:
+            T.TUNING.clear()
     r["seconds"] = round(time.time() - t0, 1)
     summary.append(r)
-    a, c = r.get("fused_us"), r.get("dg_topk_us")
-    say(f"{name}: (a) {fmt(a)} us (default cfg {fmt(r['fused_default_us'])}), (b) {fmt(r['ours_topk_us'])}, "
-        f"(c) {fmt(c)}, (a)/(c) {fmt(a / c if a and c else None, '.3f')}; select {fmt(best[0])} "
-        f"(default {fmt(r['select_default_us'])}), torch.topk {fmt(r['torch_topk_us'])}, logits {fmt(r['logits_us'])}"
-        f"; best {label(best[1])} [{r['seconds']} s]")
-
-
-def decode_graphs(r: dict, fused, best: dict, dg, q, cache, w, ctx2d, table, maxlen: int, k: int) -> None:
-    """Decode rows: CUDA-graph replays of (a) and (c) (engines capture decode steps; the eager figures carry each
-    API's host time whenever it exceeds the GPU time) and (a)'s host µs per call."""
-    import torch
-
-    from mqa_cli.api import topk as T
-    from mqa_cli.bench.timing import host_us, time_graph
-
-    T.TUNING.update(best)
-    try:
-        r["fused_host_us"] = host_us(fused, calls=100)
-        r["fused_graph_us"] = time_graph(fused)
-    except Exception as e:  # noqa: BLE001
-        say(f"  {r['shape']}: (a) graph failed: {type(e).__name__}: {str(e)[:200]}")
-    finally:
-        T.TUNING.clear()
-    if dg is not None:
-        try:
-            meta = dg.get_paged_mqa_logits_metadata(ctx2d, 64, dg.get_num_sms())
-            r["dg_graph_us"] = time_graph(lambda: torch.topk(
-                dg.fp8_paged_mqa_logits(q, cache, w, ctx2d, table, meta, maxlen, clean_logits=False), min(k, maxlen),
-                dim=1))
-        except Exception as e:  # noqa: BLE001
-            say(f"  {r['shape']}: (c) graph failed: {type(e).__name__}: {str(e)[:200]}")
-    a, c = r.get("fused_graph_us"), r.get("dg_graph_us")
-    say(f"  {r['shape']}: graph replay (a) {fmt(a)} us, (c) {fmt(c)} us, (a)/(c) {fmt(a / c if a and c else None, '.3f')}"
-        f"; (a) host {fmt(r.get('fused_host_us'))} us per eager call")
+    say(f"{name}: select {fmt(best[0])} us with {label(best[1])} (default config {fmt(r['select_default_us'])})"
+        + "".join(f"; fp8_mqa_topk at {w >> 20} MiB {fmt(r.get(f'fused_ws{w >> 20}M_us'))}" for w in WORKSPACES
+                  if kind == "prefill") + f" [{r['seconds']} s]")
 
 
 # ------------------------------------------------------------------------------------------------ table
@@ -505,9 +370,9 @@ def _tuning_of(lab: str) -> dict:
     return out
 
 
-def table_from(log: Path, summary_csv: Path, units: int, device: str) -> None:
-    """Rewrite tuned.py from a GPU run's log (every candidate's line) and its topk_summary.csv, as --write-table
-    would have written it there (for a run whose table file did not come back)."""
+def table_from(log: Path, summary_csv: Path) -> None:
+    """Rewrite tuned.py from a GPU run's log (its first line names the card; then every candidate's line) and its
+    topk_summary.csv, as --write-table would have written it there (for a run whose table file did not come back)."""
     summary = []
     with open(summary_csv) as f:
         for r in csv.DictReader(f):
@@ -517,7 +382,9 @@ def table_from(log: Path, summary_csv: Path, units: int, device: str) -> None:
                     r[k] = float(v)
             summary.append(r)
     cols = {r["shape"]: r["cols"] for r in summary}
-    for line in log.read_text().splitlines():
+    lines = log.read_text().splitlines()
+    device, units = re.match(r"device (.*), (\d+) units", lines[0]).groups()
+    for line in lines:
         m = _CAND_LINE.match(line)
         if not m or m.group(1).strip() not in cols:
             continue
@@ -526,7 +393,7 @@ def table_from(log: Path, summary_csv: Path, units: int, device: str) -> None:
         ROWS_CSV.append({"shape": name, "cols": cols[name], "config": lab, "check": "ok" if status == "checked" else status,
                          "us": float(us) if us not in ("-", "nan") else float("nan")})
     say(f"{len(ROWS_CSV)} candidate timings over {len(summary)} shapes from {log}")
-    write_table(summary, units, device)
+    write_table(summary, int(units), device)
 
 
 def write_csv(path: Path, rows: list) -> None:
@@ -549,15 +416,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write-table", action="store_true")
     ap.add_argument("--only", default=None, help="shapes whose name contains this text")
-    ap.add_argument("--no-dg", action="store_true")
-    ap.add_argument("--no-precompile", action="store_true")
     ap.add_argument("--table-from", nargs=2, metavar=("LOG", "SUMMARY_CSV"),
                     help="rewrite tuned.py from a GPU run's log and topk_summary.csv (no GPU)")
-    ap.add_argument("--device-name", default="NVIDIA H200", help="with --table-from: the GPU the run was on")
-    ap.add_argument("--units", type=int, default=132, help="with --table-from: its SM count")
     args = ap.parse_args()
     if args.table_from:
-        table_from(Path(args.table_from[0]), Path(args.table_from[1]), args.units, args.device_name)
+        table_from(Path(args.table_from[0]), Path(args.table_from[1]))
         return
     T0 = time.time()
     dev = "cuda" if torch.cuda.is_available() and not SMOKE else "cpu"
@@ -575,7 +438,7 @@ def main() -> None:
         f"{units} units, k = {k}, triton {__import__('triton').__version__}, torch {torch.__version__}")
     todo = [s for s in shapes() if not args.only or args.only in s[0]]
     pre = None
-    if dev == "cuda" and not args.no_precompile:
+    if dev == "cuda":
         jobs = []
         for name, kind, p in todo:
             if kind == "prefill":
@@ -586,52 +449,22 @@ def main() -> None:
                 jobs.append({"rows": R, "cols": cols, "stride": launch.padded_stride(cols), "k": k, "units": units,
                              "paged": paged, "tuning": c, "label": f"{name} {label(c)}", "cap": cap,
                              "arch": tgt.arch if isinstance(tgt.arch, int) else 90})
-        pre = Precompile(jobs)
-    dg = None
-    if not (SMOKE or args.no_dg):
-        try:
-            import deep_gemm as dg
-
-            say(f"DeepGEMM: {os.path.dirname(dg.__file__)}")
-        except Exception as e:  # noqa: BLE001
-            say(f"DeepGEMM not available ({type(e).__name__}: {e}): column (c) left empty")
+        pre = sweep_common.Compiles(max(1, min(len(jobs), (os.cpu_count() or 2) - 1)))
+        for job in jobs:  # every distinct compiled variant: config name, launch options, argument specialization
+            cfg, la = _meta_launch(job)
+            if la is not None:
+                pre.submit((cfg.name, cfg.options_key, launch._specialization(la.args)), _compile_job, job)
     summary: list = []
     for name, kind, p in todo:
         try:
-            sweep_shape(name, kind, p, k, dev, dg, ROWS_CSV, summary, cap, pre)
+            sweep_shape(name, kind, p, k, dev, ROWS_CSV, summary, cap, pre)
         except Exception as e:  # noqa: BLE001
             say(f"{name}: FAILED {type(e).__name__}: {str(e)[:300]}")
             LOG.append(traceback.format_exc())
         if dev == "cuda":
             torch.cuda.empty_cache()
-    say("\n| shape | (a) fused | (a) default cfg | (b) ours+topk | (c) DG+topk | (a)/(c) | goal | select best | "
-        "select default | torch.topk | logits | best config |")
-    say("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in summary:
-        a, c = r.get("fused_us"), r.get("dg_topk_us")
-        goal = 0.5 if r["kind"] == "prefill" else 0.8
-        ratio = a / c if a and c else None
-        verdict = "-" if ratio is None else ("MET" if ratio <= goal else "missed")
-        say(f"| {r['shape']} | {fmt(a)} | {fmt(r.get('fused_default_us'))} | {fmt(r.get('ours_topk_us'))} | {fmt(c)} | "
-            f"{fmt(ratio, '.3f')} | <= {goal} {verdict} | {fmt(r['select_best_us'])} | {fmt(r['select_default_us'])} | "
-            f"{fmt(r['torch_topk_us'])} | {fmt(r['logits_us'])} | {r['best_config']} |")
-    if any("fused_graph_us" in r for r in summary):
-        say("\n| decode shape | (a) graph | (c) graph | (a)/(c) graph | goal | (a) host per eager call |")
-        say("|---|---|---|---|---|---|")
-        for r in summary:
-            if "fused_graph_us" not in r:
-                continue
-            a, c = r.get("fused_graph_us"), r.get("dg_graph_us")
-            ratio = a / c if a and c else None
-            verdict = "-" if ratio is None else ("MET" if ratio <= 0.8 else "missed")
-            say(f"| {r['shape']} | {fmt(a)} | {fmt(c)} | {fmt(ratio, '.3f')} | <= 0.8 {verdict} | "
-                f"{fmt(r.get('fused_host_us'))} |")
-    for r in summary:
-        if r["kind"] == "prefill":
-            say(f"{r['shape']}: fused by workspace " + ", ".join(
-                f"{w >> 20} MiB {fmt(r.get(f'fused_ws{w >> 20}M_us'))} us (logits in blocks "
-                f"{fmt(r.get(f'logits_blocks_ws{w >> 20}M_us'))})" for w in WORKSPACES)
-                + f"; fused recall vs whole logits {fmt(r.get('fused_recall_min'), '.4f')}")
+    if pre is not None:
+        pre.close()
     write_csv(OUT / "topk_sweep.csv", ROWS_CSV)
     write_csv(OUT / "topk_summary.csv", summary)
     if args.write_table:
