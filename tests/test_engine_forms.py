@@ -512,23 +512,39 @@ def test_vllm_034_positional_dtype_beside_a_float32_keyword_is_the_positional():
 # ------------------------------------------------------------------------------------------ fp4 / MX refusals
 
 def test_mx_and_fp4_inputs_are_named_not_misread():
-    p = prefill_problem(S=4, N=16, H=8)
-    sf_int = torch.ones(p.N, dtype=torch.int32, device=DEVICE)  # UE8M0 packed scales
-    with pytest.raises(UserError) as e:
-        mqa_cli.fp8_fp4_mqa_logits((p.q, None), (p.kv, sf_int), p.w, p.ks, p.ke, 8)
-    one_line(e, "MX", "sm100")
-    with pytest.raises(UserError) as e:
-        mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc), p.w.bfloat16(), p.ks, p.ke, clean_logits=False)
-    one_line(e, "MX", "sm100")
-    with pytest.raises(UserError) as e:
-        mqa_cli.fp8_fp4_mqa_logits((p.q, torch.ones(p.S, p.H, dtype=torch.int32, device=DEVICE)), (p.kv, p.sc), p.w,
-                                   p.ks, p.ke, 8)
-    one_line(e, "fp4", "sm100")
-    pg = paged_problem(B=2, T=1, ctx=[[20], [5]])
-    with pytest.raises(UserError) as e:
-        mqa_cli.fp8_fp4_paged_mqa_logits((pg.q, None), pg.cache, pg.w.bfloat16(), pg.ctx, pg.table,
-                                         meta(pg.ctx, pg.bs), pg.max_context_len)
-    one_line(e, "MX", "sm100")
+    """sm100's inputs (UE8M0 packed scales, bf16 weights of the MX path, packed fp4 q or kv, an fp8 q with a scale)
+    are refused in one line that names them, prefill and decode, never read as fp8."""
+    p, pg = prefill_problem(S=4, N=16, H=8), paged_problem(B=2, T=1, ctx=[[20], [5]])
+    i32, u8 = dict(dtype=torch.int32, device=DEVICE), dict(dtype=torch.uint8, device=DEVICE)
+    kv4 = torch.zeros(p.N, p.D // 2, **u8)
+    fp4 = getattr(torch, "float4_e2m1fn_x2", torch.uint8)
+
+    def prefill(q, kv, *rest, w=p.w):
+        return mqa_cli.fp8_fp4_mqa_logits(q, kv, w, p.ks, p.ke, *rest)
+
+    def paged(q, cache=pg.cache, w=pg.w):
+        return mqa_cli.fp8_fp4_paged_mqa_logits(q, cache, w, pg.ctx, pg.table, meta(pg.ctx, pg.bs), pg.max_context_len)
+
+    cases = {
+        "UE8M0 kv scales": (lambda: prefill((p.q, None), (p.kv, torch.ones(p.N, **i32)), 8), "MX"),
+        "bf16 weights": (lambda: mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc), p.w.bfloat16(), p.ks, p.ke,
+                                                        clean_logits=False), "MX"),
+        "int q scale": (lambda: prefill((p.q, torch.ones(p.S, p.H, **i32)), (p.kv, p.sc), 8), "fp4"),
+        "packed q": (lambda: prefill((torch.zeros(p.S, p.H, p.D // 2, **u8), torch.ones(p.S, p.H, **i32)),
+                                     (p.kv, p.sc)), "fp4"),
+        "fp8 q with a scale": (lambda: prefill((p.q, torch.ones(p.S, p.H, device=DEVICE)), (p.kv, p.sc)), "fp4"),
+        "packed kv": (lambda: prefill((p.q, None), (kv4, torch.ones(p.N, **i32))), "fp4"),
+        "float4 kv": (lambda: prefill((p.q, None), (kv4.view(fp4), torch.ones(p.N, **i32))), "fp4"),
+        "decode bf16 weights": (lambda: paged((pg.q, None), w=pg.w.bfloat16()), "MX"),
+        "decode packed q": (lambda: paged((torch.zeros(pg.B, 1, pg.H, pg.D // 2, **u8),
+                                           torch.ones(pg.B, 1, pg.H, **i32))), "fp4"),
+        "decode packed cache": (lambda: paged((pg.q, None), torch.zeros(pg.nb, pg.bs, 1, pg.D // 2 + 4, **u8)),
+                                "fp4"),
+    }
+    for call, word in cases.values():
+        with pytest.raises(UserError) as e:
+            call()
+        one_line(e, word, "sm100")
 
 
 # ------------------------------------------------------------------------------------------ aiter (ROCm engines)
