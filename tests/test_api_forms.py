@@ -68,9 +68,10 @@ def prefill(p, **kw):
     return mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc), p.w, p.ks, p.ke, **kw)
 
 
-def paged_problem(B=3, T=2, H=16, D=64, bs=16, ctx=(37, 2, 20), seed=0, spare=3, extra_cols=1):
+def paged_problem(B=3, T=2, H=16, D=64, bs=16, ctx=(37, 2, 20), seed=0, spare=3, extra_cols=1, extra_len=None):
     """A paged problem with a shuffled block table; entries past each sequence's blocks are stale but valid ids.
-    ctx: B context lengths (1-D) or B lists of next_n (2-D)."""
+    ctx: B context lengths (1-D) or B lists of next_n (2-D). max_context_len: the table's live blocks, or with
+    extra_len the longest row's end plus extra_len (at most the table's reach)."""
     g = gen(seed)
     context_lens = torch.tensor(ctx, dtype=torch.int32)
     ends = paged_ends(context_lens, T)
@@ -89,6 +90,8 @@ def paged_problem(B=3, T=2, H=16, D=64, bs=16, ctx=(37, 2, 20), seed=0, spare=3,
     q = fp8_q((B, T, H, D), g)
     w = torch.randn(B * T, H, generator=g)
     max_context_len = max(1, max(need)) * bs
+    if extra_len is not None:
+        max_context_len = min(cols * bs, max(1, int(ends.max())) + extra_len)
     ref, mag = paged64(q, kv_blocks, scales, w, ends, table, max_context_len)
     d = dict(q=q, cache=cache, w=w, ctx=context_lens, table=table)
     return SimpleNamespace(**{k: v.to(DEVICE) for k, v in d.items()}, kv_blocks=kv_blocks, scales=scales, ends=ends,
