@@ -286,6 +286,16 @@ def test_threads_give_the_serial_results():
 
 # ------------------------------------------------------------------------------------------ a view per argument
 
+def honoured_or_refused(call, p, what: str):
+    """A view is read as the values it holds (clean logits against the reference) or refused in one line."""
+    try:
+        out = call()
+    except UserError as e:
+        assert str(e) and "\n" not in str(e).strip(), f"refusal of {what} is not one line: {e}"
+        return
+    assert_logits(out, p.ref, p.mag, clean=True, what=f"{what}: ")
+
+
 def _prefill_views(p):
     """(argument, name, build) where build() returns kwargs of the explicit form with one argument replaced by a
     view of the same logical values inside a bigger buffer full of garbage."""
@@ -366,15 +376,9 @@ def test_prefill_view_is_honoured_or_refused(index, form):
         base = getattr(p, k)
         assert torch.equal(v.reshape(base.shape).view(torch.uint8) if v.dtype == FP8 else v.reshape(base.shape),
                            base.view(torch.uint8) if base.dtype == FP8 else base)
-    try:
-        if form == "tuple":
-            out = mqa_cli.fp8_mqa_logits(d["q"], (d["kv"], d["sc"]), d["w"], d["ks"], d["ke"])
-        else:
-            out = mqa_cli.fp8_mqa_logits(d["q"], d["kv"], d["sc"], d["w"], d["ks"], d["ke"])
-    except UserError as e:
-        assert str(e) and "\n" not in str(e).strip(), f"refusal of {arg} ({name}) is not one line: {e}"
-        return
-    assert_logits(out, p.ref, p.mag, clean=True, what=f"{arg} as a {name} view: ")
+    kv = (d["kv"], d["sc"]) if form == "tuple" else d["kv"]
+    rest = (d["w"], d["ks"], d["ke"]) if form == "tuple" else (d["sc"], d["w"], d["ks"], d["ke"])
+    honoured_or_refused(lambda: mqa_cli.fp8_mqa_logits(d["q"], kv, *rest), p, f"{arg} as a {name} view")
 
 
 # ------------------------------------------------------------------------------------------ paged forms
@@ -468,24 +472,15 @@ def test_paged_view_is_honoured_or_refused(index, two_d):
     arg, name, build = _paged_views(p)[index]
     d = dict(q=p.q, cache=p.cache, w=p.w, ctx=p.ctx, table=p.table)
     d.update(build())
-    try:
-        out = paged(p, clean_logits=True, **d)
-    except UserError as e:
-        assert str(e) and "\n" not in str(e).strip(), f"refusal of {arg} ({name}) is not one line: {e}"
-        return
-    assert_logits(out, p.ref, p.mag, clean=True, what=f"{arg} as a {name} view: ")
+    honoured_or_refused(lambda: paged(p, clean_logits=True, **d), p, f"{arg} as a {name} view")
 
 
 def test_paged_schedule_meta_view_is_honoured_or_refused():
     p = paged_problem(B=3, T=2, ctx=(37, 2, 20))
     m = meta(p.ctx, p.bs)
     big = torch.stack([m, torch.full_like(m, 12345)], 1).reshape(-1, 2)[::2]
-    try:
-        out = mqa_cli.fp8_paged_mqa_logits(p.q, p.cache, p.w, p.ctx, p.table, big, p.max_context_len,
-                                           clean_logits=True)
-    except UserError:
-        return
-    assert_logits(out, p.ref, p.mag, clean=True)
+    honoured_or_refused(lambda: mqa_cli.fp8_paged_mqa_logits(p.q, p.cache, p.w, p.ctx, p.table, big,
+                                                              p.max_context_len, clean_logits=True), p, "schedule_meta")
 
 
 # ------------------------------------------------------------------------------------------ value checks
