@@ -521,19 +521,6 @@ def test_prefill_good_inputs_pass_check_values():
     assert_logits(out, p.ref, p.mag, clean=True)
 
 
-@pytest.mark.parametrize("problem", ["table_out_of_range", "negative_table", "ctx_gt_max"])
-def test_paged_value_problems_checked_when_asked(problem):
-    """Block ids outside the cache, a context past max_context_len (good inputs checked, and NaN or inf ones:
-    test_paged_cache_bytes_the_call_does_not_read_are_not_checked, test_paged_nonfinite_input_is_refused_when_checked).
-    """
-    p = paged_problem(B=3, T=2, ctx=(37, 2, 20))
-    table, ctx = {"table_out_of_range": (_set(p.table, (0, 0), p.nb + 100), p.ctx),
-                  "negative_table": (_set(p.table, (2, 0), -1), p.ctx),
-                  "ctx_gt_max": (p.table, _set(p.ctx, 0, p.max_context_len + 1))}[problem]
-    with pytest.raises(UserError):
-        paged(p, table=table, ctx=ctx, check_values=True)
-
-
 def test_env_variable_turns_value_checks_on():
     """MQA_LOGITS_CHECK=1 in the environment is the same as check_values=True (a fresh process, so an
     import-time read of the variable counts too)."""

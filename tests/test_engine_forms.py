@@ -82,15 +82,6 @@ def test_vllm_033_prefill_six_positionals_is_compressed_from_ks():
         assert_spans(other, ref[r0:r1], mag[r0:r1], ks[r0:r1], ke[r0:r1])
 
 
-def test_vllm_033_prefill_keyword_form_of_0_2_5():
-    p = prefill_problem(S=10, N=40)
-    width = int((p.ke - p.ks).max())
-    out = mqa_cli.fp8_fp4_mqa_logits(q=(p.q, None), kv=(p.kv, p.sc), weights=p.w, cu_seq_len_k_start=p.ks,
-                                     cu_seq_len_k_end=p.ke, max_seqlen_k=width, schedule_meta=None)
-    assert tuple(out.shape) == (p.S, width)
-    assert_spans(out, p.ref, p.mag, p.ks.cpu(), p.ke.cpu())
-
-
 @pytest.mark.parametrize("sixth", [0, 5.7, -3, None, "40"], ids=["int0", "float", "negative", "none", "str"])
 def test_prefill_sixth_argument_that_fits_no_generation_is_refused(sixth):
     p = prefill_problem(S=4, N=16, H=8)
@@ -206,11 +197,13 @@ def test_sglang_v4_prefill_compressed_rounded_width_and_empty_rows():
 @pytest.mark.parametrize("compressed,clean,dtype", [(False, True, torch.float32), (True, False, torch.float32),
                                                     (False, True, torch.bfloat16), (True, False, torch.bfloat16)])
 def test_deepgemm_tests_prefill_all_keywords(compressed, clean, dtype):
-    """DeepGEMM 54e2261's test_mqa_logits: every argument by keyword; compressed spans compared after scattering
-    back to [ks, ke), exact -inf when clean, repeat calls bitwise equal."""
+    """DeepGEMM 54e2261's test_mqa_logits: every argument by keyword (0.2.5's schedule_meta too, as vLLM 0.33 passes
+    it); compressed spans compared after scattering back to [ks, ke), exact -inf when clean, repeat calls bitwise
+    equal."""
     p = prefill_problem(S=12, N=40, seed=10)
     kwargs = dict(q=(p.q, None), kv=(p.kv, p.sc), weights=p.w, cu_seq_len_k_start=p.ks, cu_seq_len_k_end=p.ke,
-                  clean_logits=clean, max_seqlen_k=int((p.ke - p.ks).max()) if compressed else 0, logits_dtype=dtype)
+                  clean_logits=clean, max_seqlen_k=int((p.ke - p.ks).max()) if compressed else 0, logits_dtype=dtype,
+                  schedule_meta=None)
     out = mqa_cli.fp8_fp4_mqa_logits(**kwargs)
     if compressed:
         mask = torch.arange(out.shape[1], device=out.device)[None, :] < (p.ke - p.ks)[:, None]
