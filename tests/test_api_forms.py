@@ -143,11 +143,6 @@ def test_top_level_signature_is_deepgemms(name):
     assert str(bare) == SIGNATURES[name]
 
 
-def test_get_num_sms_is_a_positive_int():
-    n = mqa_cli.get_num_sms()
-    assert isinstance(n, int) and not isinstance(n, bool) and n >= 1
-
-
 @pytest.mark.parametrize("two_d", [False, True])
 def test_metadata_is_int32_num_sms_plus_one_by_two(two_d):
     ctx = torch.tensor([[5, 7], [0, 0], [64, 130]] if two_d else [7, 0, 130], dtype=torch.int32, device=DEVICE)

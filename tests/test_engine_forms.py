@@ -560,6 +560,7 @@ def test_aiter_form_kv_and_scales_apart():
 
 def test_set_num_sms_get_and_refusals():
     base = mqa_cli.get_num_sms()
+    assert isinstance(base, int) and not isinstance(base, bool) and base >= 1
     mqa_cli.set_num_sms(3)
     assert mqa_cli.get_num_sms() == 3
     mqa_cli.set_num_sms(0)  # DeepGEMM's 0: the device's count again
