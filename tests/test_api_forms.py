@@ -246,6 +246,8 @@ def test_paged_unsupported_calls_are_refused():
         paged(p, logits_dtype=torch.float16)
     with pytest.raises(UserError):  # varlen decode (sm100 only in DeepGEMM)
         paged(p, indices=torch.zeros(p.B * p.T, dtype=torch.int32, device=DEVICE))
+    with pytest.raises(UserError, match="max_context_len must be an int"):
+        mqa_cli.fp8_paged_mqa_logits(p.q, p.cache, p.w, p.ctx, p.table, None, None)
 
 
 def test_threads_give_the_serial_results():
