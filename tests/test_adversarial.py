@@ -568,9 +568,6 @@ _cli_case("cli-run-paged-batch-1e9", "run", "--paged", "--batch", "1000000000", 
 _cli_case("cli-verify-seq-1e6", "verify", "--seq", "1000000", needle="bytes", heavy=True)
 _cli_case("cli-bench-seq-1e7", "bench", "--seq", "10000000", needle="bytes", heavy=True)
 _cli_case("cli-run-max-bytes", "run", "--seq", "512", "--max-bytes", "1000", needle="--max-bytes")
-_cli_case("cli-usage-unknown-flag", "run", "--bogus", needle="bogus", forbid_kernel=False)
-_cli_case("cli-usage-bad-int", "run", "--batch", "x", needle="batch", forbid_kernel=False)
-_cli_case("cli-usage-unknown-command", "frobnicate", forbid_kernel=False)
 
 
 @case("cli", "cli-explain-seq-1e8-is-cheap")
@@ -664,13 +661,6 @@ class _Payload:
 def _input_legacy():
     f = _tmp() / "legacy.pt"
     _save_pt(f, {"q": _Payload()}, _use_new_zipfile_serialization=False)
-    expect_bad_input("run", "--input", str(f), needle=str(f))
-
-
-@case("cli", "cli-input-zip-pickle")
-def _input_pickle():
-    f = _tmp() / "payload.pt"
-    _save_pt(f, {"q": _Payload()})
     expect_bad_input("run", "--input", str(f), needle=str(f))
 
 

@@ -82,15 +82,6 @@ def test_vllm_033_prefill_six_positionals_is_compressed_from_ks():
         assert_spans(other, ref[r0:r1], mag[r0:r1], ks[r0:r1], ke[r0:r1])
 
 
-def test_vllm_033_prefill_keyword_form_of_0_2_5():
-    p = prefill_problem(S=10, N=40)
-    width = int((p.ke - p.ks).max())
-    out = mqa_cli.fp8_fp4_mqa_logits(q=(p.q, None), kv=(p.kv, p.sc), weights=p.w, cu_seq_len_k_start=p.ks,
-                                     cu_seq_len_k_end=p.ke, max_seqlen_k=width, schedule_meta=None)
-    assert tuple(out.shape) == (p.S, width)
-    assert_spans(out, p.ref, p.mag, p.ks.cpu(), p.ke.cpu())
-
-
 @pytest.mark.parametrize("sixth", [0, 5.7, -3, None, "40"], ids=["int0", "float", "negative", "none", "str"])
 def test_prefill_sixth_argument_that_fits_no_generation_is_refused(sixth):
     p = prefill_problem(S=4, N=16, H=8)
@@ -206,11 +197,13 @@ def test_sglang_v4_prefill_compressed_rounded_width_and_empty_rows():
 @pytest.mark.parametrize("compressed,clean,dtype", [(False, True, torch.float32), (True, False, torch.float32),
                                                     (False, True, torch.bfloat16), (True, False, torch.bfloat16)])
 def test_deepgemm_tests_prefill_all_keywords(compressed, clean, dtype):
-    """DeepGEMM 54e2261's test_mqa_logits: every argument by keyword; compressed spans compared after scattering
-    back to [ks, ke), exact -inf when clean, repeat calls bitwise equal."""
+    """DeepGEMM 54e2261's test_mqa_logits: every argument by keyword (0.2.5's schedule_meta too, as vLLM 0.33 passes
+    it); compressed spans compared after scattering back to [ks, ke), exact -inf when clean, repeat calls bitwise
+    equal."""
     p = prefill_problem(S=12, N=40, seed=10)
     kwargs = dict(q=(p.q, None), kv=(p.kv, p.sc), weights=p.w, cu_seq_len_k_start=p.ks, cu_seq_len_k_end=p.ke,
-                  clean_logits=clean, max_seqlen_k=int((p.ke - p.ks).max()) if compressed else 0, logits_dtype=dtype)
+                  clean_logits=clean, max_seqlen_k=int((p.ke - p.ks).max()) if compressed else 0, logits_dtype=dtype,
+                  schedule_meta=None)
     out = mqa_cli.fp8_fp4_mqa_logits(**kwargs)
     if compressed:
         mask = torch.arange(out.shape[1], device=out.device)[None, :] < (p.ke - p.ks)[:, None]
@@ -512,23 +505,39 @@ def test_vllm_034_positional_dtype_beside_a_float32_keyword_is_the_positional():
 # ------------------------------------------------------------------------------------------ fp4 / MX refusals
 
 def test_mx_and_fp4_inputs_are_named_not_misread():
-    p = prefill_problem(S=4, N=16, H=8)
-    sf_int = torch.ones(p.N, dtype=torch.int32, device=DEVICE)  # UE8M0 packed scales
-    with pytest.raises(UserError) as e:
-        mqa_cli.fp8_fp4_mqa_logits((p.q, None), (p.kv, sf_int), p.w, p.ks, p.ke, 8)
-    one_line(e, "MX", "sm100")
-    with pytest.raises(UserError) as e:
-        mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc), p.w.bfloat16(), p.ks, p.ke, clean_logits=False)
-    one_line(e, "MX", "sm100")
-    with pytest.raises(UserError) as e:
-        mqa_cli.fp8_fp4_mqa_logits((p.q, torch.ones(p.S, p.H, dtype=torch.int32, device=DEVICE)), (p.kv, p.sc), p.w,
-                                   p.ks, p.ke, 8)
-    one_line(e, "fp4", "sm100")
-    pg = paged_problem(B=2, T=1, ctx=[[20], [5]])
-    with pytest.raises(UserError) as e:
-        mqa_cli.fp8_fp4_paged_mqa_logits((pg.q, None), pg.cache, pg.w.bfloat16(), pg.ctx, pg.table,
-                                         meta(pg.ctx, pg.bs), pg.max_context_len)
-    one_line(e, "MX", "sm100")
+    """sm100's inputs (UE8M0 packed scales, bf16 weights of the MX path, packed fp4 q or kv, an fp8 q with a scale)
+    are refused in one line that names them, prefill and decode, never read as fp8."""
+    p, pg = prefill_problem(S=4, N=16, H=8), paged_problem(B=2, T=1, ctx=[[20], [5]])
+    i32, u8 = dict(dtype=torch.int32, device=DEVICE), dict(dtype=torch.uint8, device=DEVICE)
+    kv4 = torch.zeros(p.N, p.D // 2, **u8)
+    fp4 = getattr(torch, "float4_e2m1fn_x2", torch.uint8)
+
+    def prefill(q, kv, *rest, w=p.w):
+        return mqa_cli.fp8_fp4_mqa_logits(q, kv, w, p.ks, p.ke, *rest)
+
+    def paged(q, cache=pg.cache, w=pg.w):
+        return mqa_cli.fp8_fp4_paged_mqa_logits(q, cache, w, pg.ctx, pg.table, meta(pg.ctx, pg.bs), pg.max_context_len)
+
+    cases = {
+        "UE8M0 kv scales": (lambda: prefill((p.q, None), (p.kv, torch.ones(p.N, **i32)), 8), "MX"),
+        "bf16 weights": (lambda: mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc), p.w.bfloat16(), p.ks, p.ke,
+                                                        clean_logits=False), "MX"),
+        "int q scale": (lambda: prefill((p.q, torch.ones(p.S, p.H, **i32)), (p.kv, p.sc), 8), "fp4"),
+        "packed q": (lambda: prefill((torch.zeros(p.S, p.H, p.D // 2, **u8), torch.ones(p.S, p.H, **i32)),
+                                     (p.kv, p.sc)), "fp4"),
+        "fp8 q with a scale": (lambda: prefill((p.q, torch.ones(p.S, p.H, device=DEVICE)), (p.kv, p.sc)), "fp4"),
+        "packed kv": (lambda: prefill((p.q, None), (kv4, torch.ones(p.N, **i32))), "fp4"),
+        "float4 kv": (lambda: prefill((p.q, None), (kv4.view(fp4), torch.ones(p.N, **i32))), "fp4"),
+        "decode bf16 weights": (lambda: paged((pg.q, None), w=pg.w.bfloat16()), "MX"),
+        "decode packed q": (lambda: paged((torch.zeros(pg.B, 1, pg.H, pg.D // 2, **u8),
+                                           torch.ones(pg.B, 1, pg.H, **i32))), "fp4"),
+        "decode packed cache": (lambda: paged((pg.q, None), torch.zeros(pg.nb, pg.bs, 1, pg.D // 2 + 4, **u8)),
+                                "fp4"),
+    }
+    for call, word in cases.values():
+        with pytest.raises(UserError) as e:
+            call()
+        one_line(e, word, "sm100")
 
 
 # ------------------------------------------------------------------------------------------ aiter (ROCm engines)
@@ -551,6 +560,7 @@ def test_aiter_form_kv_and_scales_apart():
 
 def test_set_num_sms_get_and_refusals():
     base = mqa_cli.get_num_sms()
+    assert isinstance(base, int) and not isinstance(base, bool) and base >= 1
     mqa_cli.set_num_sms(3)
     assert mqa_cli.get_num_sms() == 3
     mqa_cli.set_num_sms(0)  # DeepGEMM's 0: the device's count again

@@ -1,5 +1,5 @@
 """Paged decode: reference against hand-computed cases, kernel against the reference over the paged matrix
-(interpreter), 2-D context_lens, the library API, counts."""
+(interpreter), 2-D context_lens, counts (the library API's calls: test_api_forms.py and test_engine_forms.py)."""
 import math
 
 import pytest
@@ -7,7 +7,6 @@ import torch
 
 from mqa_cli.check.paged_reference import reference_paged
 from mqa_cli.check.verify import verify
-from mqa_cli.errors import UserError
 from mqa_cli.plan import dispatch, targets
 from mqa_cli.problem import matrix, source
 from mqa_cli.problem.paged import PagedSpec, spec_counts
@@ -99,33 +98,6 @@ def test_matrix_covers_the_issue():
     assert any(s.contexts and max(s.contexts) > 20 * sorted(s.contexts)[len(s.contexts) // 2] for s in m)
     chunks = {paged_rows(s.next_n, s.heads)[1] for s in m}
     assert chunks == {1, 2}  # both kernel variants (one dot per tile, two dots per tile) run
-
-
-def test_api_matches_reference_with_and_without_schedule():
-    from mqa_cli import fp8_paged_mqa_logits
-    from mqa_cli.api.logits import get_paged_mqa_logits_metadata
-
-    t = random_paged(PagedSpec(batch=2, next_n=2, context_len=100, block_size=16, heads=32, dim=64))
-    meta = get_paged_mqa_logits_metadata(t.context_lens, 16, 132)
-    assert meta.shape == (133, 2) and meta.dtype == torch.int32
-    out = fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, t.context_lens, t.block_table, meta,
-                               t.max_context_len, True)
-    ref = reference_paged(t)
-    assert out.shape == (4, t.max_context_len)
-    assert out.stride(0) % 128 == 0
-    assert torch.equal(torch.isneginf(out), torch.isneginf(ref))
-    live = torch.isfinite(ref)
-    assert float((out[live] - ref[live]).norm() / ref[live].norm()) < 1e-5
-    again = fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, t.context_lens, t.block_table, None,
-                                 t.max_context_len, True)  # the schedule computed on the device
-    assert torch.equal(again, out)
-    bad = t.block_table.clone()
-    bad[0, 0] = 10_000
-    with pytest.raises(UserError, match="out of range"):
-        fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, t.context_lens, bad, None, t.max_context_len,
-                             check_values=True)
-    with pytest.raises(UserError, match="max_context_len must be an int"):
-        fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, t.context_lens, t.block_table, None, None)
 
 
 def test_counts_and_floor_formula():

@@ -14,8 +14,6 @@ SMALL = ["--paged", "--batch", "2", "--next-n", "3", "--context-len", "90", "--b
          "--dim", "64"]
 
 
-
-
 def _save(tmp_path, name, t, **changes):
     d = t.as_dict()
     d.update(changes)
@@ -129,15 +127,10 @@ def test_explain_paged_rules_out_prefill_rows(runs):
     assert "ruled out: problem must be == paged, is prefill" in p.stdout
 
 
-def test_bad_files(runs):
-    cases = {n: r for n, r in runs[0].items() if n.startswith("bad-file:")}
-    assert len(cases) == 10
-    for name, r in cases.items():
-        assert_one_line_error(r, contains=name.split(":", 1)[1])
-
-
-def test_bad_flags(runs):
-    cases = {n: r for n, r in runs[0].items() if n.startswith("bad-flag:")}
-    assert len(cases) == 11
+@pytest.mark.parametrize("kind,count", [("bad-file", 10), ("bad-flag", 11)])
+def test_bad_input_is_one_line(runs, kind, count):
+    """Each case's name after the colon is in its one-line refusal (exit 2)."""
+    cases = {n: r for n, r in runs[0].items() if n.startswith(kind + ":")}
+    assert len(cases) == count
     for name, r in cases.items():
         assert_one_line_error(r, contains=name.split(":", 1)[1])

@@ -20,10 +20,9 @@ from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 import mqa_cli
 
 from .conftest import HEAVY
-from .reference64 import (FP8, assert_logits, compress64, fp8_q, fp8_rows, gen, pack_blocks, paged64, paged_ends,
-                          prefill64)
+from .reference64 import FP8, assert_logits, compress64, fp8_q, fp8_rows, gen, prefill64
+from .test_api_forms import DEVICE, paged_problem
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 SCALE = float(os.environ.get("MQA_PROPERTY_SCALE", "1"))
 # examples: the everyday run, then the heavy run's (CI runs both)
 PREFILL_EXAMPLES = [max(1, int(n * SCALE)) for n in (40, 220)]
@@ -178,28 +177,13 @@ def paged_cases(draw):
 
 def paged_matches_float64_reference(c):
     B, T, H, D, bs = c["B"], c["T"], c["H"], c["D"], c["bs"]
-    g = gen(c["seed"])
-    ctx = torch.tensor(c["ctx"], dtype=torch.int32)
-    ends = paged_ends(ctx, T)
-    need = [-(-int(ends[b].max()) // bs) for b in range(B)]
-    cols = max(1, max(need)) + c["extra_cols"]
-    nb = sum(need) + 2
-    perm = torch.randperm(nb, generator=g).to(torch.int32)
-    table = torch.randint(0, nb, (B, cols), generator=g, dtype=torch.int32)  # stale but valid ids
-    used = 0
-    for b, n in enumerate(need):
-        table[b, :n] = perm[used:used + n]
-        used += n
-    kv, sc = fp8_rows(nb * bs, D, g)
-    kv_blocks, scales = kv.reshape(nb, bs, D), sc.reshape(nb, bs)
-    q = fp8_q((B, T, H, D), g)
-    w = torch.randn(B * T, H, generator=g)
-    max_context_len = min(cols * bs, max(1, int(ends.max())) + c["extra_len"])
-    ref, mag = paged64(q, kv_blocks, scales, w, ends, table, max_context_len)
+    p = paged_problem(B, T, H, D, bs, c["ctx"], c["seed"], spare=2, extra_cols=c["extra_cols"],
+                      extra_len=c["extra_len"])
+    g, nb, cols = gen(c["seed"] + 1), p.nb, p.table.shape[1]
     dtype = torch.bfloat16 if c["bf16"] else torch.float32
 
     nbytes = bs * (D + 4)
-    flat = pack_blocks(kv_blocks, scales).to(DEVICE)
+    flat = p.cache.reshape(nb, nbytes)
     if c["cache_view"] == "multi_layer":
         buf = torch.randint(0, 256, (nb, 2, nbytes), generator=g, dtype=torch.uint8).to(DEVICE)
         buf[:, 1] = flat
@@ -209,9 +193,9 @@ def paged_matches_float64_reference(c):
         buf[:, :nbytes] = flat
         cache = buf[:, :nbytes].view(nb, bs, 1, D + 4)
     else:
-        cache = flat.view(nb, bs, 1, D + 4)
+        cache = p.cache
 
-    q, w, ctx, table = q.to(DEVICE), w.to(DEVICE), ctx.to(DEVICE), table.to(DEVICE)
+    q, w, ctx, table, max_context_len = p.q, p.w, p.ctx, p.table, p.max_context_len
     if c["q_view"] == "flat_view":
         q = q.reshape(B * T, H, D).view(B, -1, H, D)
     elif c["q_view"] == "batch_slice":
@@ -239,7 +223,7 @@ def paged_matches_float64_reference(c):
         out = mqa_cli.fp8_paged_mqa_logits(q, cache, w, ctx, table, sched, max_context_len,
                                            clean_logits=c["clean"], logits_dtype=dtype)
     assert out.stride(0) % 4 == 0 and out.stride(1) == 1, out.stride()
-    assert_logits(out, ref, mag, clean=c["clean"], dtype=dtype)
+    assert_logits(out, p.ref, p.mag, clean=c["clean"], dtype=dtype)
 
 
 test_prefill_matches_float64_reference = profile(PREFILL_EXAMPLES[0])(given(prefill_cases())(

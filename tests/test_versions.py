@@ -170,46 +170,21 @@ def test_the_gluon_head_sums_take_the_form_the_fact_says():
 @pytest.mark.skipif(interpreter.numpy_problem() is not None, reason="this numpy does not run this triton's interpreter")
 @pytest.mark.parametrize("H,D,clean", [(16, 64, True), (64, 128, False)])
 def test_the_interpreter_runs_the_prefill_kernel_on_this_release(H, D, clean):
-    """The CPU path on this release: the dispatched Triton kernel through the interpreter, against float64."""
-    import torch
+    """The CPU path on this release: the dispatched Triton kernels through the interpreter, against float64."""
+    from .reference64 import assert_logits
+    from .test_api_forms import prefill, prefill_problem
 
-    import mqa_cli as dg
-
-    from .reference64 import assert_logits, fp8_q, fp8_rows, gen, prefill64
-
-    g = gen(H + D)
-    S, N = 40, 150
-    q = fp8_q((S, H, D), g)
-    kv, scales = fp8_rows(N, D, g)
-    w = torch.randn(S, H, generator=g)
-    ks = torch.randint(0, N // 2, (S,), generator=g, dtype=torch.int32)
-    ke = torch.clamp(ks + torch.randint(1, N, (S,), generator=g, dtype=torch.int32), max=N)
-    out = dg.fp8_mqa_logits(q, (kv, scales), w, ks, ke, clean_logits=clean)
-    ref, mag = prefill64(q, kv, scales, w, ks, ke)
-    assert_logits(out, ref, mag, clean)
+    p = prefill_problem(S=40, N=150, H=H, D=D, seed=H + D)
+    assert_logits(prefill(p, clean_logits=clean), p.ref, p.mag, clean)
 
 
 @pytest.mark.skipif(interpreter.numpy_problem() is not None, reason="this numpy does not run this triton's interpreter")
 def test_the_interpreter_runs_the_paged_kernel_on_this_release():
-    import torch
+    from .reference64 import assert_logits
+    from .test_api_forms import paged, paged_problem
 
-    import mqa_cli as dg
-
-    from .reference64 import assert_logits, fp8_q, fp8_rows, gen, pack_blocks, paged64, paged_ends
-
-    g = gen(7)
-    B, T, H, D, bs, nb = 3, 2, 16, 64, 16, 12
-    q = fp8_q((B, T, H, D), g)
-    kv, scales = fp8_rows(nb * bs, D, g)
-    kv_blocks, sc = kv.reshape(nb, bs, D), scales.reshape(nb, bs)
-    cache = pack_blocks(kv_blocks, sc).reshape(nb, bs, 1, D + 4)
-    w = torch.randn(B * T, H, generator=g)
-    ctx = torch.tensor([[30, 31], [5, 6], [60, 61]], dtype=torch.int32)
-    bt = torch.randperm(nb, generator=g).to(torch.int32).reshape(B, nb // B)
-    max_len = bt.shape[1] * bs
-    out = dg.fp8_paged_mqa_logits(q, cache, w, ctx, bt, None, max_len, clean_logits=True)
-    ref, mag = paged64(q, kv_blocks, sc, w, paged_ends(ctx, T), bt, max_len)
-    assert_logits(out, ref, mag, True)
+    p = paged_problem(B=3, T=2, ctx=[[30, 31], [5, 6], [60, 61]], seed=7)
+    assert_logits(paged(p, clean_logits=True), p.ref, p.mag, True)
 
 
 @HEAVY  # (two uncached Gluon compiles)
