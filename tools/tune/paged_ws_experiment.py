@@ -37,7 +37,6 @@ from mqa_cli.launch.paged import paged_args  # noqa: E402
 from mqa_cli.launch.paged_ws_sm90 import paged_ws_sm90_args  # noqa: E402
 from mqa_cli.plan import targets  # noqa: E402
 from mqa_cli.problem.paged import PagedSpec  # noqa: E402
-from mqa_cli.problem.paged_tensors import Paged, random_paged  # noqa: E402
 from mqa_kernels.decode.paged.config import paged_config  # noqa: E402
 from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config, regime, table_key  # noqa: E402
 
@@ -49,14 +48,6 @@ GPU = torch.cuda.is_available()
 NUM_SMS = torch.cuda.get_device_properties(0).multi_processor_count if GPU else 132
 DEVICE_NAME = os.environ.get("PAGED_WS_DEVICE") or (torch.cuda.get_device_name(0) if GPU else "NVIDIA H200")
 say = sweep_common.Log("paged_ws.log")
-
-
-def make(B, C, T, H=64, D=128, seed=0):
-    """2-D context lengths [B, T]: the draft rows of a sequence end one apart."""
-    t = random_paged(PagedSpec(batch=B, next_n=T, context_len=C, context_jitter=0.3, block_size=64, heads=H, dim=D,
-                               seed=seed), device="cuda")
-    ctx = (t.context_lens[:, None] - T + 1 + torch.arange(T, device="cuda", dtype=torch.int32)[None, :]).clamp_min(0)
-    return Paged(t.q, t.kv_cache, t.weights, ctx.to(torch.int32).contiguous(), t.block_table, t.max_context_len)
 
 
 def nbytes(t):
@@ -155,7 +146,7 @@ def sweep(write: bool):
         if time.time() - T0 > BUDGET_S:
             say(f"budget reached before n{n} B{B} C{C}")
             break
-        t = make(B, C, n, seed=B + C + n)
+        t = sweep_common.decode_step(B, C, n, "cuda", seed=B + C + n)
         ref = reference_paged(t, dtype=torch.float32, clean_logits=True)
         byts, flop = nbytes(t), live_flop(t)
         floor_us = max(byts / (COPY_TBS * 1e12), flop / (FP8_TFS * 1e12)) * 1e6

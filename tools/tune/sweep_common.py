@@ -41,8 +41,25 @@ class Log:
 
 def jit_runner(cfg, a):
     """A launch of cfg's kernel with the LaunchArgs the API builds, through the JIT (so each override compiles)."""
+    from mqa_cli.launch.common import jit_launch
+
     kern = cfg.jitted()
-    return lambda: kern[a.grid](*a.args, **a.constexprs, **a.options)
+    return lambda: jit_launch(kern, cfg, a)
+
+
+def decode_step(B: int, C: int, n: int, device: str, seed: int):
+    """A decode step as the harness builds it (H 64, D 128, block 64): contexts uniform in [0.7C, 1.3C), a shuffled
+    block table, 2-D context lengths [B, n] (row t of sequence b sees k < ctx_b - n + t + 1)."""
+    import torch
+
+    from mqa_cli.problem.paged import PagedSpec
+    from mqa_cli.problem.paged_tensors import Paged, random_paged
+
+    t = random_paged(PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, block_size=64, seed=seed),
+                     device=device)
+    ctx = t.context_lens[:, None] - n + 1 + torch.arange(n, device=device, dtype=torch.int32)[None, :]
+    return Paged(t.q, t.kv_cache, t.weights, ctx.clamp_min(0).to(torch.int32).contiguous(), t.block_table,
+                 t.max_context_len)
 
 
 def live_error(got, ref, clean: bool = False) -> tuple[float, str]:
