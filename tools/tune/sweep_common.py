@@ -152,6 +152,28 @@ def load_table(path: Path, name: str = "CUDA_TUNED"):
     return dict(getattr(mod, name, {})), mod
 
 
+def merge_table(path: Path, entries: dict, check, doc: list[str], say, copy_as: str | None = None) -> Path:
+    """Merge entries {key: (entry, comment) or None (the key goes)} into the table module at path, the other keys
+    kept with the comment on their line; check(key, entry) raises for an entry its config refuses, so such a table
+    is never written. Then write_table."""
+    table, _ = load_table(path)
+    comments = {}
+    for line in path.read_text().splitlines() if table else []:
+        s = line.strip()
+        if s.startswith("(") and "#" in s:
+            comments[s[:s.index(":")]] = s[s.index("#") + 1:].strip()
+    rows = {key: (entry, comments.get(repr(key), "")) for key, entry in table.items()}
+    for key, value in entries.items():
+        if value is None:
+            rows.pop(key, None)
+        else:
+            rows[key] = value
+    for key, (entry, _) in rows.items():
+        check(key, entry)
+    body = ["CUDA_TUNED = {"] + [f"    {k!r}: {e!r},  # {c}" for k, (e, c) in sorted(rows.items())] + ["}"]
+    return write_table(path, doc, body, say, copy_as)
+
+
 def write_table(path: Path, doc: list[str], body: list[str], say, copy_as: str | None = None) -> Path:
     """Write the table module: its docstring (doc lines: the machine, date, versions and rule it was written by)
     and its body (`CUDA_TUNED = {...}` lines); with copy_as, the same text as $OUT/copy_as unless path is there."""

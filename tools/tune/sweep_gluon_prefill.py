@@ -17,7 +17,7 @@ Every candidate is first checked against the float32 reference (exact -inf patte
 < 2e-3 on live entries, nothing left unwritten), then timed alone (graph replay, L2 flushed, median), all of a
 shape's checked candidates side by side in GLUON_SWEEP_ROUNDS (4) rounds of alternating order
 (mqa_cli.bench.timing.side_by_side; each time the median over the rounds), on the seed suite's shapes, clean and not.
-The table (--write-table: its (H, 128) keys of kernels/prefill/gluon_ws_sm90/tuned.py, tools/tune/gluon_table.py) keeps, per
+The table (--write-table: its (H, 128) keys of kernels/prefill/gluon_ws_sm90/tuned.py, sweep_heads.write_gluon_table) keeps, per
 head count, the candidate with the least time summed over the shapes relative to the old layout (each shape weighs
 alike), when it beats it by more than NOISE.
 
@@ -34,8 +34,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py, gluon_table.py beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py, sweep_heads.py beside this file
 import sweep_common  # noqa: E402
+import sweep_heads  # noqa: E402  (the Gluon kernel's table writer, shared with the head sweep)
 
 BUDGET_S = float(os.environ.get("GLUON_SWEEP_BUDGET_S", "400"))
 REL_TOL = 2e-3
@@ -181,16 +182,14 @@ def table_from_csv(path: Path) -> None:
 
 
 def write_table(table: dict, say, device: str) -> None:
-    """This sweep's keys ((H, 128) for the swept head counts) into the kernel's table (tools/tune/gluon_table.py)."""
-    import gluon_table
-
+    """This sweep's keys ((H, 128) for the swept head counts) into the kernel's table (sweep_heads.write_gluon_table)."""
     day = time.strftime("%Y-%m-%d")
     entries = {(H, 128): ({"groups": tuple(groups), "stages": stages, "q_in_lanes": lanes,
                            **({"splits": splits} if splits > 1 else {}), **({"tma_store": True} if tma else {}),
                            **({"chains": chains} if chains > 1 else {})},
                           f"sweep_gluon_prefill {day}: mean {r:.3f} of (2, 1) st4 over {n} runs")
                for H, ((groups, stages, lanes, splits, tma, chains), r, n) in table.items()}
-    gluon_table.write(entries, device, say)
+    sweep_heads.write_gluon_table(entries, device, say)
 
 
 if __name__ == "__main__":
