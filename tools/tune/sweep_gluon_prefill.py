@@ -1,17 +1,7 @@
 """Checked, timed sweep on the H200 of the Gluon prefill kernel's warpgroup layouts (mqa_kernels.prefill.gluon_ws_sm90).
 
-Why: with two math warpgroups at wgmma N 256 (the layout until now) each tile's epilogue is ~380 instructions a
-warp against a 512-cycle wgmma, so the tensor core waits whenever an epilogue runs long; DeepGEMM runs four
-warpgroups at N 128 and, without clean logits, was 1-7 % faster on the seed shapes (harness, 2026-11-30). The
-candidates: groups (Q_GROUPS, KV_GROUPS) = (2, 1) the old layout, (1, 3) three warpgroups sharing 2 query rows
-and splitting a 192-row kv tile (160 registers, no spills on sm90), at several ring depths; and q_in_lanes: the
-q tile loaded head-pair-major so that each lane of a quad holds every head of one query row (the head sum without
-shuffles: the tile loop of a math warpgroup 405 -> 342 instructions); kv splits (x2): a query block's live kv
-tiles shared by 2 work items, so the long rows of a causal triangle spread over more programs; and tma_store:
-each logits tile stored through shared memory by one TMA copy; chains (c4): the head sum of a logit as 4
-independent FMA chains instead of one chain of 64 dependent FMAs. (Four warpgroups, (1, 4) and (2, 2), spilled at
-112 registers and measured 1.7-1.8x the old time on 2026-11-30; two accumulators a warpgroup measured 7-60 %
-slower the same day: neither is in the kernel any more.)
+Candidates: groups (Q_GROUPS, KV_GROUPS), ring depth, q_in_lanes, kv splits, tma_store, chains; why these:
+docs/EXPERIMENTS.md, "The layout sweep's candidates".
 
 Every candidate is first checked against the float32 reference (exact -inf pattern with clean, relative error
 < 2e-3 on live entries, nothing left unwritten), then timed alone (graph replay, L2 flushed, median), all of a
