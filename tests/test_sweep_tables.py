@@ -85,7 +85,6 @@ def test_head_sweep_gives_a_shape_to_the_gluon_kernel_only_where_it_wins(tmp_pat
     the other sweep are left alone. The entry is then what dispatch reads."""
     monkeypatch.syspath_prepend(str(ROOT / "tools" / "tune"))
     monkeypatch.setenv("GLUON_WS_TABLE", str(tmp_path / "gluon_tuned.py"))
-    import gluon_table
     import sweep_heads as sh
 
     def res(H, D, kernel, label, us, override=None):
@@ -104,7 +103,7 @@ def test_head_sweep_gives_a_shape_to_the_gluon_kernel_only_where_it_wins(tmp_pat
     assert (64, 128) not in entries  # sweep_gluon_prefill.py's key
     (tmp_path / "gluon_tuned.py").write_text("CUDA_TUNED = {(16, 64): {'groups': (2, 1), 'stages': 4}, "
                                              "(64, 128): {'groups': (2, 1), 'stages': 3, 'q_in_lanes': True}}\n")
-    gluon_table.write(entries, "test", print)
+    sh.write_gluon_table(entries, "test", print)
     got = _load(tmp_path / "gluon_tuned.py").CUDA_TUNED
     assert set(got) == {(8, 64), (64, 128)}
     from mqa_cli.plan import dispatch, targets

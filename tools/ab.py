@@ -43,6 +43,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools" / "tune"))  # sweep_common.py: the sweeps' launch and decode-step builders
+import sweep_common  # noqa: E402
 OUT = Path(os.environ.get("OUT") or "/tmp/out")
 REL_TOL = 2e-3
 COPY_TBS = 4.3
@@ -57,13 +59,21 @@ DEV = "cuda"  # "cpu" with --smoke
 # ------------------------------------------------------------------------------------------------ shared parts
 
 def deep_gemm():
-    """(module, '') when `import deep_gemm` works here, else (None, why)."""
+    """deep_gemm when it imports here, else None (its columns stay empty) and a line saying why."""
     try:
         import deep_gemm as dg
 
-        return dg, ""
-    except Exception as e:  # noqa: BLE001  (not in place on this machine: its columns stay empty)
-        return None, f"{type(e).__name__}: {str(e).splitlines()[0][:120]}" if str(e) else type(e).__name__
+        return dg
+    except Exception as e:  # noqa: BLE001  (not in place on this machine)
+        print(f"DeepGEMM not importable: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}")
+        return None
+
+
+def dg_paged(dg, q, t, ctx, block_table, maxlen: int, sms: int, dtype):
+    """DeepGEMM's paged call on (q, t's cache) given its own metadata, as vLLM calls it on sm90."""
+    meta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)
+    return lambda: dg.fp8_fp4_paged_mqa_logits((q, None), t.kv_cache, t.weights, ctx, block_table, meta, maxlen,
+                                               clean_logits=False, logits_dtype=dtype)
 
 
 def base_module(folder: str | None):
@@ -100,30 +110,8 @@ def variants(text: str) -> list[str]:
     return out
 
 
-def jit_call(cfg, a):
-    """One launch of LaunchArgs `a` through the JIT."""
-    from mqa_cli.launch.common import jit_launch
-
-    return lambda: jit_launch(cfg.jitted(), cfg, a)
-
-
 def shapes(text: str) -> list[tuple[int, int]]:
     return [tuple(int(x) for x in s.split(":")) for s in text.split(",") if s]
-
-
-def harness_decode(B: int, C: int, n: int):
-    """(paged tensors with 2-D context lengths [B, n], max_context_len) as the harness builds a decode step:
-    contexts uniform in [0.7C, 1.3C), a shuffled block table, row t of sequence b seeing k < ctx_b - n + t + 1."""
-    import torch
-
-    from mqa_cli.problem.paged import PagedSpec
-    from mqa_cli.problem.paged_tensors import Paged, random_paged
-
-    t = random_paged(PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, clean_logits=False,
-                               seed=B + C), device=DEV)
-    ctx = t.context_lens[:, None] - n + 1 + torch.arange(n, device=DEV, dtype=torch.int32)[None, :]
-    ctx = ctx.clamp_min(0).to(torch.int32).contiguous()
-    return Paged(t.q, t.kv_cache, t.weights, ctx, t.block_table, t.max_context_len)
 
 
 def measure_copy_tbs() -> float:
@@ -257,16 +245,14 @@ def configs_decode(args, names: list[str]) -> int:
     from mqa_cli.plan.overrides import key_values
     from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
 
-    dg, why = deep_gemm()
+    dg = deep_gemm()
     sms = mqa_cli.get_num_sms()
-    if dg is None:
-        print(f"DeepGEMM not importable: {why}")
     rep = Report("configs", ["B", "C", "next_n", "config", *(f"µs {n or 'table'}" for n in names),
                              *(f"{n or 'table'} / first" for n in names[1:]), "DeepGEMM µs", "first / DG",
                              "first % of 4.3 TB/s", "check", "MHz, W"])
     for B, C in shapes(args.shapes):
         for n in (int(x) for x in args.next_n.split(",")):
-            t = harness_decode(B, C, n)
+            t = sweep_common.decode_step(B, C, n, DEV, seed=B + C)
             ctx, maxlen = t.context_lens, t.max_context_len
             calls, outs, name = {}, {}, ""
             for i, text in enumerate(names):
@@ -278,13 +264,10 @@ def configs_decode(args, names: list[str]) -> int:
                 name = name or cfg.name
                 out = torch.full((B * n, maxlen), float("nan"), device="cuda")
                 meta = mqa_cli.get_paged_mqa_logits_metadata(ctx, 64, sms) if read else None
-                calls[i] = jit_call(cfg, paged_ws_sm90_args(t, cfg, out, meta))
+                calls[i] = sweep_common.jit_runner(cfg, paged_ws_sm90_args(t, cfg, out, meta))
                 outs[i] = out
             if dg is not None and n <= 2:  # DeepGEMM runs next_n 1-2 on sm90
-                dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)
-                calls["dg"] = lambda: dg.fp8_fp4_paged_mqa_logits((t.q, None), t.kv_cache, t.weights, ctx,
-                                                                  t.block_table, dmeta, maxlen, clean_logits=False,
-                                                                  logits_dtype=dtype)
+                calls["dg"] = dg_paged(dg, t.q, t, ctx, t.block_table, maxlen, sms, torch.float32)
             for k, f in calls.items():
                 r = f()
                 if k == "dg":
@@ -326,10 +309,8 @@ def decode_forms(args) -> int:
     unknown = sorted(set(forms) - set(FORMS))
     if unknown:
         raise SystemExit(f"unknown forms {unknown}; choose from {', '.join(FORMS)}")
-    dg, why = deep_gemm()
+    dg = deep_gemm()
     sms = mqa_cli.get_num_sms()
-    if dg is None:
-        print(f"DeepGEMM not importable: {why}")
     dtype = DTYPES[args.dtype]
     base = base_module(args.beside)
     rep = Report(f"decode_{args.dtype}", ["B", "C", "next_n", "logits", *(f"µs {f}" for f in forms),
@@ -340,32 +321,25 @@ def decode_forms(args) -> int:
                                           f"{forms[0]} % of {COPY_TBS:.2f} TB/s", "DG % of copy", "checks", "MHz, W"])
     for B, C in shapes(args.shapes):
         for n in (int(x) for x in args.next_n.split(",")):
-            t = harness_decode(B, C, n)
+            t = sweep_common.decode_step(B, C, n, DEV, seed=B + C)
             ctx, maxlen = t.context_lens, t.max_context_len
-            metas = {"none": None, "given": lambda: mqa_cli.get_paged_mqa_logits_metadata(ctx, 64, sms),
-                     "half": lambda: mqa_cli.get_paged_mqa_logits_metadata(ctx, 64, max(1, sms // 2))}
+            programs = {"none": 0, "given": sms, "half": max(1, sms // 2)}  # 0: no schedule given
             calls, outs, notes = {}, {}, []
             for f in forms:
-                meta = metas[f]() if metas[f] else None
-                call = (lambda m=meta: mqa_cli.fp8_paged_mqa_logits(t.q, t.kv_cache, t.weights, ctx, t.block_table, m,
-                                                                     maxlen, clean_logits=False, logits_dtype=dtype))
-                try:
-                    outs[f] = call()
-                    calls[f] = call
-                except Exception as e:  # noqa: BLE001  (a form the API refuses is a result)
-                    notes.append(f"{f} refused: {type(e).__name__}: {str(e)[:80]}")
-                if base is not None:
-                    bm = (base.get_paged_mqa_logits_metadata(ctx, 64, sms) if f == "given" else
-                          base.get_paged_mqa_logits_metadata(ctx, 64, max(1, sms // 2)) if f == "half" else None)
-                    calls[f"base {f}"] = (lambda m=bm: base.fp8_paged_mqa_logits(
+                for name, mod in ((f, mqa_cli), (f"base {f}", base)):  # the same form through the earlier commit
+                    if mod is None:
+                        continue
+                    meta = mod.get_paged_mqa_logits_metadata(ctx, 64, programs[f]) if programs[f] else None
+                    call = (lambda m=meta, mod=mod: mod.fp8_paged_mqa_logits(
                         t.q, t.kv_cache, t.weights, ctx, t.block_table, m, maxlen, clean_logits=False,
                         logits_dtype=dtype))
-                    outs[f"base {f}"] = calls[f"base {f}"]()
+                    try:
+                        outs[name] = call()
+                        calls[name] = call
+                    except Exception as e:  # noqa: BLE001  (a form the API refuses is a result)
+                        notes.append(f"{name} refused: {type(e).__name__}: {str(e)[:80]}")
             if dg is not None and n <= 2:
-                dmeta = dg.get_paged_mqa_logits_metadata(ctx, 64, sms)
-                calls["dg"] = lambda: dg.fp8_fp4_paged_mqa_logits((t.q, None), t.kv_cache, t.weights, ctx,
-                                                                  t.block_table, dmeta, maxlen, clean_logits=False,
-                                                                  logits_dtype=dtype)
+                calls["dg"] = dg_paged(dg, t.q, t, ctx, t.block_table, maxlen, sms, dtype)
                 outs["dg"] = calls["dg"]()
             if DEV == "cuda":
                 torch.cuda.synchronize()
@@ -400,17 +374,15 @@ def drafts(args) -> int:
 
     import mqa_cli
 
-    dg, why = deep_gemm()
+    dg = deep_gemm()
     sms = mqa_cli.get_num_sms()
-    if dg is None:
-        print(f"DeepGEMM not importable: {why}")
     dtype = DTYPES[args.dtype]
     rep = Report(f"drafts_{args.dtype}", ["B", "C", "next_n", "logits", "µs native", "µs flattened",
                                           "flattened / native", "DG flattened µs", "DG flattened / native",
                                           f"native % of {COPY_TBS:.2f} TB/s", "checks", "MHz, W"])
     for B, C in shapes(args.shapes):
         for n in (int(x) for x in args.next_n.split(",")):
-            t = harness_decode(B, C, n)
+            t = sweep_common.decode_step(B, C, n, DEV, seed=B + C)
             ctx, maxlen, H, D = t.context_lens, t.max_context_len, t.q.shape[2], t.q.shape[3]
             # vLLM's flattened rows: one per draft token, its own context length, its sequence's block table row
             q1, ctx1 = t.q.reshape(B * n, 1, H, D), ctx.reshape(B * n, 1)
@@ -422,9 +394,7 @@ def drafts(args) -> int:
                      "flattened": lambda: mqa_cli.fp8_fp4_paged_mqa_logits(
                          (q1, None), t.kv_cache, t.weights, ctx1, bt1, meta1, maxlen, logits_dtype=dtype)}
             if dg is not None:  # DeepGEMM on sm90 runs next_n 1, 2, 4: vLLM flattens the rest to next_n 1
-                dmeta = dg.get_paged_mqa_logits_metadata(ctx1, 64, sms)
-                calls["dg"] = lambda: dg.fp8_fp4_paged_mqa_logits((q1, None), t.kv_cache, t.weights, ctx1, bt1, dmeta,
-                                                                  maxlen, clean_logits=False, logits_dtype=dtype)
+                calls["dg"] = dg_paged(dg, q1, t, ctx1, bt1, maxlen, sms, dtype)
             outs = {k: f() for k, f in calls.items()}
             if DEV == "cuda":
                 torch.cuda.synchronize()
@@ -465,9 +435,7 @@ def prefill_forms(args) -> int:
     from mqa_cli.problem.suites import longest_row
     from mqa_cli.problem.tensors import random_prefill
 
-    dg, why = deep_gemm()
-    if dg is None:
-        print(f"DeepGEMM not importable: {why}")
+    dg = deep_gemm()
     forms = ("clean", "noclean", "compressed")
     dtype = DTYPES[args.dtype]
     base = base_module(args.beside)
@@ -491,33 +459,21 @@ def prefill_forms(args) -> int:
         t = random_prefill(b.spec, device=DEV)
         M = longest_row(b.spec)
         kv = (t.kv, t.kv_scales)
+
+        def three(prefix, fn, q):  # the three forms through fn's keywords
+            kws = {"clean": {"clean_logits": True}, "noclean": {"clean_logits": False},
+                   "compressed": {"clean_logits": False, "max_seqlen_k": M}}
+            return {prefix + f: (lambda k=k: fn(q, kv, t.weights, t.ks, t.ke, logits_dtype=dtype, **k))
+                    for f, k in kws.items()}
+
         # SGLang's calls (clean or not, full width) and vLLM 0.33 / 0.34's compressed call, each as the engine
-        # passes its arguments; DeepGEMM 54e2261 takes the same three through its keywords
-        ours = {"clean": lambda: mqa_cli.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=True,
-                                                        logits_dtype=dtype),
-                "noclean": lambda: mqa_cli.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=False,
-                                                          logits_dtype=dtype),
-                "compressed": lambda: mqa_cli.fp8_fp4_mqa_logits((t.q, None), kv, t.weights, t.ks, t.ke, M,
-                                                                 logits_dtype=dtype)}
-        calls = dict(ours)
-        if base is not None:  # the same calls through the earlier commit's build
-            calls.update({
-                "base clean": lambda: base.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=True,
-                                                          logits_dtype=dtype),
-                "base noclean": lambda: base.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=False,
-                                                            logits_dtype=dtype),
-                "base compressed": lambda: base.fp8_mqa_logits(t.q, kv, t.weights, t.ks, t.ke, clean_logits=False,
-                                                               max_seqlen_k=M, logits_dtype=dtype)})
-        if dg is not None:
-            # (54e2261's fp8_fp4_* names take logits_dtype; its legacy fp8_* names do not)
-            qq = (t.q, None)
-            calls.update({"dg clean": lambda: dg.fp8_fp4_mqa_logits(qq, kv, t.weights, t.ks, t.ke, clean_logits=True,
-                                                                    logits_dtype=dtype),
-                          "dg noclean": lambda: dg.fp8_fp4_mqa_logits(qq, kv, t.weights, t.ks, t.ke,
-                                                                      clean_logits=False, logits_dtype=dtype),
-                          "dg compressed": lambda: dg.fp8_fp4_mqa_logits(qq, kv, t.weights, t.ks, t.ke,
-                                                                         clean_logits=False, max_seqlen_k=M,
-                                                                         logits_dtype=dtype)})
+        # passes its arguments; the earlier commit's build and DeepGEMM 54e2261 take the same three through keywords
+        # (54e2261's fp8_fp4_* names take logits_dtype; its legacy fp8_* names do not)
+        calls = three("", mqa_cli.fp8_mqa_logits, t.q)
+        calls["compressed"] = lambda: mqa_cli.fp8_fp4_mqa_logits((t.q, None), kv, t.weights, t.ks, t.ke, M,
+                                                                 logits_dtype=dtype)
+        calls.update(three("base ", base.fp8_mqa_logits, t.q) if base is not None else {})
+        calls.update(three("dg ", dg.fp8_fp4_mqa_logits, (t.q, None)) if dg is not None else {})
         rows = torch.randperm(t.S, generator=torch.Generator().manual_seed(0))[:64].to(DEV)
         sub = type(t)(t.q[rows], t.kv, t.kv_scales, t.weights[rows], t.ks[rows], t.ke[rows])
         full_ref = reference_logits(sub)

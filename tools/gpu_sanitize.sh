@@ -121,15 +121,10 @@ for tool in racecheck memcheck synccheck; do
   done <"$LOGS/rows.txt"
 done
 if [ "${SAN_EXTRA:-1}" = 1 ] && [[ " $TOOLS " == *" memcheck "* ]]; then
-  HELP=$("$PY" -m mqa_cli run --help 2>/dev/null)
   while IFS='|' read -r row flags; do
     echo "memcheck|$row|$row no-clean|$flags --no-clean-logits" >>"$JOBS"
-    if [[ "$HELP" == *"--logits-dtype"* ]]; then
-      echo "memcheck|$row|$row bf16|$flags --logits-dtype bf16" >>"$JOBS"
-    fi
-    if [[ "$HELP" == *"--max-seqlen-k"* && "$flags" != *"--paged"* ]]; then
-      echo "memcheck|$row|$row compressed|$flags --max-seqlen-k 600 --no-clean-logits" >>"$JOBS"
-    fi
+    echo "memcheck|$row|$row bf16|$flags --logits-dtype bf16" >>"$JOBS"
+    [[ "$flags" == *"--paged"* ]] || echo "memcheck|$row|$row compressed|$flags --max-seqlen-k 600 --no-clean-logits" >>"$JOBS"
   done <"$LOGS/rows.txt"
 fi
 

@@ -44,8 +44,8 @@
 #   gluonsweep  the Gluon prefill kernel's warpgroup layouts (tools/tune/sweep_gluon_prefill.py --write-table)
 #   heads     the head-count sweep (tools/tune/sweep_heads.py --write-table ${HEADS_ARGS}, e.g. HEADS_ARGS="--gluon-only
 #             --shapes 8x64,8x128"): the portable kernel's table and the Gluon kernel's head-count keys, to $OUT
-#   topk      the top-k sweep alone, with DeepGEMM's logits + torch.topk beside it (DeepGEMM put in place as
-#             for `deepgemm`); writes kernels/topk/tuned.py (copy in $OUT)
+#   topk      the top-k sweep alone (tools/tune/sweep_topk.py ${TOPK_ARGS:---write-table}); writes kernels/topk/tuned.py
+#             (copy in $OUT)
 # NAME+ starts a step in the background and goes on with the next (its output is printed at the end): for
 # checks whose timings do not matter, e.g. `sanitize+ deepgemm` (never beside hostcost, forms, ab or anchor).
 # Env: GPU_PYTEST_ARGS (more arguments for the gpu step's pytest, e.g. -k "not deepgemm"); H200_BUDGET_S (570); H200_TRITON (the triton to run under; default the image's); H200_BUNDLES (where the
@@ -133,7 +133,7 @@ declare -A MIN=([env]=5 [install]=20 [verify]=30 [gpu]=60 [capture]=20 [hostcost
 declare -A KEY=([verify]='passed, [0-9]+ failed' [gpu]='passed|failed|error'
                 [capture]='passed|failed|error' [hostcost]='worst eager|^gpu_checks [a-z]+: ' [views]='passed|failed|error'
                 [large]='passed|failed|error' [engines]='passed|failed|error' [badmeta]='passed|failed|error'
-                [badmetamc]='ERROR SUMMARY|passed|failed|error' [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [forms]='differs|off the|refused|not importable|^\| 1x32768|^\| 128 \| 64K \| 2' [ab]='differs|off the|not importable' [topk]='^wrote|DeepGEMM' [anchor]='bench.* exit|DeepGEMM NOT')
+                [badmetamc]='ERROR SUMMARY|passed|failed|error' [sanitize]='^sanitize:' [deepgemm]='^deepgemm tests:' [pagedsweep]='^wrote|budget reached' [gluonsweep]='^wrote|^H [0-9]+:|budget reached' [heads]='^wrote|budget' [forms]='differs|off the|refused|not importable|^\| 1x32768|^\| 128 \| 64K \| 2' [ab]='differs|off the|not importable' [topk]='wrote|budget' [anchor]='bench.* exit|DeepGEMM NOT')
 
 left() { echo $((T0 + BUDGET - $(date +%s))); }
 stamp() { echo; echo "=== $* (t=$(($(date +%s) - T0)) s, $(date -u +%H:%M:%S) UTC, $(left) s left)"; }
@@ -142,7 +142,7 @@ export -f mqa
 
 installed() { (cd /tmp && "$PY" -c "import mqa_cli, mqa_kernels, typer, tabulate" 2>/dev/null); }
 
-do_install() {
+step_install() {
   if "$PY" -m pip install --no-deps --no-build-isolation -e . >"$SLOGS/pip.log" 2>&1; then
     echo "pip install -e .: OK"
   else
@@ -299,8 +299,7 @@ step_ab() {  # the A/Bs of tools/ab.py in AB_ARGS, AB_ARGS2, AB_ARGS3 (CSVs stay
   return $rc
 }
 
-step_topk() {  # the top-k sweep (writes kernels/topk/tuned.py, copied to $OUT) with DeepGEMM's logits + torch.topk beside it
-  dg_env
+step_topk() {  # the top-k sweep (writes kernels/topk/tuned.py, copied to $OUT)
   # shellcheck disable=SC2086
   "$PY" tools/tune/sweep_topk.py ${TOPK_ARGS:---write-table}  # e.g. TOPK_ARGS="--only paged": decode rows, no table
 }
@@ -332,24 +331,8 @@ step_anchor() {
   return $rc
 }
 
-step_fn() {  # name t -> the command line of the step
-  case $1 in
-    env) echo "step_env" ;;
-    install) echo "do_install" ;;
-    verify) echo "step_verify" ;;
-    gpu) echo "step_gpu" ;;
-    capture|hostcost|views|engines|large|badmeta) echo "step_checks $1" ;;
-    sanitize) echo "step_sanitize $2" ;;
-    badmetamc) echo "step_badmetamc" ;;
-    deepgemm) echo "step_deepgemm $2" ;;
-    topk) echo "step_topk" ;;
-    pagedsweep) echo "step_pagedsweep $2" ;;
-    gluonsweep) echo "step_gluonsweep $2" ;;
-    heads) echo "step_heads $2" ;;
-    forms) echo "step_forms" ;;
-    ab) echo "step_ab" ;;
-    anchor) echo "step_anchor $2" ;;
-  esac
+step_fn() {  # name t -> the command line of the step: step_NAME T, else step_checks NAME (one file of tests/gpu)
+  if declare -F "step_$1" >/dev/null; then echo "step_$1 $2"; else echo "step_checks $1"; fi
 }
 
 finish_step() {  # name rc seconds -> a summary row
@@ -394,7 +377,7 @@ run_step() {  # name rest [bg]: time-box it, log it, record a summary row; bg: s
   fi
   STEP_T0=$(date +%s)
   export STEP_T0 T0 BUDGET SLOGS REPO OUT
-  export -f step_gpu step_badmetamc step_env do_install step_verify step_checks step_sanitize step_deepgemm step_anchor step_topk step_pagedsweep step_gluonsweep step_heads step_forms step_ab dg_env anchor_kit installed left triton_version
+  export -f $(compgen -A function)  # every step and helper, for the child bash that runs the step
   fn=$(step_fn "$s" "$t")
   if [ -n "$bg" ]; then
     ( timeout -k 10 "$t" bash -c "$fn" >"$SLOGS/$s.txt" 2>&1; echo "$? $(( $(date +%s) - STEP_T0 ))" >"$SLOGS/$s.rc" ) &
@@ -438,7 +421,7 @@ main() {
     [ "${arr[$i]}" != "$s" ] && bg=1
     if [ "$s" != env ] && [ "$s" != install ] && [ "$s" != anchor ] && ! installed; then
       stamp "install (needed by $s)"
-      do_install || { echo "the package does not install: the remaining steps cannot run"; }
+      step_install || { echo "the package does not install: the remaining steps cannot run"; }
     fi
     rest=0  # keep the least time of every later foreground step
     for s2 in "${arr[@]:$((i + 1))}"; do [ "${s2%+}" = "$s2" ] && rest=$(( rest + ${MIN[$s2]:-20} )); done

@@ -37,7 +37,6 @@ from mqa_cli.launch.paged import paged_args  # noqa: E402
 from mqa_cli.launch.paged_ws_sm90 import paged_ws_sm90_args  # noqa: E402
 from mqa_cli.plan import targets  # noqa: E402
 from mqa_cli.problem.paged import PagedSpec  # noqa: E402
-from mqa_cli.problem.paged_tensors import Paged, random_paged  # noqa: E402
 from mqa_kernels.decode.paged.config import paged_config  # noqa: E402
 from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config, regime, table_key  # noqa: E402
 
@@ -49,14 +48,6 @@ GPU = torch.cuda.is_available()
 NUM_SMS = torch.cuda.get_device_properties(0).multi_processor_count if GPU else 132
 DEVICE_NAME = os.environ.get("PAGED_WS_DEVICE") or (torch.cuda.get_device_name(0) if GPU else "NVIDIA H200")
 say = sweep_common.Log("paged_ws.log")
-
-
-def make(B, C, T, H=64, D=128, seed=0):
-    """2-D context lengths [B, T]: the draft rows of a sequence end one apart."""
-    t = random_paged(PagedSpec(batch=B, next_n=T, context_len=C, context_jitter=0.3, block_size=64, heads=H, dim=D,
-                               seed=seed), device="cuda")
-    ctx = (t.context_lens[:, None] - T + 1 + torch.arange(T, device="cuda", dtype=torch.int32)[None, :]).clamp_min(0)
-    return Paged(t.q, t.kv_cache, t.weights, ctx.to(torch.int32).contiguous(), t.block_table, t.max_context_len)
 
 
 def nbytes(t):
@@ -82,9 +73,7 @@ def portable_runner(t, out):
     return sweep_common.jit_runner(cfg, paged_args(t, cfg, out, None))
 
 
-SWEEPS = {  # candidate choices by table key (live columns at H 64): STAGES (ring slots per math warpgroup), SUBS (programs per SM),
-    # PIPE (two accumulators), MATH_WG (math warpgroups per program, taking its blocks in turn; four: one producer
-    # warp each)
+SWEEPS = {  # candidates by table key (live columns next_n x H); why these: docs/EXPERIMENTS.md
     64: [dict(STAGES=4, SUBS=3), dict(STAGES=4, SUBS=1), dict(STAGES=6, SUBS=2), dict(STAGES=6, SUBS=1, MATH_WG=3), dict(STAGES=8, SUBS=1, MATH_WG=2),
          dict(STAGES=4, SUBS=2, MATH_WG=2), dict(STAGES=5, SUBS=1, MATH_WG=4)],
     128: [dict(STAGES=5, SUBS=2, PIPE=True), dict(STAGES=5, SUBS=1, MATH_WG=3), dict(STAGES=6, SUBS=1, MATH_WG=3),
@@ -92,30 +81,17 @@ SWEEPS = {  # candidate choices by table key (live columns at H 64): STAGES (rin
     256: [dict(STAGES=8, SUBS=1), dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MATH_WG=2),
           dict(STAGES=8, SUBS=1, Q_IN_LANES=True), dict(STAGES=8, SUBS=1, MATH_WG=2, Q_IN_LANES=True)],
 }
-# What a candidate leaves out: it is timed as labelled, never merged with the table's entry for the shape (before
-# 2026-12-01 a large shape's candidates without MATH_WG took the table's 2 or 3 warpgroups, and PIPE ones failed
-# beside them)
+# what a candidate leaves out: it is timed as labelled, never merged with the table's entry for the shape
 COMPLETE = {"MATH_WG": 1, "PIPE": False, "Q_IN_LANES": False, "MMA_N": 0, "AHEAD": True, "PTX_SLOTS": False}
 SWEEPS[64] += [dict(STAGES=6, SUBS=2, PIPE=True)]
 SWEEPS[128] += [dict(STAGES=6, SUBS=2, PIPE=True), dict(STAGES=4, SUBS=2, PIPE=True)]
-# MMA_N (a block's draft rows in parts of MMA_N / H rows, the next part's wgmma beside a part's epilogue): 128 at
-# N 256 is the "halves" of 2026-12-01 (at N 128 every multi-warpgroup layout with two parts spills registers in
-# ptxas, so none is swept there)
 SWEEPS[256] += [dict(STAGES=6, SUBS=1, MATH_WG=2, MMA_N=128), dict(STAGES=8, SUBS=1, MMA_N=128)]
-# Q_IN_LANES (one draft row per lane of a quad, the head sum without shuffles; sm90 at next_n 4, two math
-# warpgroups: the wgmma loop 386 -> 343 instructions) prepared 2026-11-30, not yet timed: also tried at N 128
 SWEEPS[128].append(dict(STAGES=5, SUBS=1, MATH_WG=3, Q_IN_LANES=True))
-# The table is kept by live columns next_n x H (config.table_entry): next_n 3 (192) apart from 4 (256), next_n 5-8
-# (320-512, past one wgmma: parts only, 2026-12-01).
 PARTS = [dict(STAGES=6, SUBS=1, MATH_WG=2, MMA_N=128), dict(STAGES=6, SUBS=1, MATH_WG=2, MMA_N=64),
          dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64)]
 SWEEPS[192] = [dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MMA_N=64)] + PARTS
-# AHEAD off (one part at a time, one accumulator): room for a third math warpgroup (2026-12-01, second sweep)
 SWEEPS[192].append(dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64, AHEAD=False))
 SWEEPS[256] += PARTS[1:]
-# PTX_SLOTS (slot waits and releases in PTX, no warpgroup barrier per block; 2026-12-01, eighth session): 3-6 %
-# faster at next_n 8 with three warpgroups one part at a time, 2-11 % slower at next_n 2-6 (tools/ab.py configs, by
-# a method that favoured the config timed first; side by side in alternating rounds, tenth session: 1.00-1.03)
 for _n in (5, 6, 7, 8):
     SWEEPS[64 * _n] = [dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=128), dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=64),
                        dict(STAGES=3, SUBS=1, MATH_WG=3, MMA_N=64), dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64),
@@ -155,7 +131,7 @@ def sweep(write: bool):
         if time.time() - T0 > BUDGET_S:
             say(f"budget reached before n{n} B{B} C{C}")
             break
-        t = make(B, C, n, seed=B + C + n)
+        t = sweep_common.decode_step(B, C, n, "cuda", seed=B + C + n)
         ref = reference_paged(t, dtype=torch.float32, clean_logits=True)
         byts, flop = nbytes(t), live_flop(t)
         floor_us = max(byts / (COPY_TBS * 1e12), flop / (FP8_TFS * 1e12)) * 1e6

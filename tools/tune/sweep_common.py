@@ -41,8 +41,25 @@ class Log:
 
 def jit_runner(cfg, a):
     """A launch of cfg's kernel with the LaunchArgs the API builds, through the JIT (so each override compiles)."""
+    from mqa_cli.launch.common import jit_launch
+
     kern = cfg.jitted()
-    return lambda: kern[a.grid](*a.args, **a.constexprs, **a.options)
+    return lambda: jit_launch(kern, cfg, a)
+
+
+def decode_step(B: int, C: int, n: int, device: str, seed: int):
+    """A decode step as the harness builds it (H 64, D 128, block 64): contexts uniform in [0.7C, 1.3C), a shuffled
+    block table, 2-D context lengths [B, n] (row t of sequence b sees k < ctx_b - n + t + 1)."""
+    import torch
+
+    from mqa_cli.problem.paged import PagedSpec
+    from mqa_cli.problem.paged_tensors import Paged, random_paged
+
+    t = random_paged(PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, block_size=64, seed=seed),
+                     device=device)
+    ctx = t.context_lens[:, None] - n + 1 + torch.arange(n, device=device, dtype=torch.int32)[None, :]
+    return Paged(t.q, t.kv_cache, t.weights, ctx.clamp_min(0).to(torch.int32).contiguous(), t.block_table,
+                 t.max_context_len)
 
 
 def live_error(got, ref, clean: bool = False) -> tuple[float, str]:
@@ -133,6 +150,28 @@ def load_table(path: Path, name: str = "CUDA_TUNED"):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return dict(getattr(mod, name, {})), mod
+
+
+def merge_table(path: Path, entries: dict, check, doc: list[str], say, copy_as: str | None = None) -> Path:
+    """Merge entries {key: (entry, comment) or None (the key goes)} into the table module at path, the other keys
+    kept with the comment on their line; check(key, entry) raises for an entry its config refuses, so such a table
+    is never written. Then write_table."""
+    table, _ = load_table(path)
+    comments = {}
+    for line in path.read_text().splitlines() if table else []:
+        s = line.strip()
+        if s.startswith("(") and "#" in s:
+            comments[s[:s.index(":")]] = s[s.index("#") + 1:].strip()
+    rows = {key: (entry, comments.get(repr(key), "")) for key, entry in table.items()}
+    for key, value in entries.items():
+        if value is None:
+            rows.pop(key, None)
+        else:
+            rows[key] = value
+    for key, (entry, _) in rows.items():
+        check(key, entry)
+    body = ["CUDA_TUNED = {"] + [f"    {k!r}: {e!r},  # {c}" for k, (e, c) in sorted(rows.items())] + ["}"]
+    return write_table(path, doc, body, say, copy_as)
 
 
 def write_table(path: Path, doc: list[str], body: list[str], say, copy_as: str | None = None) -> Path:

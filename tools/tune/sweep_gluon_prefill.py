@@ -1,23 +1,13 @@
 """Checked, timed sweep on the H200 of the Gluon prefill kernel's warpgroup layouts (mqa_kernels.prefill.gluon_ws_sm90).
 
-Why: with two math warpgroups at wgmma N 256 (the layout until now) each tile's epilogue is ~380 instructions a
-warp against a 512-cycle wgmma, so the tensor core waits whenever an epilogue runs long; DeepGEMM runs four
-warpgroups at N 128 and, without clean logits, was 1-7 % faster on the seed shapes (harness, 2026-11-30). The
-candidates: groups (Q_GROUPS, KV_GROUPS) = (2, 1) the old layout, (1, 3) three warpgroups sharing 2 query rows
-and splitting a 192-row kv tile (160 registers, no spills on sm90), at several ring depths; and q_in_lanes: the
-q tile loaded head-pair-major so that each lane of a quad holds every head of one query row (the head sum without
-shuffles: the tile loop of a math warpgroup 405 -> 342 instructions); kv splits (x2): a query block's live kv
-tiles shared by 2 work items, so the long rows of a causal triangle spread over more programs; and tma_store:
-each logits tile stored through shared memory by one TMA copy; chains (c4): the head sum of a logit as 4
-independent FMA chains instead of one chain of 64 dependent FMAs. (Four warpgroups, (1, 4) and (2, 2), spilled at
-112 registers and measured 1.7-1.8x the old time on 2026-11-30; two accumulators a warpgroup measured 7-60 %
-slower the same day: neither is in the kernel any more.)
+Candidates: groups (Q_GROUPS, KV_GROUPS), ring depth, q_in_lanes, kv splits, tma_store, chains; why these:
+docs/EXPERIMENTS.md, "The layout sweep's candidates".
 
 Every candidate is first checked against the float32 reference (exact -inf pattern with clean, relative error
 < 2e-3 on live entries, nothing left unwritten), then timed alone (graph replay, L2 flushed, median), all of a
 shape's checked candidates side by side in GLUON_SWEEP_ROUNDS (4) rounds of alternating order
 (mqa_cli.bench.timing.side_by_side; each time the median over the rounds), on the seed suite's shapes, clean and not.
-The table (--write-table: its (H, 128) keys of kernels/prefill/gluon_ws_sm90/tuned.py, tools/tune/gluon_table.py) keeps, per
+The table (--write-table: its (H, 128) keys of kernels/prefill/gluon_ws_sm90/tuned.py, sweep_heads.write_gluon_table) keeps, per
 head count, the candidate with the least time summed over the shapes relative to the old layout (each shape weighs
 alike), when it beats it by more than NOISE.
 
@@ -34,8 +24,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py, gluon_table.py beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py, sweep_heads.py beside this file
 import sweep_common  # noqa: E402
+import sweep_heads  # noqa: E402  (the Gluon kernel's table writer, shared with the head sweep)
 
 BUDGET_S = float(os.environ.get("GLUON_SWEEP_BUDGET_S", "400"))
 REL_TOL = 2e-3
@@ -181,16 +172,14 @@ def table_from_csv(path: Path) -> None:
 
 
 def write_table(table: dict, say, device: str) -> None:
-    """This sweep's keys ((H, 128) for the swept head counts) into the kernel's table (tools/tune/gluon_table.py)."""
-    import gluon_table
-
+    """This sweep's keys ((H, 128) for the swept head counts) into the kernel's table (sweep_heads.write_gluon_table)."""
     day = time.strftime("%Y-%m-%d")
     entries = {(H, 128): ({"groups": tuple(groups), "stages": stages, "q_in_lanes": lanes,
                            **({"splits": splits} if splits > 1 else {}), **({"tma_store": True} if tma else {}),
                            **({"chains": chains} if chains > 1 else {})},
                           f"sweep_gluon_prefill {day}: mean {r:.3f} of (2, 1) st4 over {n} runs")
                for H, ((groups, stages, lanes, splits, tma, chains), r, n) in table.items()}
-    gluon_table.write(entries, device, say)
+    sweep_heads.write_gluon_table(entries, device, say)
 
 
 if __name__ == "__main__":

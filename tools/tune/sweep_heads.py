@@ -34,8 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py, gluon_table.py beside this file
-import gluon_table  # noqa: E402  (the Gluon kernel's table, shared with sweep_gluon_prefill.py)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sweep_common.py beside this file
 import sweep_common  # noqa: E402
 
 
@@ -47,6 +46,7 @@ ROUNDS = int(os.environ.get("SWEEP_HEADS_ROUNDS", "4"))  # side-by-side timing r
 SPLITS = (8, 16, 32)
 SEQ = 80 if SMOKE else 8192
 HEADS, DIMS = (8, 16, 32, 64, 128), (64, 128, 256)
+OWN_LAYOUT = {(32, 128), (64, 128)}  # the Gluon table's keys sweep_gluon_prefill.py writes
 FIRST = [(8, 128), (8, 64), (16, 64), (16, 128), (64, 64), (32, 128), (128, 128), (64, 256)]  # bench's heads suite
 
 if SMOKE:  # before any kernel module is imported
@@ -124,7 +124,7 @@ def candidates(H: int, D: int, shape, tgt, units: int, gluon_only: bool = False)
     if not gluon_only:
         for ov in [{**tiled_overrides(H, D)[0], "SPLIT_TILES": 1}] if SMOKE else tiled_overrides(H, D):
             out.append(Candidate("tiled", tiled_label(ov), tiled(ov), ov))
-    if not SMOKE and tgt.name == "sm90" and (H, D) not in gluon_table.OWN_LAYOUT:
+    if not SMOKE and tgt.name == "sm90" and (H, D) not in OWN_LAYOUT:
         out += gluon_candidates(H, D, shape, units)
     return out
 
@@ -420,7 +420,7 @@ def gluon_entries(results: list[Result]) -> dict:
         ok = [r for r in rs if r.us is not None]
         gl = [r for r in ok if r.kernel == "gluon_ws_sm90" and r.override is not None]  # (not "dispatched")
         tl = [r for r in ok if r.kernel == "tiled"]
-        if not gl or not tl or (H, D) in gluon_table.OWN_LAYOUT:
+        if not gl or not tl or (H, D) in OWN_LAYOUT:
             continue
         g, t = min(gl, key=lambda r: r.us), min(tl, key=lambda r: r.us)
         if g.us < t.us * (1 - NOISE):
@@ -432,17 +432,9 @@ def gluon_entries(results: list[Result]) -> dict:
 
 
 def write_table(entries: dict, path: Path, device: str, triton_version: str, torch_version: str, say) -> None:
-    """Merge this run's entries into the table module at `path` (validated before it is written)."""
+    """Merge this run's entries into the portable kernel's table module at `path` (validated before it is written)."""
     from mqa_kernels.prefill.tiled.config import check_override
 
-    table = {k: (v, "kept from an earlier run") for k, v in sweep_common.load_table(path)[0].items()}
-    for key, entry in entries.items():
-        if entry is None:
-            table.pop(key, None)
-        else:
-            table[key] = entry
-    for (H, _), (ov, _) in table.items():
-        check_override(H, ov)  # a table the config refuses is never written
     swept = ", ".join(f"H{h} D{d}" for h, d in sorted(entries))
     doc = ["The H200 (sm90) configs of the portable prefill kernel by (heads, dim): written by",
            f"`python3 tools/tune/sweep_heads.py --write-table` on {device}, {time.strftime('%Y-%m-%d %H:%M %Z')},",
@@ -451,9 +443,38 @@ def write_table(entries: dict, path: Path, device: str, triton_version: str, tor
            f"before it was timed alone on 1x{SEQ} causal with clean logits (graph replay, L2 flushed, median); an entry is",
            f"kept where it beat the rule in config.py by more than {NOISE:.0%}. Shapes absent here take the rule.",
            "Keys: config.OVERRIDE_KEYS. The sweep's CSV and log: sweep_heads.csv / sweep_heads.log under $OUT."]
-    body = ["CUDA_TUNED = {"] + [f"    ({H}, {D}): {ov!r},  # {comment}" for (H, D), (ov, comment) in sorted(table.items())]
-    sweep_common.write_table(path, doc, body + ["}"], say,
+    sweep_common.merge_table(path, entries, lambda key, ov: check_override(key[0], ov), doc, say,
                              copy_as="tiled_tuned.py" if path == ROOT / "kernels" / "prefill" / "tiled" / "tuned.py" else None)
+
+
+def gluon_table_path() -> Path:
+    """The Gluon prefill kernel's table; GLUON_WS_TABLE=FILE writes elsewhere (the CPU tests rebuild tables so)."""
+    return Path(os.environ.get("GLUON_WS_TABLE") or ROOT / "kernels" / "prefill" / "gluon_ws_sm90" / "tuned.py")
+
+
+def write_gluon_table(entries: dict, device: str, say) -> Path:
+    """Merge entries {(H, D): (entry, comment) or None (the key goes)} into the Gluon prefill kernel's table. Two
+    sweeps write it, each only the keys it swept: this one and sweep_gluon_prefill.py (the keys in OWN_LAYOUT)."""
+    import triton
+
+    from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
+
+    def check(key, e):
+        gluon_ws_sm90_config(heads=key[0], dim=key[1], S=4096, N=4096, clean=True, groups=tuple(e["groups"]),
+                             stages=e["stages"], q_in_lanes=e.get("q_in_lanes"), n=e.get("n"), splits=e.get("splits"),
+                             tma_store=e.get("tma_store"), chains=e.get("chains"))
+
+    doc = ["The H200 (sm90) configs of the Gluon prefill kernel by (heads, dim); a shape listed here is one dispatch",
+           "gives this kernel. Two writers, each rewriting only the keys it swept (tools/tune/sweep_heads.py):",
+           "`python3 tools/tune/sweep_gluon_prefill.py --write-table` (H 32 and 64 at D 128: warpgroup layout on the",
+           "seed shapes, kept when its mean time relative to (2, 1) st4 query-major is below 0.98) and",
+           "`python3 tools/tune/sweep_heads.py --write-table` (every other shape: 1x8192 causal, clean, kept when it",
+           "beats the fastest portable config by more than 3 %). Every candidate was checked against the float32",
+           "reference before it was timed (a CUDA-graph replay per sample after an L2 flush, median; runs before",
+           "2026-11-30 17:30 UTC timed the call itself with do_bench). The comment on each line says which run.",
+           f'Last written on {device}, {time.strftime("%Y-%m-%d")}, triton {triton.__version__}.']
+    return sweep_common.merge_table(gluon_table_path(), entries, check, doc, say,
+                                    copy_as=None if os.environ.get("GLUON_WS_TABLE") else "gluon_ws_tuned.py")
 
 
 # ------------------------------------------------------------------------------------------------- main
@@ -507,7 +528,7 @@ def main(argv=None) -> int:
         if args.write_table:
             gluon = gluon_entries(results)
             if gluon and not SMOKE:
-                gluon_table.write(gluon, device, sw.say)  # (with its copy under $OUT)
+                write_gluon_table(gluon, device, sw.say)  # (with its copy under $OUT)
     finally:
         ahead.close()
     sw.say(f"total {sw.elapsed():.0f} s; CSV {out_dir / 'sweep_heads.csv'}")

@@ -1,5 +1,5 @@
 """The H200 (sm90) configs of the Gluon prefill kernel by (heads, dim); a shape listed here is one dispatch
-gives this kernel. Two writers, each rewriting only the keys it swept (tools/tune/gluon_table.py):
+gives this kernel. Two writers, each rewriting only the keys it swept (tools/tune/sweep_heads.py):
 `python3 tools/tune/sweep_gluon_prefill.py --write-table` (H 32 and 64 at D 128: warpgroup layout on the
 seed shapes, kept when its mean time relative to (2, 1) st4 query-major is below 0.98) and
 `python3 tools/tune/sweep_heads.py --write-table` (every other shape: 1x8192 causal, clean, kept when it
