@@ -32,8 +32,8 @@ def paged_rows(next_n: int, heads: int) -> tuple[int, int]:
     return rows, padded // rows
 
 
-# H200 (sm90) configs by the dot's N (= next_n x H), in tuned.py: written by a checked, timed sweep
-# (docs/EXPERIMENTS.md, "Tools without a user"). SUBS stays within the CTAs one SM holds, and num_stages >= 5 keeps a
+# H200 (sm90) configs by the dot's N (= next_n x H), in tuned.py: written by tools/tune/paged_experiment.py
+# --write-table from checked, timed sweeps. SUBS stays within the CTAs one SM holds, and num_stages >= 5 keeps a
 # second tile in flight through the block-table indirection (what the sweeps showed: docs/DESIGN-NOTES.md).
 FALLBACK = {"BLOCK_KV": 64, "num_stages": 5, "SUBS": 2}  # when a tuned ROWS does not fit
 

@@ -1,7 +1,7 @@
 """The H200 (sm90) configs of the paged decode kernel, by the dot's width N = next_n x H: from
-tools/tune/paged_experiment.py on the NVIDIA H200, 2026-11-30, triton 3.6.0 (two runs; every config checked against
-the reference before it was timed, CUDA-graph replay); the entries below are that sweep's winners. The sweep's code
-is at 3fb05bb (docs/EXPERIMENTS.md, "Tools without a user")."""
+`python3 tools/tune/paged_experiment.py` on the NVIDIA H200, 2026-11-30, triton 3.6.0 (two runs; every config
+checked against the reference before it was timed, CUDA-graph replay). `--write-table` rewrites this file
+from a sweep; the entries below are that sweep's winners (its CSV: paged_sweep.csv under $OUT)."""
 
 CUDA_TUNED = {
     64: {"BLOCK_KV": 64, "num_stages": 5, "SUBS": 4},  # pl5-kv64-s4
