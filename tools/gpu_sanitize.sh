@@ -1,29 +1,7 @@
 #!/usr/bin/env bash
-# compute-sanitizer (memcheck, racecheck, synccheck) on small problems for every dispatch row of this GPU
-# (issue 10), through the CLI only: `python3 -m mqa_cli run <problem> --kernel ROW --force --json`.
-#
-# Usage (GPU machine, repository root): bash tools/gpu_sanitize.sh [memcheck] [racecheck] [synccheck]
-# (h200_check.sh's `sanitize` step; e.g. SAN_ROWS=paged_ws_sm90 bash tools/gpu_sanitize.sh racecheck: one row's
-# racecheck runs and the source lines they name)
-# Env: SAN_BUDGET_S  wall-clock budget for the whole script (default 240); every job gets at most SAN_JOB_S
-#      SAN_JOB_S     per-job limit (default 150)
-#      SAN_JOBS      sanitizer processes at a time (default 6; one GPU, but most of their time is host work)
-#      SAN_ROWS      rows to check (default: every row `explain --json` lists for this GPU)
-#      SAN_EXTRA=0   leave out the memcheck variants (no-clean, compressed, bf16) of every row
-#      SAN_VARIANTS=0  leave out the config variants the tables pick by size (paged_ws_sm90 MATH_WG 2/3 at
-#                    next_n 4 and on a 16384-block cache; gluon_ws_sm90 at H 128, H 8 D 64 and H 16 D 128, and
-#                    with TMA_STORE=1 at H 8, the table's H 64 D 64; its PTX_SLOTS build at H 8 D 128 and H 128)
-#      SAN_ONLY      an extended regex: only the jobs whose label matches it (e.g. "PTX_SLOTS", "^gluon_ws_sm90$|H64 D64")
-# Rows and their problems: gluon_ws_sm90 S 1024 H 64 D 128; h64d128_sm90 S 1024 H 32 D 128; tiled S 512 H 64
-# D 128; a paged row B 4 next_n 2 C 2048 H 64 D 128 block 64; any other row: the first of those shapes it
-# holds for. Output: a table of each tool x row's summary line (ERROR SUMMARY, or RACECHECK SUMMARY for
-# racecheck) in $OUT/sanitize.txt and on stdout, with the first lines of every report that is not clean.
-# racecheck: every (access, source line) its reports name, counted. A run whose hazards all name a line the kernel explains (its `def` line, its
-# gl.warp_specialize call, or the `if` / `else` line right above that call, where triton 3.6 names it: the
-# partition table triton's warp_specialize lowering writes late and its workers read first, ordered by a named
-# barrier; kernels/prefill/gluon_ws_sm90/kernel.py says why) is KNOWN, not a failure.
-# Exit 0 when every run finished with 0 errors (and 0 unexplained hazards), 1 otherwise.
-# Dry run on CPU: SAN_SMOKE=1 CS=<a fake compute-sanitizer> bash tools/gpu_sanitize.sh (toy problems).
+# compute-sanitizer (memcheck, racecheck, synccheck) on small problems for every dispatch row of this GPU.
+#   bash tools/gpu_sanitize.sh [memcheck] [racecheck] [synccheck]     (h200_check.sh's `sanitize` step)
+# docs/GPU-PLAN.md ("tools/gpu_sanitize.sh") has the problems, the SAN_* variables, the output and the exit codes.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 PY=${PY:-python3}

@@ -1,62 +1,8 @@
 #!/usr/bin/env bash
-# One device call on the H200: the steps named (in the order given), each time-boxed so that the whole call
-# ends inside H200_BUDGET_S (default 570 s), then a summary table; under the triton H200_TRITON names.
-#
-#   bash tools/h200_check.sh env install anchor capture views engines large+ sanitize+ deepgemm     # e.g.
-#   H200_TRITON=3.8.0 bash tools/h200_check.sh ...      # the same under triton 3.8.0, from a carried bundle
-#
-# Triton: the image's (3.6.0) unless H200_TRITON names another version; then .tb/<V>/triton-<V>.tar.xz (or
-# .tb/triton-<V>.tar.xz), built by ../shared/tools/triton-bundle.sh and named in the device call's `carry`, is
-# unpacked to /tmp/tb-<V> ahead of the image's on PYTHONPATH, triton compiles with the ptxas of that release's
-# wheel where the call carries it (.tb/<V>/ptxas-sm90.xz, tools/carry.sh), else with the device's, into its own
-# cache (/tmp/triton-cache-<V>), and the call stops with exit 2 if python3 does not then import <V>
-# (docs/GPU-PLAN.md has the whole sequence).
-# Every result of the call lands in $OUT/<V>/ (<V>: the triton version that ran), so calls under different
-# versions never mix their files.
-#
-# Steps
-#   env       GPU, clocks, versions, compute-sanitizer, memory and disk, the dispatch rows of this GPU
-#   install   pip install --no-deps --no-build-isolation -e . (wheels carried in .whl first, if any);
-#             any later step that needs the package installs it when this step was not named
-#   verify    mqa-logits verify --large; verify --paged --large; verify --kernel ROW --large for every
-#             other prefill row of this GPU
-#   gpu       the card's checks: python3 -m pytest -m gpu -n 8 -q tests/gpu (capture, views, engine forms, past 2^31, bad
-#             schedules, the plan against the launch, DeepGEMM's own cases when the anchor put deep_gemm in place);
-#             $OUT/gpu-junit.xml and $OUT/gpu-summary.txt
-#   capture views engines large badmeta
-#             one file of tests/gpu each (test_capture, test_views, test_engines, test_large, test_bad_schedules),
-#             in its own process: a lost CUDA context stays in its step
-#   hostcost  python3 tools/gpu_checks.py hostcost: eager call against CUDA-graph replay (a measurement)
-#   badmetamc tests/gpu/test_bad_schedules.py under compute-sanitizer memcheck (BADMETA_MC_NEXT_N, default 2)
-#   sanitize  bash tools/gpu_sanitize.sh (memcheck, racecheck, synccheck x every row; racecheck's source lines
-#             counted, the known partition-table pattern told apart)
-#   deepgemm  python3 tools/deepgemm_tests.py: DeepGEMM's own test_attention.py cases against the API;
-#             DeepGEMM put in place by the anchor's build part when `anchor` did not run before
-#             (ANCHOR_STEPS=build bash .anchor/run.sh; needs the anchor kit carried), else its sources alone
-#   anchor    bash .anchor/run.sh (the side-by-side harness with DeepGEMM); the kit comes as .anchor (carried) or
-#             as .anchor-kit/deepgemm.tar.xz (carried, unpacked into .anchor here: 31 MB as files, a few packed)
-#   forms     python3 tools/ab.py prefill, then decode --forms ${FORMS_DECODE:-none,given}: the API's call forms
-#             (clean, no clean, compressed; schedule in the kernel / given) side by side with DeepGEMM's, to
-#             $OUT/forms.md
-#   ab        python3 tools/ab.py ${AB_ARGS} (then ${AB_ARGS2}, ${AB_ARGS3} where set; e.g. AB_ARGS='configs --row paged_ws_sm90 --variants
-#             "PTX_SLOTS=0;PTX_SLOTS=1"'), to $OUT/ab.md
-#   pagedsweep  the decode kernel's sweep alone (tools/tune/paged_ws_experiment.py --write-table; copy in $OUT)
-#   gluonsweep  the Gluon prefill kernel's warpgroup layouts (tools/tune/sweep_gluon_prefill.py --write-table)
-#   heads     the head-count sweep (tools/tune/sweep_heads.py --write-table ${HEADS_ARGS}, e.g. HEADS_ARGS="--gluon-only
-#             --shapes 8x64,8x128"): the portable kernel's table and the Gluon kernel's head-count keys, to $OUT
-#   topk      the top-k sweep alone (tools/tune/sweep_topk.py ${TOPK_ARGS:---write-table}); writes kernels/topk/tuned.py
-#             (copy in $OUT)
-# NAME+ starts a step in the background and goes on with the next (its output is printed at the end): for
-# checks whose timings do not matter, e.g. `sanitize+ deepgemm` (never beside hostcost, forms, ab or anchor).
-# Env: GPU_PYTEST_ARGS (more arguments for the gpu step's pytest, e.g. -k "not deepgemm"); H200_BUDGET_S (570); H200_TRITON (the triton to run under; default the image's); H200_BUNDLES (where the
-#      bundles are, default .tb); DGT_CASES (sample N cases
-#      per DeepGEMM test; default all, cut by the budget; the `gpu` step's DeepGEMM cases default to 24 per kind);
-#      SAN_JOBS / SAN_JOB_S (gpu_sanitize.sh); MQA_LOGITS_HEAVY=1 (the `gpu` step runs the heavy cases too: S = N =
-#      65536 past 2^31).
-# Output: stdout and $OUT/<V>/log.txt; $OUT/<V>/summary.txt (the table); per step: gpu-junit.xml and gpu-summary.txt
-# (gpu), checks.jsonl (hostcost),
-# sanitize.txt, deepgemm.txt, anchor.tgz (the harness's files), forms.md,
-# ab.md, the tables a sweep wrote. The device tool brings back at most 8 files.
+# One device call: the steps named, in order, each time-boxed inside H200_BUDGET_S, then a summary table; under
+# the triton H200_TRITON names (from a carried bundle).
+#   bash tools/h200_check.sh env install anchor capture views engines large+ sanitize+ deepgemm
+# docs/GPU-PLAN.md ("tools/h200_check.sh") has every step, the environment, the bundles and the output files.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 REPO=$(pwd)
