@@ -65,7 +65,7 @@ def test_decode_sweep_csvs_write_the_table(tmp_path):
     for B, label, us, port in [(8, "st5-sub2-pipe", 8.0, 12.0), (8, "st5-sub1-wg3", 9.0, 12.0),
                                (4096, "st5-sub2-pipe", 1500.0, 1900.0), (4096, "st5-sub1-wg3", 1440.0, 1900.0)]:
         a.append(f"{B},8192,2,{label},{us},0,0,1e-4,{port}")
-    b = [head, "64,8192,4,st6-sub1-wg2,40.0,0,0,1e-4,60.0", "64,8192,4,st6-sub1-wg2-halves,35.0,0,0,1e-4,60.0"]
+    b = [head, "64,8192,4,st6-sub1-wg2,40.0,0,0,1e-4,60.0", "64,8192,4,st6-sub1-wg2-mma128,35.0,0,0,1e-4,60.0"]
     (tmp_path / "a.csv").write_text("\n".join(a) + "\n")
     (tmp_path / "b.csv").write_text("\n".join(b) + "\n")
     table = tmp_path / "tuned.py"
@@ -75,7 +75,6 @@ def test_decode_sweep_csvs_write_the_table(tmp_path):
     assert got[128] == {"small": {"PIPE": True, "STAGES": 5, "SUBS": 2},
                         "large": {"MATH_WG": 3, "STAGES": 5, "SUBS": 1}}
     assert got[64] == {"small": {"STAGES": 4, "SUBS": 3}}
-    # b.csv's "-halves" (the label before MMA_N) reads as two parts of 128 columns
     assert got[256] == {"small": {"MATH_WG": 2, "MMA_N": 128, "STAGES": 6, "SUBS": 1}}
 
 

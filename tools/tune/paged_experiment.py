@@ -1,6 +1,6 @@
 """Checked, timed sweep of the portable paged decode kernel (mqa_kernels.decode.paged) on the GPU: every config checked
 against the float32 reference, then a shape's checked configs and the default one timed side by side
-(sweep_common: graph replay after an L2 flush, PAGED_ROUNDS (4) rounds of alternating order; until 2026-12-01 one
+(sweep_common: graph replay after an L2 flush, SWEEP_ROUNDS (4) rounds of alternating order; until 2026-12-01 one
 after another, back-to-back replays); the inputs, argument list, output buffer and reference are the library's
 (mqa_cli), so what is swept is what the API launches. This kernel runs where the Gluon decode kernel does not
 (block 16/32, a cache stride TMA cannot describe, a triton the Gluon row does not take).
@@ -26,7 +26,6 @@ import sweep_common  # noqa: E402
 
 T0 = time.time()
 BUDGET_S = float(os.environ.get("PAGED_BUDGET_S", "235"))
-ROUNDS = int(os.environ.get("PAGED_ROUNDS", "4"))  # side-by-side timing rounds per shape
 SMOKE = os.environ.get("PAGED_SMOKE") == "1"  # CPU dry run through the interpreter (tiny shapes, no timing)
 DEV = "cpu" if SMOKE else "cuda"
 COPY_TBS = 4.3
@@ -124,7 +123,7 @@ def main():
                     say(f"  n{next_n} B{B} C{C} {label}: FAILED check {'' if err is None else f'{err:.2e}'} {note}")
                     continue
                 calls[label], checked[label] = run, err
-            us_of = {k: 1.0 for k in calls} if SMOKE else sweep_common.side_by_side(calls, ROUNDS)[0]
+            us_of = {k: 1.0 for k in calls} if SMOKE else sweep_common.side_by_side(calls)[0]
             dus = us_of.pop("(default)", float("nan"))
             checked.pop("(default)", None)
             res = []

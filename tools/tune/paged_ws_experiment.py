@@ -1,7 +1,7 @@
 """The checked, timed sweep of the Gluon paged decode kernel (mqa_kernels.decode.paged_ws_sm90) on the H200 (the
 API's call forms are checked by tests/gpu): (STAGES, SUBS, ...) candidates beside the portable paged kernel
 (kernels/decode/paged), one CUDA-graph replay per sample after an L2 flush (the cold cache a decode step meets), a
-shape's checked candidates and the portable kernel side by side in PAGED_WS_ROUNDS (4) rounds of alternating order
+shape's checked candidates and the portable kernel side by side in SWEEP_ROUNDS (4) rounds of alternating order
 (each candidate's weight its median ratio to the portable kernel), 2-D context lengths [B, next_n] (the form vLLM
 and DeepGEMM's tests pass), schedule computed in the kernel; `--write-table` writes the winners by wgmma N to
 kernels/decode/paged_ws_sm90/tuned.py.
@@ -62,9 +62,7 @@ def live_flop(t):
 
 # Each launch timed from a cold L2, as the harness times decode (one graph replay after each L2 flush): a small
 # batch's cache fits the L2, so back-to-back replays (do_bench_cudagraph, this sweep until 2026-11-30 17:40 UTC)
-# timed it warm and ranked the small-shape configs on latencies no caller sees. ROUNDS rounds of alternating order
-# per shape (mqa_cli.bench.timing.side_by_side).
-ROUNDS = int(os.environ.get("PAGED_WS_ROUNDS", "4"))
+# timed it warm and ranked the small-shape configs on latencies no caller sees.
 
 
 def portable_runner(t, out):
@@ -73,25 +71,24 @@ def portable_runner(t, out):
     return sweep_common.jit_runner(cfg, paged_args(t, cfg, out, None))
 
 
-SWEEPS = {  # candidates by table key (live columns next_n x H); why these: docs/EXPERIMENTS.md
-    64: [dict(STAGES=4, SUBS=3), dict(STAGES=4, SUBS=1), dict(STAGES=6, SUBS=2), dict(STAGES=6, SUBS=1, MATH_WG=3), dict(STAGES=8, SUBS=1, MATH_WG=2),
-         dict(STAGES=4, SUBS=2, MATH_WG=2), dict(STAGES=5, SUBS=1, MATH_WG=4)],
-    128: [dict(STAGES=5, SUBS=2, PIPE=True), dict(STAGES=5, SUBS=1, MATH_WG=3), dict(STAGES=6, SUBS=1, MATH_WG=3),
-          dict(STAGES=8, SUBS=1, MATH_WG=2), dict(STAGES=4, SUBS=1, MATH_WG=4), dict(STAGES=5, SUBS=1, MATH_WG=4)],
-    256: [dict(STAGES=8, SUBS=1), dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MATH_WG=2),
-          dict(STAGES=8, SUBS=1, Q_IN_LANES=True), dict(STAGES=8, SUBS=1, MATH_WG=2, Q_IN_LANES=True)],
-}
 # what a candidate leaves out: it is timed as labelled, never merged with the table's entry for the shape
 COMPLETE = {"MATH_WG": 1, "PIPE": False, "Q_IN_LANES": False, "MMA_N": 0, "AHEAD": True, "PTX_SLOTS": False}
-SWEEPS[64] += [dict(STAGES=6, SUBS=2, PIPE=True)]
-SWEEPS[128] += [dict(STAGES=6, SUBS=2, PIPE=True), dict(STAGES=4, SUBS=2, PIPE=True)]
-SWEEPS[256] += [dict(STAGES=6, SUBS=1, MATH_WG=2, MMA_N=128), dict(STAGES=8, SUBS=1, MMA_N=128)]
-SWEEPS[128].append(dict(STAGES=5, SUBS=1, MATH_WG=3, Q_IN_LANES=True))
 PARTS = [dict(STAGES=6, SUBS=1, MATH_WG=2, MMA_N=128), dict(STAGES=6, SUBS=1, MATH_WG=2, MMA_N=64),
          dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64)]
-SWEEPS[192] = [dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MMA_N=64)] + PARTS
-SWEEPS[192].append(dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64, AHEAD=False))
-SWEEPS[256] += PARTS[1:]
+SWEEPS = {  # candidates by table key (live columns next_n x H); why these: docs/EXPERIMENTS.md
+    64: [dict(STAGES=4, SUBS=3), dict(STAGES=4, SUBS=1), dict(STAGES=6, SUBS=2), dict(STAGES=6, SUBS=1, MATH_WG=3),
+         dict(STAGES=8, SUBS=1, MATH_WG=2), dict(STAGES=4, SUBS=2, MATH_WG=2), dict(STAGES=5, SUBS=1, MATH_WG=4),
+         dict(STAGES=6, SUBS=2, PIPE=True)],
+    128: [dict(STAGES=5, SUBS=2, PIPE=True), dict(STAGES=5, SUBS=1, MATH_WG=3), dict(STAGES=6, SUBS=1, MATH_WG=3),
+          dict(STAGES=8, SUBS=1, MATH_WG=2), dict(STAGES=4, SUBS=1, MATH_WG=4), dict(STAGES=5, SUBS=1, MATH_WG=4),
+          dict(STAGES=6, SUBS=2, PIPE=True), dict(STAGES=4, SUBS=2, PIPE=True),
+          dict(STAGES=5, SUBS=1, MATH_WG=3, Q_IN_LANES=True)],
+    192: [dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MMA_N=64), *PARTS,
+          dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64, AHEAD=False)],
+    256: [dict(STAGES=8, SUBS=1), dict(STAGES=6, SUBS=1, MATH_WG=2), dict(STAGES=8, SUBS=1, MATH_WG=2),
+          dict(STAGES=8, SUBS=1, Q_IN_LANES=True), dict(STAGES=8, SUBS=1, MATH_WG=2, Q_IN_LANES=True),
+          dict(STAGES=6, SUBS=1, MATH_WG=2, MMA_N=128), dict(STAGES=8, SUBS=1, MMA_N=128), *PARTS[1:]],
+}
 for _n in (5, 6, 7, 8):
     SWEEPS[64 * _n] = [dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=128), dict(STAGES=4, SUBS=1, MATH_WG=2, MMA_N=64),
                        dict(STAGES=3, SUBS=1, MATH_WG=3, MMA_N=64), dict(STAGES=4, SUBS=1, MATH_WG=3, MMA_N=64),
@@ -108,9 +105,6 @@ def label_of(ch: dict) -> str:
             + (f"-wg{ch['MATH_WG']}" if ch.get("MATH_WG", 1) > 1 else "") + ("-lanes" if ch.get("Q_IN_LANES") else "")
             + (f"-mma{ch['MMA_N']}" if ch.get("MMA_N") else "") + ("-seq" if ch.get("AHEAD") is False else "")
             + ("-ptx" if ch.get("PTX_SLOTS") else ""))
-
-
-LEGACY = {"-halves": "-mma128"}  # labels of CSVs written before MMA_N (2026-12-01): HALVES = MMA_N 128 at N 256
 
 
 SHAPES = [(B, C) for C in (65536, 8192) for B in (128, 64, 8, 1)] + [(4096, 8192)]
@@ -163,7 +157,7 @@ def sweep(write: bool):
         # every checked candidate and the portable kernel timed side by side, in rounds of alternating order: a card
         # at its power cap clocks down during a shape's timings, which ranked a shape's later candidates lower
         # (timed one after another until 2026-12-01, tenth session)
-        medians, rounds = sweep_common.side_by_side(calls, ROUNDS, rep_ms=25) if checked else ({}, [])
+        medians, rounds = sweep_common.side_by_side(calls, rep_ms=25) if checked else ({}, [])
         port = timing.median_in_rounds(rounds, "portable") if rounds and "portable" in calls else float("nan")
         res = []
         for label, (ch, err) in checked.items():
@@ -238,10 +232,7 @@ def table_from_csv(paths: list[str]) -> None:
     choices = {label_of(ch): ch for cands in SWEEPS.values() for ch in cands}
     for row in (r for n in sorted(rows) for r in rows[n]):
         B, C, n = int(row["B"]), int(row["C"]), int(row["next_n"])
-        label = row["config"]
-        for old, new in LEGACY.items():
-            label = label.replace(old, new)
-        ch = choices.get(label)
+        ch = choices.get(row["config"])
         if ch is None or not row["us"] or not row["portable_us"]:
             continue
         spec = PagedSpec(batch=B, next_n=n, context_len=C, context_jitter=0.3, block_size=64, seed=B + C + n)

@@ -94,13 +94,16 @@ def check(run, out, compare) -> tuple[bool, float | None, str]:
     return not problem, err, problem
 
 
-def side_by_side(calls: dict, rounds: int, rep_ms: int | None = None) -> tuple[dict, list]:
-    """({key: median µs over the rounds}, the rounds) of the checked candidates timed side by side."""
+ROUNDS = int(os.environ.get("SWEEP_ROUNDS", "4"))  # side-by-side timing rounds per shape, in every sweep
+
+
+def side_by_side(calls: dict, rep_ms: int | None = None) -> tuple[dict, list]:
+    """({key: median µs over the ROUNDS rounds}, the rounds) of the checked candidates timed side by side."""
     from mqa_cli.bench import timing
 
     if not calls:
         return {}, []
-    kw = {"rounds": rounds} if rep_ms is None else {"rounds": rounds, "rep_ms": rep_ms}
+    kw = {"rounds": ROUNDS} if rep_ms is None else {"rounds": ROUNDS, "rep_ms": rep_ms}
     rounds_ = timing.side_by_side(calls, **kw)
     return {k: timing.median_in_rounds(rounds_, k) for k in calls}, rounds_
 

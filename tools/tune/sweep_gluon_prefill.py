@@ -5,7 +5,7 @@ docs/EXPERIMENTS.md, "The layout sweep's candidates".
 
 Every candidate is first checked against the float32 reference (exact -inf pattern with clean, relative error
 < 2e-3 on live entries, nothing left unwritten), then timed alone (graph replay, L2 flushed, median), all of a
-shape's checked candidates side by side in GLUON_SWEEP_ROUNDS (4) rounds of alternating order
+shape's checked candidates side by side in SWEEP_ROUNDS (4) rounds of alternating order
 (mqa_cli.bench.timing.side_by_side; each time the median over the rounds), on the seed suite's shapes, clean and not.
 The table (--write-table: its (H, 128) keys of kernels/prefill/gluon_ws_sm90/tuned.py, sweep_heads.write_gluon_table) keeps, per
 head count, the candidate with the least time summed over the shapes relative to the old layout (each shape weighs
@@ -31,7 +31,6 @@ import sweep_heads  # noqa: E402  (the Gluon kernel's table writer, shared with 
 BUDGET_S = float(os.environ.get("GLUON_SWEEP_BUDGET_S", "400"))
 REL_TOL = 2e-3
 NOISE = 0.02
-ROUNDS = int(os.environ.get("GLUON_SWEEP_ROUNDS", "4"))  # timing rounds per shape, the order reversed every round
 CANDIDATES = [  # (groups, stages, q_in_lanes, kv splits, tma_store, chains); the first is the baseline
     ((2, 1), 4, False, 1, False, 1), ((2, 1), 4, True, 1, False, 1), ((2, 1), 3, True, 1, False, 1),
     ((2, 1), 3, True, 2, False, 1), ((2, 1), 3, True, 1, True, 1), ((2, 1), 3, True, 1, False, 4),
@@ -120,7 +119,7 @@ def main() -> int:
             # the checked candidates timed alone (graph replay, L2 flushed: the kernel alone), side by side in
             # rounds of alternating order: timed one after another (until 2026-12-01, tenth session) the later
             # ones met a card further into its power cap
-            medians, _ = sweep_common.side_by_side(calls, ROUNDS, rep_ms=40)
+            medians, _ = sweep_common.side_by_side(calls, rep_ms=40)
             for cand, err in checked.items():
                 res[cand] = medians[cand]
                 row(label(*cand), res[cand], err, "ok")

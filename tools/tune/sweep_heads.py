@@ -4,7 +4,7 @@ For each (H, D) in {8, 16, 32, 64, 128} x {64, 128, 256} on 1x8192 causal with c
 of the kernels that can run the shape is first checked against the float32 reference (exact -inf pattern, relative
 error < 2e-3 on live entries, nothing left unwritten) and only then timed alone (one CUDA-graph replay per sample
 after an L2 flush, do_bench median: mqa_cli.bench.timing.time_kernel); then a shape's checked candidates are timed again
-side by side in SWEEP_HEADS_ROUNDS (4) rounds of alternating order, and their medians rank them
+side by side in SWEEP_ROUNDS (4) rounds of alternating order, and their medians rank them
 (Sweep.side_by_side: a card at its power cap runs the later candidates of a shape at a lower clock). The table: H, D,
 kernel, config, µs, TF/s, floor µs, % of the floor and which floor binds (fp8 compute or memory: at clean logits
 the [S, N] fp32 write); the floor's ceilings come from mqa_cli.plan.targets.
@@ -42,7 +42,6 @@ SMOKE = os.environ.get("SWEEP_SMOKE") == "1"  # CPU dry run through the interpre
 BUDGET_S = float(os.environ.get("SWEEP_BUDGET_S", "255"))  # stop starting shapes after this many seconds
 REL_TOL = 2e-3
 NOISE = 0.03  # a tuned entry must beat the rule by more than this (run-to-run spread on the H200: docs)
-ROUNDS = int(os.environ.get("SWEEP_HEADS_ROUNDS", "4"))  # side-by-side timing rounds per shape (Sweep.side_by_side)
 SPLITS = (8, 16, 32)
 SEQ = 80 if SMOKE else 8192
 HEADS, DIMS = (8, 16, 32, 64, 128), (64, 128, 256)
@@ -347,7 +346,7 @@ class Sweep:
         return [r for _, r in pairs]
 
     def side_by_side(self, H: int, D: int, prob, t, out, pairs: list) -> None:
-        """The shape's checked candidates timed again, side by side in ROUNDS rounds of alternating order; their
+        """The shape's checked candidates timed again, side by side in SWEEP_ROUNDS rounds of alternating order; their
         medians replace the one-after-another times, which favoured the candidates timed while the card was cooler
         (the A/B comparisons' finding, 2026-12-01). A row "ok, side by side" per candidate in the CSV."""
         from mqa_cli.bench import timing
@@ -356,7 +355,7 @@ class Sweep:
         calls = {i: (lambda c=c: launchers.run(t, c.cfg, out)) for i, (c, r) in enumerate(pairs) if r.us is not None}
         if not calls:
             return
-        medians, _ = sweep_common.side_by_side(calls, ROUNDS)
+        medians, _ = sweep_common.side_by_side(calls)
         fl = timing.binding_floor(prob.counts.flop, prob.counts.bytes, self.floor_tgt)
         for i in calls:
             c, r = pairs[i]
@@ -364,7 +363,7 @@ class Sweep:
             r.tflops, r.pct = timing.tflops(prob.counts.flop, r.us), 100 * fl.fraction(r.us)
             self.row(r, "ok, side by side")
         best = min((pairs[i][1] for i in calls), key=lambda r: r.us)
-        self.say(f"  H{H:<3d} D{D:<3d} side by side ({ROUNDS} rounds): best {best.kernel} {best.label} {best.us:.1f} µs")
+        self.say(f"  H{H:<3d} D{D:<3d} side by side ({sweep_common.ROUNDS} rounds): best {best.kernel} {best.label} {best.us:.1f} µs")
 
 
 # ------------------------------------------------------------------------------------------------- reports
