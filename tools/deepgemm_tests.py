@@ -1,29 +1,18 @@
 """DeepGEMM 54e2261's own MQA-logits tests (tests/test_attention.py: test_mqa_logits, test_paged_mqa_logits)
 run against this project's public API, with only the import swapped (issue 9's "Done when").
 
-The test module is imported as it is. On the `deep_gemm` module object its entry points are replaced by
-mqa_cli's (fp8_fp4_mqa_logits, fp8_fp4_paged_mqa_logits, fp8_mqa_logits, fp8_paged_mqa_logits,
-get_paged_mqa_logits_metadata, get_num_sms); a name the project lacks becomes a function that raises, so
-DeepGEMM's own kernel can never stand in for ours. deep_gemm.testing / deep_gemm.utils (calc_diff,
-assert_bitwise_equal, the fp8 casts) stay as they are, and so does every assertion of the test bodies.
+The test module is imported as it is; on the `deep_gemm` module object its entry points (API_NAMES) become
+mqa_cli's, and a name the project lacks raises, so DeepGEMM's own kernel never stands in for ours. Its helpers
+(deep_gemm.testing, deep_gemm.utils) and every assertion stay. Only bench_kineto changes: it looks kernels up by
+DeepGEMM's names, so here the whole call is timed with CUDA events ('clean' names, a kernel the project fuses,
+get NaN: the tests only print them). Each case runs alone (sample_mqa_cases returns one), so one failure does not
+stop the rest.
 
-Only the profiling helper changes: the tests time with bench_kineto, which looks kernels up by DeepGEMM's
-names ('mqa_logits', 'clean_logits', 'paged_mqa_logits'), asserts each name appears at most once and
-divides by the time found (0 when absent). Here it times the whole call with CUDA events; names with
-'clean' in them (the project has no separate clean kernel) get NaN, which the tests only print.
-
-Each case runs alone: the module's sample_mqa_cases is replaced so that one call of the test function
-runs exactly one case, inside try/except, so one failure does not stop the rest.
-
-Usage (GPU machine, repository root):
-    python3 tools/deepgemm_tests.py            # all cases (216 on sm90), shuffled, within the time budget
-Environment:
-    DGT_CASES      N: a seeded sample of N cases per test (prefill, paged); default all
-    DGT_KINDS      "prefill,paged" (default) or one of them
-    DGT_BUDGET_S   stop starting new cases after this many seconds (default 540); reports how many ran
-    DG_ROOT        DeepGEMM source root (default: /tmp/DeepGEMM, <repo>/.anchor/DeepGEMM, ../shared/anchors/deepgemm/DeepGEMM)
-Writes $OUT/deepgemm.txt (one line per case: status, case, seconds, the test's perf line or the failure).
-Exit code: 0 all run cases passed (and all ran), 1 otherwise, 2 cannot run.
+    python3 tools/deepgemm_tests.py      # all cases (216 on sm90), shuffled, within the time budget
+Env: DGT_CASES (a seeded sample of N cases per test; default all), DGT_KINDS ("prefill,paged" or one of them),
+DGT_BUDGET_S (540: no new case after it), DG_ROOT (DeepGEMM's sources; else /tmp/DeepGEMM, .anchor/DeepGEMM,
+../shared/anchors/deepgemm/DeepGEMM). Writes $OUT/deepgemm.txt (a line per case). Exit 0 when every chosen case
+ran and passed, 1 otherwise, 2 when it cannot run.
 """
 from __future__ import annotations
 
@@ -194,7 +183,7 @@ def main() -> int:
     chosen = []
     for kind in kinds:
         cases = found.get(kind, [])
-        if n_env and n_env != "all":
+        if n_env:
             cases = random.Random(0 if kind == "prefill" else 100000).sample(cases, min(int(n_env), len(cases)))
         chosen += [(kind, c) for c in cases]
     # shuffled, so that a run cut short by the budget is still a spread over every parameter
@@ -206,23 +195,19 @@ def main() -> int:
     if lacking:
         say(f"NOTE: mqa_cli lacks {', '.join(lacking)}: cases that call them fail")
     mod.bench_kineto = event_bench_kineto
-    say(f"running {len(chosen)} cases ({'sample of ' + n_env + ' per test' if n_env and n_env != 'all' else 'all'}), "
+    say(f"running {len(chosen)} cases ({'sample of ' + n_env + ' per test' if n_env else 'all'}), "
         f"budget {budget:.0f} s, device {torch.cuda.get_device_name()}, deep_gemm {how}")
 
     os.makedirs(OUT, exist_ok=True)
     rep = open(os.path.join(OUT, "deepgemm.txt"), "w")
     rep.write(f"# DeepGEMM test_attention.py against mqa_cli; {len(chosen)} of {total_all} cases chosen\n")
     t_start = time.time()
-    passed, failed, failures = 0, 0, []
+    passed, failed, ran, failures, dead = 0, 0, 0, [], None
     slowest = {"prefill": 0.0, "paged": 0.0}
-    ran = 0
-    dead = None
     for i, (kind, case) in enumerate(chosen):
         elapsed = time.time() - t_start
         if elapsed + max(2.0, slowest[kind]) > budget:
             say(f"time budget: stopping after {ran} cases ({elapsed:.0f} s of {budget:.0f})")
-            break
-        if dead:
             break
         name = label(kind, case)
         mod.sample_mqa_cases = lambda _n, _c, _case=case: [_case]
@@ -257,15 +242,14 @@ def main() -> int:
             rep.write(f"FAIL {name} | {dt:.1f} s | {err}\n")
             say(f"[{ran:3d}] FAIL {name} ({dt:.1f} s): {err}")
         rep.flush()
-        del buf
         torch.cuda.empty_cache()
-    if dead:
-        say(f"the CUDA context is lost ({dead}); the remaining cases cannot run in this process")
+        if dead:
+            say(f"the CUDA context is lost ({dead}); the remaining cases cannot run in this process")
+            break
     not_run = len(chosen) - ran
-    total = len(chosen)
-    summary = (f"deepgemm tests: {passed} passed, {failed} failed of {total}"
+    summary = (f"deepgemm tests: {passed} passed, {failed} failed of {len(chosen)}"
                + (f" ({not_run} not run: {'CUDA context lost' if dead else 'time budget'})" if not_run else "")
-               + (f"; the full sm90 set is {total_all}" if total != total_all else "")
+               + (f"; the full sm90 set is {total_all}" if len(chosen) != total_all else "")
                + f" [{time.time() - t_start:.0f} s]")
     rep.write(summary + "\n")
     rep.close()
