@@ -7,32 +7,9 @@ forms beside DeepGEMM's.
     python3 tools/ab.py prefill [--only TEXT,...]
     python3 tools/ab.py drafts [--shapes B:C,...] [--next-n 3,6]
 
-configs: the row's table config with each variant's override keys (KEY=V,... ; an empty variant is the table's
-own config; for the prefill row a key its config does not take is set as a constexpr or launch option, as `dump`
-sets it: SMALL_REGS=24; for the decode row SELF_SCHEDULE=0 passes get_paged_mqa_logits_metadata's schedule, as the
-engines do), launched directly (no API host work). Prefill rows run the seed and heads suites, decode rows the
-harness's decode shapes (H 64 D 128, block 64, 2-D context lengths, no clean logits). Each variant is bitwise
-equal to the first or the row is marked; the first is checked against the float32 reference. A variant named
-twice ("X;X") is the A/A control: it measures the method's own bias.
-decode: the public API in the engines' forms (schedule_meta None: split in the kernel; given: the metadata of
-get_paged_mqa_logits_metadata; half: that metadata for num_sms // 2 programs, vLLM's at next_n 4), each bitwise
-equal to the first form on live entries, beside DeepGEMM's fp8_paged_mqa_logits given its own metadata.
-prefill: the public API on the seed shapes in three forms (clean, no clean, compressed to the longest row),
-beside DeepGEMM's same three, each checked against the float32 reference on 64 sampled rows.
-drafts: a speculative decode step of vLLM's DSA indexer on Hopper at next_n 3 and 5-8, native (what the vLLM plug-in
-runs with MQA_LOGITS_NATIVE_NEXT_N=1: q [B, next_n, H, D], context lengths [B, next_n]) against flattened (what vLLM
-runs otherwise: B * next_n rows at next_n 1, row (b, t) seeing the sequence's context less next_n - 1 - t tokens, the
-block table row repeated), both through the public API as vLLM 0.34 calls it (schedule of get_paged_mqa_logits_metadata
-for every SM, logits_dtype=), checked equal on the live entries, beside DeepGEMM's flattened call where it imports
-(vLLM's own path on sm90). `bench --suite drafts` times the native calls alone against the floor.
-decode, prefill and drafts take --smoke: tiny shapes on the CPU through the Triton interpreter, every time 1.0 (the
-checks and the table's plumbing only; the tests run it).
-
-Timing (every mode): mqa_cli.bench.timing.side_by_side, each call one CUDA-graph replay after an L2 flush, ROUNDS rounds
-in alternating order; a time is the median over the rounds, a ratio the median of the rounds' ratios (a card at
-its 700 W cap clocks down during a measurement: comparing bests favours the call timed first). DeepGEMM's column
-needs `import deep_gemm` (h200_check.sh puts it in place from the anchor kit). A Markdown table on stdout, a CSV
-under $OUT (ab_<mode>_<dtype>.csv); exit 1 when a check failed.
+Every call is checked before it is timed, side by side in rounds of alternating order; decode, prefill and drafts
+take --smoke (tiny shapes on the CPU, no timing). A Markdown table on stdout, a CSV under $OUT; exit 1 when a
+check failed. docs/GPU-PLAN.md ("tools/ab.py") says what each mode runs and how it times.
 """
 from __future__ import annotations
 

@@ -106,53 +106,37 @@ if [ "${SAN_EXTRA:-1}" = 1 ] && [[ " $TOOLS " == *" memcheck "* ]]; then
   done <"$LOGS/rows.txt"
 fi
 
-# the variants a row's table picks by problem size: every tool on the small ones, memcheck and synccheck on the
-# large ones (racecheck instruments every shared access: minutes on a large cache). Lines: row|override|label|
-# flags|tools
+# the variants a row's table picks by problem size (why each: docs/GPU-PLAN.md). Lines: row|override|label|flags|tools
 if [ "${SAN_VARIANTS:-1}" = 1 ]; then
   ALL="racecheck memcheck synccheck"
   SMALL="--paged --batch 4 --context-len 2048 --heads 64 --dim 128 --block-size 64"  # next_n 4 (N 256): MATH_WG 2
   LARGE="--paged --batch 32 --context-len 65536 --context-jitter 0 --heads 64 --dim 128 --block-size 64"
   VARIANTS=$(cat <<EOF
 paged_ws_sm90||next_n 4|$SMALL --next-n 4|$ALL
-# a block's draft rows in parts (MMA_N): next_n 3 in three of one row, next_n 6 in three of two (q in three TMA
-# boxes, the rows' weights reloaded per part)
 paged_ws_sm90||next_n 3 parts|$SMALL --next-n 3|$ALL
 paged_ws_sm90||next_n 6 parts|$SMALL --next-n 6|$ALL
-# next_n 7: one part at a time (AHEAD off), three math warpgroups (named: 3.8 / 3.9's small class takes two
-# warpgroups, one part ahead, as next_n 6 does there)
 paged_ws_sm90|MATH_WG=3,AHEAD=0|next_n 7 parts|$SMALL --next-n 7|$ALL
-# next_n 8: two warpgroups, parts of 128 one ahead (rows reloaded per part)
 paged_ws_sm90||next_n 8 parts|$SMALL --next-n 8|$ALL
-# slot waits and releases in PTX (PTX_SLOTS): one part at a time in three warpgroups, and one wgmma
 paged_ws_sm90|PTX_SLOTS=1|next_n 7 PTX_SLOTS|$SMALL --next-n 7|$ALL
 paged_ws_sm90|PTX_SLOTS=1|next_n 2 PTX_SLOTS|$SMALL --next-n 2|$ALL
-# four math warpgroups, one producer warp each (the table's next_n 2 at large batches)
 paged_ws_sm90|MATH_WG=4,STAGES=4,SUBS=1|next_n 2 four warpgroups|$SMALL --next-n 2|$ALL
-# 32768 blocks: the 'large' class (next_n 2: four warpgroups, a producer each)
 paged_ws_sm90||large n1|$LARGE --next-n 1|memcheck synccheck
 paged_ws_sm90||large n2|$LARGE --next-n 2|memcheck synccheck
 paged_ws_sm90|PTX_SLOTS=1|large n1 PTX_SLOTS|$LARGE --next-n 1|memcheck synccheck
 gluon_ws_sm90||H128|--seq 1024 --heads 128 --dim 128|$ALL
-# the table's H 8 D 64: three warpgroups, four query rows a lane, logits through shared memory by TMA
 gluon_ws_sm90||H8 D64|--seq 1024 --heads 8 --dim 64|$ALL
-# H 16: the head sum as 4 FMA chains (chains), two query rows a lane at N 256
 gluon_ws_sm90||H16 D128|--seq 1024 --heads 16 --dim 128|$ALL
-# the TMA store with two warpgroups and kv splits (a sweep option there)
 gluon_ws_sm90|TMA_STORE=1,kv_splits=2|tma_store x2 H8 D128|--seq 1024 --heads 8 --dim 128|$ALL
-# the table's H 64 D 64: PTX_SLOTS, two work items per query block
 gluon_ws_sm90||H64 D64|--seq 1024 --heads 64 --dim 64|$ALL
-# kv slots waited for and released in PTX (PTX_SLOTS): two warpgroups at H 8 D 128, three at H 128
 gluon_ws_sm90|PTX_SLOTS=1|PTX_SLOTS H8 D128|--seq 1024 --heads 8 --dim 128|$ALL
 gluon_ws_sm90|PTX_SLOTS=1|PTX_SLOTS H128|--seq 1024 --heads 128 --dim 128|$ALL
-# compressed logits at H 64 D 128: the warpgroups' wgmma turns (PINGPONG 2, named barriers 14 and 15)
 gluon_ws_sm90||compressed turns|--seq 1024 --heads 64 --dim 128 --max-seqlen-k 600 --no-clean-logits|$ALL
 EOF
 )
   for tool in $ALL; do  # racecheck first (the slowest)
     [[ " $TOOLS " == *" $tool "* ]] || continue
     while IFS='|' read -r row over label flags tools; do
-      [[ "$row" == \#* || " $tools " != *" $tool "* ]] && continue
+      [[ " $tools " == *" $tool "* ]] || continue
       grep -q "^$row|" "$LOGS/rows.txt" && echo "$tool|$row${over:+:$over}|$row $label|$flags" >>"$JOBS"
     done <<<"$VARIANTS"
   done
