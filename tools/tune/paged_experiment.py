@@ -1,7 +1,6 @@
 """Checked, timed sweep of the portable paged decode kernel (mqa_kernels.decode.paged) on the GPU: every config checked
 against the float32 reference, then a shape's checked configs and the default one timed side by side
-(sweep_common: graph replay after an L2 flush, SWEEP_ROUNDS (4) rounds of alternating order; until 2026-12-01 one
-after another, back-to-back replays); the inputs, argument list, output buffer and reference are the library's
+(sweep_common: graph replay after an L2 flush, SWEEP_ROUNDS (4) rounds of alternating order); the inputs, argument list, output buffer and reference are the library's
 (mqa_cli), so what is swept is what the API launches. This kernel runs where the Gluon decode kernel does not
 (block 16/32, a cache stride TMA cannot describe, a triton the Gluon row does not take).
 

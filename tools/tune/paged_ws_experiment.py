@@ -60,11 +60,6 @@ def live_flop(t):
     return 2 * t.heads * t.dim * int(t.row_ends().sum())
 
 
-# Each launch timed from a cold L2, as the harness times decode (one graph replay after each L2 flush): a small
-# batch's cache fits the L2, so back-to-back replays (do_bench_cudagraph, this sweep until 2026-11-30 17:40 UTC)
-# timed it warm and ranked the small-shape configs on latencies no caller sees.
-
-
 def portable_runner(t, out):
     cfg = paged_config(heads=t.heads, dim=t.dim, next_n=t.next_n, block_size=64, batch=t.batch,
                        max_context_len=t.max_context_len, clean=False, backend="cuda", units=NUM_SMS)
@@ -154,9 +149,6 @@ def sweep(write: bool):
                 continue
             calls[label] = run
             checked[label] = (ch, err)
-        # every checked candidate and the portable kernel timed side by side, in rounds of alternating order: a card
-        # at its power cap clocks down during a shape's timings, which ranked a shape's later candidates lower
-        # (timed one after another until 2026-12-01, tenth session)
         medians, rounds = sweep_common.side_by_side(calls, rep_ms=25) if checked else ({}, [])
         port = timing.median_in_rounds(rounds, "portable") if rounds and "portable" in calls else float("nan")
         res = []

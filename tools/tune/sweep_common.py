@@ -6,8 +6,7 @@ Check: the output poisoned with NaN, one launch, a sync, then the sweep's own co
 pattern and relative error against the float32 reference; decode: live entries against it; top-k: the exact
 set); a launch that raises (shared memory, registers, a layout the config refuses) is a result, not a crash.
 Time: mqa_cli.bench.timing.side_by_side, each candidate one CUDA-graph replay after an L2 flush, in rounds of
-alternating order; a candidate's time is its median over the rounds. Timed one after another, the later
-candidates of a shape met a card further into its 700 W cap (found 2026-12-01; docs/EXPERIMENTS.md).
+alternating order; a candidate's time is its median over the rounds (docs/EXPERIMENTS.md, "How the sweeps time").
 """
 from __future__ import annotations
 

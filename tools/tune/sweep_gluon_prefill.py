@@ -116,9 +116,6 @@ def main() -> int:
                     calls[cand], checked[cand] = run, err
                 else:
                     row(label(*cand), None, err, problem)
-            # the checked candidates timed alone (graph replay, L2 flushed: the kernel alone), side by side in
-            # rounds of alternating order: timed one after another (until 2026-12-01, tenth session) the later
-            # ones met a card further into its power cap
             medians, _ = sweep_common.side_by_side(calls, rep_ms=40)
             for cand, err in checked.items():
                 res[cand] = medians[cand]

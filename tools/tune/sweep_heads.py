@@ -346,9 +346,8 @@ class Sweep:
         return [r for _, r in pairs]
 
     def side_by_side(self, H: int, D: int, prob, t, out, pairs: list) -> None:
-        """The shape's checked candidates timed again, side by side in SWEEP_ROUNDS rounds of alternating order; their
-        medians replace the one-after-another times, which favoured the candidates timed while the card was cooler
-        (the A/B comparisons' finding, 2026-12-01). A row "ok, side by side" per candidate in the CSV."""
+        """The shape's checked candidates timed again side by side (sweep_common); their medians replace the
+        one-after-another times. A row "ok, side by side" per candidate in the CSV."""
         from mqa_cli.bench import timing
         from mqa_cli.launch import families as launchers
 
