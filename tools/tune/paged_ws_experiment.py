@@ -1,18 +1,11 @@
-"""The checked, timed sweep of the Gluon paged decode kernel (mqa_kernels.decode.paged_ws_sm90) on the H200 (the
-API's call forms are checked by tests/gpu): (STAGES, SUBS, ...) candidates beside the portable paged kernel
-(kernels/decode/paged), one CUDA-graph replay per sample after an L2 flush (the cold cache a decode step meets), a
-shape's checked candidates and the portable kernel side by side in SWEEP_ROUNDS (4) rounds of alternating order
-(each candidate's weight its median ratio to the portable kernel), 2-D context lengths [B, next_n] (the form vLLM
-and DeepGEMM's tests pass), schedule computed in the kernel; `--write-table` writes the winners by wgmma N to
-kernels/decode/paged_ws_sm90/tuned.py.
+"""The checked, timed sweep of the Gluon paged decode kernel (mqa_kernels.decode.paged_ws_sm90) on the H200, beside
+the portable paged kernel; `--write-table` writes the winners to kernels/decode/paged_ws_sm90/tuned.py.
 
     python3 tools/tune/paged_ws_experiment.py [--write-table]      (log and CSV under $OUT)
-    python3 tools/tune/paged_ws_experiment.py --table-from paged_ws_sweep.csv [more.csv ...]   (the table from sweep
-        CSVs, a later one's next_n replacing an earlier one's; no GPU; PAGED_WS_TABLE=FILE writes elsewhere)
+    python3 tools/tune/paged_ws_experiment.py --table-from paged_ws_sweep.csv [more.csv ...]   (no GPU)
     PAGED_WS_NEXT_N=3,4 python3 tools/tune/paged_ws_experiment.py    (those draft-row counts only)
 
-Bytes = sum(ctx) * (D + 4) + B * next_n * max_context_len * 4 (docs/REFERENCE.md's formula); the floor is the
-larger of bytes / 4.3 TB/s and live FLOP / the fp8 wgmma rate measured on this card (mqa_cli.plan.targets).
+What it checks, times and writes: docs/GPU-PLAN.md, "tools/tune".
 """
 from __future__ import annotations
 

@@ -1,18 +1,9 @@
 """Checked, timed sweep on the H200 of the Gluon prefill kernel's warpgroup layouts (mqa_kernels.prefill.gluon_ws_sm90).
 
-Candidates: groups (Q_GROUPS, KV_GROUPS), ring depth, q_in_lanes, kv splits, tma_store, chains; why these:
-docs/EXPERIMENTS.md, "The layout sweep's candidates".
-
-Every candidate is first checked against the float32 reference (exact -inf pattern with clean, relative error
-< 2e-3 on live entries, nothing left unwritten), then timed alone (graph replay, L2 flushed, median), all of a
-shape's checked candidates side by side in SWEEP_ROUNDS (4) rounds of alternating order
-(mqa_cli.bench.timing.side_by_side; each time the median over the rounds), on the seed suite's shapes, clean and not.
-The table (--write-table: its (H, 128) keys of kernels/prefill/gluon_ws_sm90/tuned.py, sweep_heads.write_gluon_table) keeps, per
-head count, the candidate with the least time summed over the shapes relative to the old layout (each shape weighs
-alike), when it beats it by more than NOISE.
-
     python3 tools/tune/sweep_gluon_prefill.py [--write-table] [--only 1x8192]   (the H200; log and CSV under $OUT)
     python3 tools/tune/sweep_gluon_prefill.py --table-from gluon_sweep.csv       (the table from a run's CSV; no GPU)
+
+What it checks, times and writes: docs/GPU-PLAN.md, "tools/tune"; why these candidates: docs/EXPERIMENTS.md.
 """
 from __future__ import annotations
 

@@ -1,27 +1,11 @@
-"""Config sweep on the H200 for the head counts and dims the reference (DeepGEMM) cannot run on Hopper.
-
-For each (H, D) in {8, 16, 32, 64, 128} x {64, 128, 256} on 1x8192 causal with clean logits, every candidate config
-of the kernels that can run the shape is first checked against the float32 reference (exact -inf pattern, relative
-error < 2e-3 on live entries, nothing left unwritten) and only then timed alone (one CUDA-graph replay per sample
-after an L2 flush, do_bench median: mqa_cli.bench.timing.time_kernel); then a shape's checked candidates are timed again
-side by side in SWEEP_ROUNDS (4) rounds of alternating order, and their medians rank them
-(Sweep.side_by_side: a card at its power cap runs the later candidates of a shape at a lower clock). The table: H, D,
-kernel, config, µs, TF/s, floor µs, % of the floor and which floor binds (fp8 compute or memory: at clean logits
-the [S, N] fp32 write); the floor's ceilings come from mqa_cli.plan.targets.
+"""Config sweep on the H200 for the head counts and dims the reference (DeepGEMM) cannot run on Hopper: every
+candidate of the kernels that run a shape checked, then timed; `--write-table` rewrites the portable kernel's table
+and the Gluon kernel's head-count keys.
 
     python3 tools/tune/sweep_heads.py [--write-table] [--shapes 8x128,16x64]     (the H200: about 4 minutes)
     SWEEP_SMOKE=1 python3 tools/tune/sweep_heads.py [--write-table]              (CPU: tiny shapes, the interpreter)
 
-Writes sweep_heads.csv (every candidate) and sweep_heads.log under $OUT (default /tmp/out). --write-table rewrites
-kernels/prefill/tiled/tuned.py (and copies it to $OUT/tuned.py; smoke: only there): per swept (H, D), the fastest checked
-tiled config when it beats the rule by more than NOISE; other shapes keep their entries. On sm90 the Gluon kernel's
-layouts (N 128/256, 3/4 stages, a query row per lane of a quad) are candidates too: where the fastest beats every
-portable config by more than NOISE, --write-table puts its (H, D) entry in kernels/prefill/gluon_ws_sm90/tuned.py (copy:
-$OUT/gluon_tuned.py), and that entry is what makes dispatch give the shape to the Gluon kernel; where it does not,
-the entry goes. SWEEP_BUDGET_S (255) stops starting shapes; compiles run ahead in worker processes.
-
-Why these candidates (head-major columns, SPLIT_TILES, the Gluon layouts, ptx_slots): docs/EXPERIMENTS.md,
-"The head sweep's candidates".
+What it checks, times and writes: docs/GPU-PLAN.md, "tools/tune"; why these candidates: docs/EXPERIMENTS.md.
 """
 from __future__ import annotations
 

@@ -1,19 +1,11 @@
-"""The top-k selection sweep (k = 2048) on the GPU: every candidate config of the selection kernels is CHECKED on
-the fp32 logits it selects from (each row's picks live, inside the window, >= the row's exact k-th value with
-ties counted as hits: recall 1.0; then -1 padding to k; ascending positions) and only then timed
-(triton.testing.do_bench median, L2 flushed); per prefill shape, fp8_mqa_topk with the winner at each workspace
-size. The indexer end to end beside DeepGEMM's logits + torch.topk is `mqa-logits bench --suite indexer`.
+"""The top-k selection sweep (k = 2048) on the GPU: every candidate config of the selection kernels checked on the
+fp32 logits it selects from, then timed; `--write-table` rewrites kernels/topk/tuned.py.
 
   python3 tools/tune/sweep_topk.py [--write-table] [--only TEXT]
   TOPK_SMOKE=1 python3 tools/tune/sweep_topk.py        # tiny shapes through the Triton interpreter (CPU)
   python3 tools/tune/sweep_topk.py --table-from topk_sweep.log topk_summary.csv   # the table from a run's files
 
-Writes $OUT/topk_sweep.csv (every candidate), $OUT/topk_summary.csv (per shape) and $OUT/topk_sweep.log
-(OUT default /tmp/out). --write-table rewrites kernels/topk/tuned.py: per regime and power-of-two row length
-the checked config with the least total time over the shapes of that bucket, and the workspace that made
-fp8_mqa_topk fastest there (when it beat 256 MiB by more than 3 %). The candidates' kernels are compiled
-first in parallel processes (same signature as the launch: Triton's cache then serves the launches), so the
-whole run stays under ~4 minutes on an H200.
+What it checks, times and writes: docs/GPU-PLAN.md, "tools/tune".
 """
 from __future__ import annotations
 
