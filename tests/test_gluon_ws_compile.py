@@ -6,16 +6,10 @@ slices, strided kv scales / ks / ke, a padded weights row). For every clean / co
 the symbol carries the config keys, the math is fp8 wgmma, nothing spills to local memory, setmaxnreg is
 honoured, and the IR forms row x stride products in 64 bits (output rows, weights rows, strided ks/ke/scales).
 
-Compiles run in subprocesses without TRITON_INTERPRET: the suite runs the interpreter, and a process that
-imported triton in interpreter mode cannot compile.
+Compiles run in child processes (tests/sm90_builds.py).
 """
 import itertools
-import json
-import os
 import re
-import subprocess
-import sys
-import textwrap
 from importlib.metadata import version
 from pathlib import Path
 
@@ -24,6 +18,7 @@ import pytest
 from mqa_cli.inspect.sass_loops import tile_loops
 from mqa_kernels.common import versions
 
+from . import sm90_builds
 from .conftest import HEAVY, some_heavy
 
 TRITON = version("triton")
@@ -36,71 +31,19 @@ VARIANTS = list(itertools.product((True, False), repeat=3))  # (clean, compresse
 EVERYDAY = {(True, False, False), (False, True, True)}  # the heavy run compiles the other six too
 S, N, H, MAX_SEQLEN_K = 4096, 4096, 64, 1000
 
-SCRIPT = textwrap.dedent(r'''
-    import json, os, subprocess, sys
-    os.environ.pop("TRITON_INTERPRET", None)
-    import torch
-    from mqa_cli.inspect import compile as comp
-    comp.prepare()
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from mqa_cli.launch.common import alloc_logits
-    from mqa_cli.launch.gluon_ws_sm90 import gluon_ws_sm90_args
-    from mqa_cli.problem.tensors import Prefill
-    from mqa_kernels.prefill.gluon_ws_sm90.config import gluon_ws_sm90_config
-
-    clean, compressed, bf16 = (a == "1" for a in sys.argv[1:4])
-    S, N, H, msk, folder = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
-    D = int(sys.argv[10]) if len(sys.argv) > 10 else 128
-    n = int(sys.argv[11]) if len(sys.argv) > 11 else None
-    tma_store = len(sys.argv) > 12 and sys.argv[12] == "1"
-    chains = int(sys.argv[13]) if len(sys.argv) > 13 else None
-    f8, meta = torch.float8_e4m3fn, dict(device="meta")
-    # The forms engines pass: row slices of bigger q / kv, [N, 1]-style and [S, 2]-style strided views.
-    t = Prefill(torch.empty(S + 3, H, D, dtype=f8, **meta)[3:], torch.empty(N + 64, D, dtype=f8, **meta)[64:],
-                torch.empty(N, 2, **meta)[:, 0], torch.empty(S, H + 8, **meta)[:, :H],
-                torch.empty(S, 2, dtype=torch.int32, **meta)[:, 0], torch.empty(S, 2, dtype=torch.int32, **meta)[:, 1])
-    groups = tuple(int(x) for x in sys.argv[9].split("x")) if len(sys.argv) > 9 else None
-    cfg = gluon_ws_sm90_config(heads=H, dim=D, S=S, N=N, clean=clean, compressed=compressed, bf16=bf16, units=132,
-                               groups=groups, n=n, tma_store=tma_store, chains=chains)
-    out = alloc_logits(S, msk if compressed else N, "meta", torch.bfloat16 if bf16 else torch.float32)
-    la = gluon_ws_sm90_args(t, cfg, out, msk if compressed else 0)
-    k, sig = comp.compile_with_signature(cfg.jitted(), la, GPUTarget("cuda", 90, 128))
-    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
-    os.makedirs(folder, exist_ok=True)
-    for stage in ("ttgir", "llir", "ptx"):
-        open(os.path.join(folder, stage), "w").write(k.asm[stage])
-    cubin = os.path.join(folder, "cubin")
-    open(cubin, "wb").write(k.asm["cubin"])
-    run = lambda *a: subprocess.run(a, capture_output=True, text=True)
-    open(os.path.join(folder, "sass"), "w").write(run(os.path.join(bin_dir, "cuobjdump"), "-sass", cubin).stdout)
-    # ptxas warnings (C7514: wgmma serialised; C7508: setmaxnreg ignored) come in verbose mode.
-    warn = run(os.path.join(bin_dir, "ptxas"), "-arch=sm_90a", "-v", os.path.join(folder, "ptx"), "-o", os.devnull)
-    json.dump({"name": k.metadata.name, "expected": cfg.name, "shared": k.metadata.shared,
-               "usage": run(os.path.join(bin_dir, "cuobjdump"), "--dump-resource-usage", cubin).stdout,
-               "ptxas": warn.stderr, "args": sig.signature}, open(os.path.join(folder, "result.json"), "w"))
-''')
-
-
 class _Builds(dict):
-    """{variant: (result dict, folder)}: variants compiled on first use, each in a subprocess."""
+    """{variant: its build (tests/sm90_builds.py)}: variants compiled on first use, each in a child process."""
 
     def __init__(self, root: Path):
         super().__init__()
         self.root = root
 
     def start(self, variants):
-        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-        procs = {}
-        for v in variants:
-            folder = self.root / "".join(str(int(x)) for x in v)
-            args = [*("1" if x else "0" for x in v), S, N, H, MAX_SEQLEN_K, folder]
-            procs[v] = (subprocess.Popen([sys.executable, "-c", SCRIPT, *map(str, args)], env=env, text=True,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE), folder)
-        for v, (proc, folder) in procs.items():
-            _, err = proc.communicate(timeout=600)
-            assert proc.returncode == 0, f"variant clean/compressed/bf16={v}: {err[-4000:]}"
-            self[v] = (json.loads((folder / "result.json").read_text()), folder)
+        folders = {v: self.root / "".join(str(int(x)) for x in v) for v in variants}
+        procs = {v: sm90_builds.start("prefill", folders[v], clean=v[0], compressed=v[1], bf16=v[2], S=S, N=N, H=H,
+                                      max_seqlen_k=MAX_SEQLEN_K) for v in variants}
+        for v, proc in procs.items():
+            (self[v],) = sm90_builds.finish(proc, folders[v])
 
     def __missing__(self, v):
         self.start([v])
@@ -177,9 +120,8 @@ def row_products(ttgir: str, arg: str) -> dict:
 
 @pytest.mark.parametrize("variant", VARIANT_PARAMS)
 def test_named_after_config(builds, variant):
-    r, _ = builds[variant]
+    r = builds[variant]
     clean, compressed, bf16 = map(int, variant)
-    assert r["name"] == r["expected"], r
     assert f"_CLEAN_{clean}_COMPRESSED_{compressed}_BF16_{bf16}_" in r["name"], r["name"]
     assert r["name"].startswith(f"mqa_logits_gluon_ws_sm90_H_{H}_D_128_BLOCK_Q_4_BLOCK_KV_64_STAGES_"), r["name"]
     # the H 64 layout the sweep chose; compressed: the wgmma turns (PINGPONG 2, config.py's rule)
@@ -192,8 +134,7 @@ def test_compressed_builds_take_turns_at_the_tensor_cores(builds, variant):
     """PINGPONG 2 in the compressed form: each math warpgroup waits at its named barrier (14 or 15, in a register,
     256 threads: its own and the other's arriving) before its wgmma and lets the other go after it (warpgroup 1 also
     once before its first tile); the full form has no 256-thread barrier."""
-    _, folder = builds[variant]
-    ptx = (folder / "ptx").read_text()
+    ptx = builds[variant]["ptx"]
     waits = re.findall(r"\{ bar\.sync %r\d+, 256;", ptx)
     passes = re.findall(r"\{ bar\.arrive %r\d+, 256;", ptx)
     if variant[1]:
@@ -222,8 +163,8 @@ def test_turns_rule():
 
 @pytest.mark.parametrize("variant", VARIANT_PARAMS)
 def test_wgmma_and_no_spills(builds, variant):
-    r, folder = builds[variant]
-    sass, ptx = (folder / "sass").read_text(), (folder / "ptx").read_text()
+    r = builds[variant]
+    sass, ptx = r["sass"], r["ptx"]
     assert len(re.findall(r"QGMMA\.64x256x32\.F32\.E4M3\.E4M3", sass)) >= 8, "4 k-steps in each math warpgroup"
     assert "wgmma.mma_async" in ptx
     assert not re.search(r"\b(LDL|STL)\b", sass) and "ld.local" not in ptx and "st.local" not in ptx
@@ -243,8 +184,8 @@ def test_wgmma_and_no_spills(builds, variant):
 
 @pytest.mark.parametrize("variant", VARIANT_PARAMS)
 def test_row_offsets_are_64_bit(builds, variant):
-    r, folder = builds[variant]
-    ttgir = (folder / "ttgir").read_text()
+    r = builds[variant]
+    ttgir = r["ttgir"]
     clean = variant[0]
     out = row_products(ttgir, "stride_out_s")
     # Each math warpgroup forms its block's row base in 64 bits (the filler warp each row's, with CLEAN);
@@ -412,18 +353,6 @@ def test_config_schedule():
     assert small.grid == (2,) and small.schedule["items"] == 2  # (no triton or torch: test_structure.py's)
 
 
-def _compile(folder, args: list) -> tuple[dict, str, str]:
-    """One variant compiled by SCRIPT in a subprocess (argv `args`, writing into `folder`): its result.json (named
-    after its config), SASS and PTX."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-c", SCRIPT, *map(str, args)], env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, r.stderr[-4000:]
-    res = json.loads((folder / "result.json").read_text())
-    assert res["name"] == res["expected"], res
-    return res, (folder / "sass").read_text(), (folder / "ptx").read_text()
-
-
 HEAD_LAYOUTS = [  # (H, D, wgmma N): BLOCK_Q = N / H query rows per math warpgroup
     (128, 128, 256),  # BLOCK_Q 2: query-major columns
     (8, 64, 128),  # BLOCK_Q 16: four query rows per lane of a quad
@@ -438,10 +367,11 @@ def test_head_count_layouts_compile_without_spills(tmp_path, H_, D_, n):
     compiles for sm90 with its config's name, fp8 wgmma of N = BLOCK_Q * H, no local memory. Where BLOCK_Q is a
     multiple of 4 the query rows are spread over the lanes of a quad: the head sum needs no shuffle and each logit
     is stored once (two warpgroups x 2 kv rows x BLOCK_Q / 4 rows a thread = BLOCK_Q stores in the code)."""
-    args = ["1", "0", "0", 2048, 2048, H_, 0, tmp_path, "2x1", D_, n]
-    res, sass, ptx = _compile(tmp_path, args)
+    (res,) = sm90_builds.build("prefill", tmp_path, clean=1, compressed=0, bf16=0, S=2048, N=2048, H=H_, groups="2x1",
+                               D=D_, n=n)
+    sass = res["sass"]
     block_q, lanes = n // H_, (n // H_) % 4 == 0
-    assert res["name"] == res["expected"] and f"_H_{H_}_D_{D_}_BLOCK_Q_{block_q}_" in res["name"], res["name"]
+    assert f"_H_{H_}_D_{D_}_BLOCK_Q_{block_q}_" in res["name"], res["name"]
     assert res["name"].endswith(f"_Q_IN_LANES_{int(lanes)}_TMA_STORE_0_CHAINS_1_TILE_PTR_{int(block_q <= 16)}_PTX_SLOTS_0_PINGPONG_0"), res["name"]
     assert len(re.findall(rf"QGMMA\.64x{n}x32\.F32\.E4M3\.E4M3", sass)) >= 2 * D_ // 32
     loops = tile_loops(sass)
@@ -463,9 +393,10 @@ def test_logits_through_shared_memory_by_tma(tmp_path, bf16):
     TMA store; the tile loop has no global store of its own, the copy is issued by one elected thread after the
     warpgroup's own named barrier (128 threads, never the CTA's), and a buffer is reused only once at most one copy
     (the other buffer's) is still reading shared memory."""
-    args = ["1", "0", "1" if bf16 else "0", 2048, 2048, 8, 0, tmp_path, "2x1", 128, 128, "1"]
-    res, sass, ptx = _compile(tmp_path, args)
-    assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_1_CHAINS_1_TILE_PTR_0_PTX_SLOTS_0_PINGPONG_0"), res["name"]
+    (res,) = sm90_builds.build("prefill", tmp_path, clean=1, compressed=0, bf16=bf16, S=2048, N=2048, H=8,
+                               groups="2x1", D=128, n=128, tma_store=True)
+    sass, ptx = res["sass"], res["ptx"]
+    assert res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_1_CHAINS_1_TILE_PTR_0_PTX_SLOTS_0_PINGPONG_0"), res["name"]
     assert sass.count("UTMASTG.2D") == 2, "one TMA store site per math warpgroup"
     loops = tile_loops(sass)
     assert loops and not [op for body in loops for op in body if re.match(r"STG\.E", op) or re.match(r"(LDL|STL)\b", op)]
@@ -482,9 +413,10 @@ def test_head_sum_in_independent_chains(tmp_path):
     """chains 4 (a sweep option): each logit's in-thread head sum is 4 independent FMA chains of H / 4, then 3 adds,
     instead of one chain of H dependent FMAs (H 64: 64 x 4 cycles of latency per logit); still no shuffle and no
     spill in the tile loop."""
-    args = ["1", "0", "0", 2048, 2048, 64, 0, tmp_path, "2x1", 64, 256, "0", 4]
-    res, sass, ptx = _compile(tmp_path, args)
-    assert res["name"] == res["expected"] and res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_0_CHAINS_4_TILE_PTR_1_PTX_SLOTS_0_PINGPONG_0"), res["name"]
+    (res,) = sm90_builds.build("prefill", tmp_path, clean=1, compressed=0, bf16=0, S=2048, N=2048, H=64,
+                               groups="2x1", D=64, n=256, chains=4)
+    sass = res["sass"]
+    assert res["name"].endswith("_Q_IN_LANES_1_TMA_STORE_0_CHAINS_4_TILE_PTR_1_PTX_SLOTS_0_PINGPONG_0"), res["name"]
     loops = tile_loops(sass)
     ops = [op for body in loops for op in body]
     assert loops and not [op for op in ops if "SHFL" in op or re.match(r"(LDL|STL)\b", op)]
@@ -497,9 +429,10 @@ def test_head_sum_in_independent_chains(tmp_path):
 def test_three_warpgroups_sharing_query_rows(tmp_path, variant):
     """groups (1, 3): three math warpgroups share a 2-row query block (wgmma N 128) and split each 192-row kv tile
     into their 64-row blocks (three TMA loads a ring stage); 160 registers each, and nothing spills."""
-    args = [*("1" if x else "0" for x in variant), S, N, H, MAX_SEQLEN_K, tmp_path, "1x3"]
-    res, sass, ptx = _compile(tmp_path, args)
-    assert res["name"] == res["expected"] and res["name"].endswith("_Q_GROUPS_1_KV_GROUPS_3_Q_IN_LANES_0_TMA_STORE_0_CHAINS_1_TILE_PTR_0_PTX_SLOTS_0_PINGPONG_0"), res["name"]
+    (res,) = sm90_builds.build("prefill", tmp_path, clean=variant[0], compressed=variant[1], bf16=variant[2], S=S, N=N,
+                               H=H, max_seqlen_k=MAX_SEQLEN_K, groups="1x3")
+    sass = res["sass"]
+    assert res["name"].endswith("_Q_GROUPS_1_KV_GROUPS_3_Q_IN_LANES_0_TMA_STORE_0_CHAINS_1_TILE_PTR_0_PTX_SLOTS_0_PINGPONG_0"), res["name"]
     assert "_BLOCK_Q_2_" in res["name"], res["name"]
     assert len(re.findall(r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3", sass)) >= 12, "4 k-steps in each of 3 warpgroups"
     assert len(re.findall(r"UTMALDG", sass)) >= 2, "q and kv blocks by TMA"

@@ -2,12 +2,10 @@
 the plan hands a cache TMA cannot describe to the portable kernel (and its launcher refuses one), that the fast relaunch rebuilds the very
 arguments of the first launch, and the kernel cross-compiled for sm90 (TMA loads into fp8 wgmma, no spills).
 Its numbers are checked on the card by tests/gpu (Gluon has no interpreter path)."""
-import json
-import re
 import os
+import re
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -20,14 +18,15 @@ from mqa_cli.errors import UserError
 from mqa_cli.launch.paged_ws_sm90 import paged_ws_sm90_args
 from mqa_cli.plan.build import with_schedule
 from mqa_cli.plan import dispatch, targets
-from mqa_cli.problem.paged_tensors import Paged
 from mqa_kernels.decode.paged_ws_sm90.config import (SMEM_PER_SM, padded_rows, paged_ws_sm90_config, q_rows, regime,
                                                      smem_bytes)
 from mqa_kernels.decode.paged_ws_sm90.config import parts as config_parts
 from mqa_kernels.decode.paged_ws_sm90.tuned import CUDA_TUNED
 
 from mqa_cli.inspect.sass_loops import tile_loops
+from . import sm90_builds
 from .conftest import HEAVY, some_heavy
+from .sm90_builds import meta_paged
 
 SM90 = targets.TARGETS["sm90"]
 
@@ -88,16 +87,6 @@ def test_a_batch_past_the_32_bit_split_runs_the_portable_row():
 
 def test_cpu_never_dispatches_the_gluon_row():
     assert dispatch.plan(shape(), targets.TARGETS["cpu"]).chosen.row.name == "paged"
-
-
-def meta_paged(B=8, T=2, H=64, D=128, L=8192, extra=0):
-    """Paged tensors on the meta device (no memory): a cache whose block stride is D + 4 bytes per token plus extra."""
-    m = dict(device="meta")
-    nb = B * L // 64
-    blocks = torch.empty(nb, 64 * (D + 4) + extra, dtype=torch.uint8, **m)
-    cache = blocks[:, : 64 * (D + 4)].view(nb, 64, 1, D + 4)
-    return Paged(torch.empty(B, T, H, D, dtype=torch.float8_e4m3fn, **m), cache, torch.empty(B * T, H, **m),
-                 torch.empty(B, T, dtype=torch.int32, **m), torch.empty(B, L // 64, dtype=torch.int32, **m), L)
 
 
 @pytest.mark.skipif(not versions.holds("gluon_hopper"), reason=versions.FACTS["gluon_hopper"].required())
@@ -164,56 +153,6 @@ def test_every_tuned_choice_fits_an_sm(monkeypatch, release, N, reg, choice):
     assert c["MATH_REGS"] * 128 * (c["MATH_WG"] - 1) <= cfg.options["maxnreg"] * threads  # setmaxnreg stays in budget
 
 
-COMPILE = textwrap.dedent(r'''
-    import json, os, re, subprocess, sys
-    os.environ.pop("TRITON_INTERPRET", None)
-    import torch
-    from mqa_cli.inspect import compile as comp
-    comp.prepare()
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from mqa_cli.launch.common import alloc_logits
-    from mqa_cli.launch.paged_ws_sm90 import paged_ws_sm90_args
-    from mqa_cli.plan.build import with_schedule
-    from mqa_kernels.decode.paged_ws_sm90.config import paged_ws_sm90_config
-    sys.path.insert(0, os.path.dirname(sys.argv[1]))  # the repository root: tests is a package
-    from tests.test_paged_ws import meta_paged
-
-    T, H, D, clean, bf16, given, pipe, wg, lanes, mma, ahead, ptx = (int(a) for a in sys.argv[2:10] + sys.argv[11:15])
-    t = meta_paged(B=4, T=T, H=H, D=D)
-    ov = {"PIPE": bool(pipe)} if wg == 1 else {"MATH_WG": wg, "SUBS": 1, "STAGES": 6 if T <= 4 else 4}
-    ov["Q_IN_LANES"] = lanes == 1
-    ov["MMA_N"] = mma  # a block's draft rows in parts of mma / H rows, one wgmma each (0: one wgmma)
-    ov["AHEAD"] = bool(ahead)  # parts: the next part's wgmma before a part's epilogue, or one part at a time
-    ov["PTX_SLOTS"] = bool(ptx)  # ring slots waited for and released in PTX at the barriers' resolved offsets
-    cfg = paged_ws_sm90_config(heads=H, dim=D, next_n=T, block_size=64, batch=4, max_context_len=8192,
-                               clean=bool(clean), bf16=bool(bf16), units=132, override=ov)
-    cfg = with_schedule(cfg, not given)
-    meta = torch.empty(133, 2, dtype=torch.int32, device="meta") if given else None
-    out = alloc_logits(t.S, 8192, "meta", torch.bfloat16 if bf16 else torch.float32)
-    la = paged_ws_sm90_args(t, cfg, out, meta)
-    gpu = GPUTarget("cuda", 90, 128)
-    fn = cfg.jitted()
-    from mqa_cli.launch import barrier_offsets
-    barrier_offsets.resolve(fn, la, gpu, comp.compile_launch)  # PTX_SLOTS: FULL_AT / EMPTY_AT from a first build
-    k = comp.compile_launch(fn, la, gpu)
-    folder = sys.argv[10]
-    cubin = os.path.join(folder, "k.cubin")
-    open(cubin, "wb").write(k.asm["cubin"])
-    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
-    sass = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "-sass", cubin], capture_output=True, text=True).stdout
-    usage = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "--dump-resource-usage", cubin], capture_output=True,
-                           text=True).stdout
-    json.dump({"name": k.metadata.name, "expected": cfg.name, "sass": sass, "usage": usage,
-               "lanes": cfg.constexprs["Q_IN_LANES"],
-               "offsets": [la.constexprs["FULL_AT"], la.constexprs["EMPTY_AT"]],
-               "inits": barrier_offsets.ring_barriers(k.asm["ptx"]),
-               "maps": re.findall(r"\.param \.align 64 \.b8 (\w+)\[128\]", k.asm["ptx"]),
-               "prefetched": re.findall(r"prefetch\.param\.tensormap \[(\w+)\]", k.asm["ptx"])},
-              open(os.path.join(folder, "result.json"), "w"))
-''')
-
-
 @pytest.mark.skipif(not versions.holds("gluon_hopper"), reason=versions.FACTS["gluon_hopper"].required())
 @pytest.mark.parametrize("T, H, D, clean, bf16, given, pipe, wg, lanes, mma, ahead, ptx", some_heavy([
     (1, 64, 128, 0, 0, 0, 0, 1, 0, 0, 1, 0), (2, 64, 128, 1, 1, 1, 1, 1, 0, 0, 1, 0),
@@ -229,16 +168,8 @@ COMPILE = textwrap.dedent(r'''
     (6, 64, 128, 1, 1, 0, 0, 3, 0, 64, 0, 1)], keep={16}))  # PTX_SLOTS at two math warpgroups
 def test_cross_compiles_to_tma_and_fp8_wgmma_without_spills(tmp_path, T, H, D, clean, bf16, given, pipe, wg, lanes,
                                                             mma, ahead, ptx):
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
-    r = subprocess.run([sys.executable, "-c", COMPILE, os.path.dirname(__file__), str(T), str(H), str(D), str(clean),
-                        str(bf16), str(given), str(pipe), str(wg), str(tmp_path), str(lanes), str(mma), str(ahead),
-                        str(ptx)],
-                       capture_output=True,
-                       text=True, env=env, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    res = json.load(open(tmp_path / "result.json"))
-    assert res["name"] == res["expected"]
+    (res,) = sm90_builds.build("paged_ws", tmp_path, tmp_path / "cache", T=T, H=H, D=D, clean=clean, bf16=bf16,
+                               given=given, pipe=pipe, wg=wg, lanes=lanes, mma=mma, ahead=ahead, ptx=ptx)
     assert "UTMALDG.2D" in res["sass"]  # cache blocks, scales and q by TMA
     n = mma or padded_rows(T, H) * H
     assert f"QGMMA.64x{n}x32.F32.E4M3.E4M3" in res["sass"]  # one wgmma: all rows x heads (or one per part)

@@ -3,10 +3,6 @@ positions, -inf/NaN, short and empty rows, -1 padding, windows, compressed rows,
 context lengths), every selection path and variant (rows kernel, split kernel with its merge, aligned reads,
 the 8-way reduction, the torch kind), row blocks and part borders that straddle rows, the config's regimes,
 the memory bound, recall, and a cross-compile of both kernels for sm90."""
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -22,6 +18,7 @@ from mqa_cli.problem.prefill import ProblemSpec
 from mqa_cli.problem.tensors import random_prefill
 from mqa_kernels.topk import config as C
 
+from . import sm90_builds
 from .conftest import HEAVY, some_heavy
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -429,51 +426,15 @@ def test_paged_topk_recall(ctx_2d):
     assert torch.equal(torch.sort(unsorted, dim=1).values, torch.sort(idx, dim=1).values)
 
 
-COMPILE = textwrap.dedent(r'''
-    import os, re, sys
-    os.environ.pop("TRITON_INTERPRET", None)
-    import torch
-    from mqa_cli.inspect import compile as comp
-    comp.prepare()
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler.compiler import make_backend
-    from mqa_cli.api.topk import select_args
-    from mqa_kernels.topk import tuned
-    from mqa_kernels.topk.config import topk_config
-
-    tuned.CUDA_TUNED = {}  # the rules' configs, not the last sweep's table
-
-    meta = dict(device="meta")
-    for rows, cols in ((4096, 8192), (64, 70000)):
-        paged = rows == 64
-        cfg = topk_config(rows=rows, cols=cols, topk=2048, backend="cuda", units=132, paged=paged, values=False)
-        logits = torch.empty(rows, cols + 128, **meta)[:, :cols]
-        i32 = lambda *s: torch.empty(*s, dtype=torch.int32, **meta)
-        ctx = (i32(rows), 1, cols) if paged else None
-        la = select_args(cfg, logits, i32(rows), i32(rows), i32(rows, 2048), None, paged=ctx,
-                         scratch=i32(max(1, cfg.schedule["scratch_elems"])), arrive=i32(rows))
-        fn = cfg.jitted()
-        gpu = GPUTarget("cuda", 90, 32)
-        sig = comp.build_signature(fn, la, make_backend(gpu))
-        c = triton.compile(triton.compiler.ASTSource(fn, sig.signature, sig.constexprs, sig.attrs), target=gpu,
-                           options=dict(cfg.options))
-        print(cfg.kernel, c.metadata.name, "atom" in c.asm["ptx"], "ld.global.cg" in c.asm["ptx"])
-''')
-
-
 @pytest.mark.versions
 @pytest.mark.heavy
 @pytest.mark.skipif(not versions.holds("triton_kernels"), reason=versions.FACTS["triton_kernels"].required())
-def test_kernels_compile_for_sm90():
+def test_kernels_compile_for_sm90(tmp_path):
     """Both kernels (persistent rows; split with its atomic count-in and L2-only merge reads) compile for sm90 on the CPU, named after their config keys (a subprocess: the suite runs the interpreter)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    p = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, env=env, timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
-    lines = [line.split() for line in p.stdout.strip().splitlines()]
-    assert [x[0] for x in lines] == ["topk_rows", "topk_split"], p.stdout
-    assert lines[0][1].startswith("topk_rows_CAP_4096_SAMPLE_") and "_R8_1" in lines[0][1] and "_PAGED_1" in lines[1][1]
-    assert lines[1][2:] == ["True", "True"]
+    rows, split = sm90_builds.build("topk", tmp_path, cases=[(4096, 8192, False), (64, 70000, True)])
+    assert (rows["kernel"], split["kernel"]) == ("topk_rows", "topk_split")
+    assert rows["name"].startswith("topk_rows_CAP_4096_SAMPLE_") and "_R8_1" in rows["name"] and "_PAGED_1" in split["name"]
+    assert "atom" in split["ptx"] and "ld.global.cg" in split["ptx"]
 
 
 def test_table_routes_and_tunes(monkeypatch):
