@@ -315,9 +315,13 @@ def decode_forms(args) -> int:
                         calls[name] = call
                     except Exception as e:  # noqa: BLE001  (a form the API refuses is a result)
                         notes.append(f"{name} refused: {type(e).__name__}: {str(e)[:80]}")
-            if dg is not None and n <= 2:
-                calls["dg"] = dg_paged(dg, t.q, t, ctx, t.block_table, maxlen, sms, dtype)
-                outs["dg"] = calls["dg"]()
+            if dg is not None and n in (1, 2, 4):  # next_n 4: DeepGEMM 2.8.1's multicast on num_sms // 2 ranges
+                try:
+                    calls["dg"] = dg_paged(dg, t.q, t, ctx, t.block_table, maxlen, sms // (2 if n == 4 else 1), dtype)
+                    outs["dg"] = calls["dg"]()
+                except RuntimeError as e:  # 54e2261 runs next_n 1-2 only
+                    calls.pop("dg", None)
+                    notes.append(f"DeepGEMM refused: {str(e)[-60:]}")
             if DEV == "cuda":
                 torch.cuda.synchronize()
             live = torch.arange(maxlen, device=DEV)[None, :] < ctx.reshape(-1, 1)
