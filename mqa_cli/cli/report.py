@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from ..bench.timing import binding_floor
 from ..plan.dispatch import Plan
 from ..plan.targets import Target
 from ..problem.prefill import Counts, summary_rows
@@ -18,10 +19,18 @@ def floor(c: Counts, target: Target) -> dict | None:
            "bound": "compute" if t_flop >= t_bytes else "memory",
            "peak_fp8_tflops": target.peak_fp8_tflops, "bandwidth_tbs": target.bandwidth_tbs}
     if target.measured_fp8_tflops or target.measured_bandwidth_tbs:  # each measured ceiling the card has
-        mf = c.flop / ((target.measured_fp8_tflops or target.peak_fp8_tflops) * 1e12) * 1e6
-        mb = c.bytes / ((target.measured_bandwidth_tbs or target.bandwidth_tbs) * 1e12) * 1e6
-        out["measured_floor_us"] = max(mf, mb)
+        out["measured_floor_us"] = binding_floor(c.flop, c.bytes, target).us
     return out
+
+
+def topk_memory(prob, k: int) -> dict:
+    """The memory of a prefill problem's bounded top-k plan (mqa_cli.api.topk.topk_memory; imports torch)."""
+    import torch
+
+    from ..api.topk import topk_memory
+
+    return topk_memory(prob.shape.S, prob.shape.N, k, max_seqlen_k=prob.max_seqlen_k,
+                       logits_dtype=torch.bfloat16 if prob.shape.bf16 else torch.float32)
 
 
 def counts_dict(c: Counts) -> dict:
@@ -37,15 +46,10 @@ def target_dict(t: Target) -> dict:
 
 
 def plan_dict(p: Plan) -> dict:
-    rows = []
-    for cand in p.candidates:
-        rows.append({
-            "kernel": cand.row.name, "summary": cand.row.summary, "ok": cand.ok,
-            "selected": cand is p.chosen,
-            "conditions": [{"name": c.name, "required": c.required, "actual": c.actual, "ok": c.ok}
-                           for c in cand.checks],
-            "ruled_out_by": None if cand.ok else cand.first_failure.sentence(),
-        })
+    rows = [{"kernel": cand.row.name, "summary": cand.row.summary, "ok": cand.ok, "selected": cand is p.chosen,
+             "conditions": [{"name": c.name, "required": c.required, "actual": c.actual, "ok": c.ok}
+                            for c in cand.checks],
+             "ruled_out_by": None if cand.ok else cand.first_failure.sentence()} for cand in p.candidates]
     model = None
     if p.target.backend == "hip":  # AMD: the stored static cost-model figure of this config (no card here)
         from ..inspect import amdgcn_model
@@ -130,14 +134,11 @@ def explain_text(d: dict) -> str:
         lines.append(f"floor: none for {t['name']} (no peak figures; the interpreter's speed means nothing)")
     m = d.get("memory")
     if m:
-        gib = 1 << 30
-        line = f"memory: inputs {m['inputs_bytes'] / gib:.2f} GiB + logits {m['logits_bytes'] / gib:.2f} GiB"
-        if "topk" in m:
-            k = m["topk"]
-            line = (f"memory: inputs {m['inputs_bytes'] / gib:.2f} GiB + top-k plan {k['total_bytes'] / gib:.2f} GiB "
-                    f"({k['blocks']} blocks of {k['rows_per_block']} rows; the full logits would be "
-                    f"{m['logits_bytes'] / gib:.2f} GiB)")
-        lines.append(line + f" = {m['total_bytes'] / gib:.2f} GiB")
+        gib, k = 1 << 30, m.get("topk")
+        held = (f"top-k plan {k['total_bytes'] / gib:.2f} GiB ({k['blocks']} blocks of {k['rows_per_block']} rows; "
+                f"the full logits would be {m['logits_bytes'] / gib:.2f} GiB)" if k
+                else f"logits {m['logits_bytes'] / gib:.2f} GiB")
+        lines.append(f"memory: inputs {m['inputs_bytes'] / gib:.2f} GiB + {held} = {m['total_bytes'] / gib:.2f} GiB")
     return "\n".join(lines)
 
 
