@@ -173,14 +173,10 @@ def model(amdgcn: str, target: str) -> list[dict]:
     """One dict per MFMA loop: counts, the cycles each unit needs a trip, the bound and the figures."""
     if target not in MFMA_CYCLES:
         raise ValueError(f"no cost model for {target}; it has {', '.join(MFMA_CYCLES)}")
-    out = []
-    for lp in mfma_loops(amdgcn):
-        out.append({"instructions": lp.instructions, "mfma": dict(lp.mfma), "valu": lp.valu + lp.trans,
-                    "lds_ops": lp.lds_ops, "lds_bytes": lp.lds_bytes, "memory_ops": lp.mem_ops,
-                    "memory_bytes": lp.mem_bytes, "scalar": lp.scalar, "barriers": lp.barriers,
-                    "waitcnts": lp.waitcnts, "spill_ops": lp.spills, "flop": lp.flop(),
-                    "unit_cycles": lp.bounds(target), **lp.figure(target)})
-    return out
+    return [{"instructions": lp.instructions, "mfma": dict(lp.mfma), "valu": lp.valu + lp.trans,
+             "lds_ops": lp.lds_ops, "lds_bytes": lp.lds_bytes, "memory_ops": lp.mem_ops, "memory_bytes": lp.mem_bytes,
+             "scalar": lp.scalar, "barriers": lp.barriers, "waitcnts": lp.waitcnts, "spill_ops": lp.spills,
+             "flop": lp.flop(), "unit_cycles": lp.bounds(target), **lp.figure(target)} for lp in mfma_loops(amdgcn)]
 
 
 def main_loop(loops: list[dict]) -> dict | None:

@@ -32,8 +32,7 @@ from ..launch.signature import Signature, build_signature, compile_launch, compi
 STAGES = {"cuda": ("ttir", "ttgir", "llir", "ptx", "cubin", "sass"),
           "hip": ("ttir", "ttgir", "llir", "amdgcn", "hsaco")}
 TEXT_STAGES = ("ttir", "ttgir", "llir", "ptx", "sass", "amdgcn")
-EXTENSIONS = {"ttir": "ttir", "ttgir": "ttgir", "llir": "ll", "ptx": "ptx", "cubin": "cubin", "sass": "sass",
-              "amdgcn": "amdgcn", "hsaco": "hsaco"}
+EXTENSIONS = {"llir": "ll"}  # a stage's file extension where it is not the stage's name
 
 
 def prepare() -> None:
@@ -270,7 +269,7 @@ def write_dump(art: Artifact, dump_dir, force: bool = False, summary: dict | Non
         if stage not in art.stages:
             continue
         data = art.stages[stage]
-        path = folder / f"{art.cfg.name}.{EXTENSIONS[stage]}"
+        path = folder / f"{art.cfg.name}.{EXTENSIONS.get(stage, stage)}"
         if isinstance(data, bytes):
             path.write_bytes(data)
         else:
