@@ -90,22 +90,20 @@ def explain_text(d: dict) -> str:
     units = f", {t['units']} {'SMs' if t['backend'] == 'cuda' else 'CUs'}" if t["units"] and t["backend"] != "interpreter" else ""
     lines.append(f"target {t['name']}: {t['description']}{where}{units}; fp8 {t['fp8']}")
     pr = d["problem"]
-    lines.append(f"problem {pr['label']}")
-    lines.append(f"  S {pr['S']:,}  N {pr['N']:,}  H {pr['heads']}  D {pr['dim']}  live {pr['live']:,} "
-                 f"({100 * pr['live_fraction']:.1f} %)  FLOP {pr['flop'] / 1e12:.3f} T  min bytes "
-                 f"{pr['min_bytes'] / 1e6:.1f} MB  intensity {pr['intensity']:.1f} FLOP/B")
-    lines.append("")
-    lines.append("dispatch table (first row whose conditions all hold wins):")
+    lines += [f"problem {pr['label']}",
+              f"  S {pr['S']:,}  N {pr['N']:,}  H {pr['heads']}  D {pr['dim']}  live {pr['live']:,} "
+              f"({100 * pr['live_fraction']:.1f} %)  FLOP {pr['flop'] / 1e12:.3f} T  min bytes "
+              f"{pr['min_bytes'] / 1e6:.1f} MB  intensity {pr['intensity']:.1f} FLOP/B",
+              "", "dispatch table (first row whose conditions all hold wins):"]
     for i, row in enumerate(d["plan"]["candidates"], 1):
         mark = "→" if row["selected"] else " "
         lines.append(f"{mark} {i}. {row['kernel']}: {row['summary']}")
         table = [["✓" if c["ok"] else "✗", c["name"], c["required"], c["actual"]] for c in row["conditions"]]
-        lines.append(_indent(tabulate(table, headers=["", "condition", "required", "actual"], tablefmt="simple")))
+        lines += ["     " + ln for ln in tabulate(table, headers=["", "condition", "required", "actual"]).splitlines()]
         if not row["ok"]:
             lines.append(f"     ruled out: {row['ruled_out_by']}")
     pl = d["plan"]
-    lines.append("")
-    lines.append(f"selected: {pl['selected']}" + (f" ({'; '.join(pl['notes'])})" if pl["notes"] else ""))
+    lines += ["", f"selected: {pl['selected']}" + (f" ({'; '.join(pl['notes'])})" if pl["notes"] else "")]
     for about, decided in pl.get("decisions", {}).items():
         lines.append(f"{about}: {decided}")
     cfg = pl["config"]
@@ -140,7 +138,3 @@ def explain_text(d: dict) -> str:
                 else f"logits {m['logits_bytes'] / gib:.2f} GiB")
         lines.append(f"memory: inputs {m['inputs_bytes'] / gib:.2f} GiB + {held} = {m['total_bytes'] / gib:.2f} GiB")
     return "\n".join(lines)
-
-
-def _indent(text: str, pad: str = "     ") -> str:
-    return "\n".join(pad + line for line in text.splitlines())

@@ -23,6 +23,8 @@ On NVIDIA the card judges speed; this model is for AMD targets, where no card is
 """
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -222,9 +224,6 @@ ROWS = {"gfx950": ("heads_on_m_gfx950", "tiled"), "gfx942": ("heads_on_m_gfx942"
 
 def stored(target: str, dump_name: str) -> dict | None:
     """The stored figures of config `dump_name` on `target`, or None (not measured for it)."""
-    import json
-    import os
-
     if not os.path.exists(FIGURES):
         return None
     with open(FIGURES) as f:
@@ -264,7 +263,6 @@ def measure(target_name: str, row: str, S: int, H: int, D: int) -> tuple[str, di
 
 def main(argv=None) -> int:
     import argparse
-    import json
     from importlib.metadata import version
 
     from . import compile as comp
