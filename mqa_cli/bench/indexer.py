@@ -35,6 +35,7 @@ from ..launch import interpreter
 from ..problem.paged import PagedSpec
 from ..problem.paged_tensors import Paged, random_paged
 from ..problem.tensors import Prefill, quantize_per_token
+from . import timing
 
 FP8 = torch.float8_e4m3fn
 ROWS = []  # CSV rows
@@ -45,13 +46,7 @@ def say(*a):
 
 
 def bench_us(fn, dev: str) -> float:
-    if dev != "cuda":
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e6
-    import triton
-
-    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
+    return timing.time_fn(fn, dev == "cuda").median_us
 
 
 def windows(kind: str, S: int, N: int, dev: str):

@@ -43,25 +43,6 @@ def tflops(flop: int, us: float) -> float:
     return flop / (us * 1e-6) / 1e12 if us > 0 else 0.0
 
 
-def host_us(fn, calls: int = 200, rounds: int = 3, warm: int = 5, on_gpu: bool = True) -> float:
-    """Host µs per call of `calls` back-to-back calls (no sync inside a round; the GPU is synced between
-    rounds), the best of `rounds`: what an eager call costs the host, whatever the GPU does."""
-    import torch
-
-    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
-    best = float("inf")
-    for _ in range(rounds):
-        for _ in range(warm):
-            fn()
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
-        sync()
-    return best
-
-
 def time_graph(fn, rep_ms: int = 100) -> float:
     """Median µs of CUDA-graph replays of fn (launch overhead removed); needs a capturable fn."""
     import triton

@@ -85,14 +85,6 @@ def poisoned_run(t, cfg, max_seqlen_k: int = 0) -> torch.Tensor:
     return launchers.run(t, cfg, out, max_seqlen_k=max_seqlen_k)
 
 
-def reference_for(t, dtype=torch.float32, max_seqlen_k: int = 0) -> torch.Tensor:
-    """The float reference of either form, dead entries -inf: [t.S, t.N], or [t.S, max_seqlen_k] compressed."""
-    if isinstance(t, Paged):
-        return reference_paged(t, dtype=dtype, clean_logits=True)
-    ref = reference_logits(t, dtype=dtype, clean_logits=True)
-    return compress_logits(ref, t.ks, t.ke, max_seqlen_k) if max_seqlen_k else ref
-
-
 def verify(t, cfg, clean_logits: bool, label: str, dtype=torch.float32, repeats: int = 2,
            rel_tol: float = REL_TOL, max_seqlen_k: int = 0) -> VerifyResult:
     first = poisoned_run(t, cfg, max_seqlen_k)
@@ -100,15 +92,18 @@ def verify(t, cfg, clean_logits: bool, label: str, dtype=torch.float32, repeats:
     for _ in range(max(0, repeats - 1)):
         again = poisoned_run(t, cfg, max_seqlen_k)
         same = same and bool(torch.equal(first.nan_to_num(nan=1.5), again.nan_to_num(nan=1.5)))
-    if first.dtype == torch.bfloat16:
-        rel_tol = max(rel_tol, BF16_REL_TOL)
-    ref = reference_for(t, dtype, max_seqlen_k)
-    return VerifyResult(label, cfg.name, compare(first.float(), ref, clean_logits, rel_tol), same)
+    return VerifyResult(label, cfg.name, check_output(first, t, clean_logits, max_seqlen_k, dtype, rel_tol), same)
 
 
-def check_output(out: torch.Tensor, t, prob, dtype=torch.float32, rel_tol: float = REL_TOL) -> Comparison:
-    """`run --verify`: the run's own output against the reference, on the same tensors."""
+def check_output(out: torch.Tensor, t, clean_logits: bool, max_seqlen_k: int = 0, dtype=torch.float32,
+                 rel_tol: float = REL_TOL) -> Comparison:
+    """An output (`run --verify`: the run's own) against the float reference of either form on the same tensors,
+    dead entries -inf: [t.S, t.N], or [t.S, max_seqlen_k] compressed."""
     if out.dtype == torch.bfloat16:
         rel_tol = max(rel_tol, BF16_REL_TOL)
-    ref = reference_for(t, dtype, prob.max_seqlen_k)
-    return compare(out.float(), ref, prob.shape.clean_logits, rel_tol)
+    if isinstance(t, Paged):
+        ref = reference_paged(t, dtype=dtype, clean_logits=True)
+    else:
+        ref = reference_logits(t, dtype=dtype, clean_logits=True)
+        ref = compress_logits(ref, t.ks, t.ke, max_seqlen_k) if max_seqlen_k else ref
+    return compare(out.float(), ref, clean_logits, rel_tol)

@@ -93,8 +93,7 @@ def bench(suite: Suite = None, kernels: Kernels = None, kernel_only: KernelOnly 
         with open(csv_path, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0].as_dict()))
             w.writeheader()
-            for r in rows:
-                w.writerow(r.as_dict())
+            w.writerows(r.as_dict() for r in rows)
     if plot_path:
         from ..bench import plot
 

@@ -19,15 +19,14 @@ Diff = Annotated[Optional[Tuple[str, str]], typer.Option(
                    "name with optional overrides as for --kernel, e.g. --diff tiled tiled:BLOCK_KV=128,num_warps=8")]
 
 
-def _artifact(spec, tgt, prob, force):
-    from ..inspect import compile as comp
-    from ..plan.overrides import apply_overrides, split_kernel_spec
+def _row_config(spec, tgt, prob, force):
+    """(dispatch row, config) a --kernel spec names: the row planned for the problem, its overrides applied."""
     from ..plan import dispatch
+    from ..plan.overrides import apply_overrides, split_kernel_spec
 
     name, overrides = split_kernel_spec(spec)
     plan = dispatch.plan(prob.shape, tgt, kernel=name, force=force)
-    cfg = apply_overrides(plan.config, overrides)
-    return comp.compile_config(tgt, cfg, prob.shape, plan.chosen.row.name, prob.label)
+    return plan.chosen.row.name, apply_overrides(plan.config, overrides)
 
 
 def _cache_note(art, cache_dir: str) -> str:
@@ -54,7 +53,6 @@ def dump(target: Target = None, kernel: KernelSpec = None, dump_dir: DumpDir = "
     `mqa-logits dump --target sm90 --diff tiled tiled:BLOCK_KV=128,num_warps=8`.
     """
     from ..inspect import compile as comp
-    from ..plan.overrides import apply_overrides, split_kernel_spec
 
     comp.prepare()  # before anything imports triton: the interpreter stays off in this process
     from ..errors import UserError
@@ -82,7 +80,8 @@ def dump(target: Target = None, kernel: KernelSpec = None, dump_dir: DumpDir = "
         io.check_dump_dir(dump_dir)
 
     if diff is not None:
-        arts = [_artifact(spec, tgt, prob, force) for spec in diff]
+        arts = [comp.compile_config(tgt, cfg, prob.shape, row, prob.label)
+                for row, cfg in (_row_config(spec, tgt, prob, force) for spec in diff)]
         sums = [inspect_asm.summarize(a) for a in arts]
         for a in arts:
             print(_cache_note(a, cache_dir), file=sys.stderr)
@@ -92,17 +91,14 @@ def dump(target: Target = None, kernel: KernelSpec = None, dump_dir: DumpDir = "
             print(inspect_asm.diff_table(*sums))
         return
 
+    row, cfg = _row_config(kernel, tgt, prob, force)
     if stage is None:  # refuse before compiling
-        name, overrides = split_kernel_spec(kernel)
-        from ..plan import dispatch
-
-        cfg = apply_overrides(dispatch.plan(prob.shape, tgt, kernel=name, force=force).config, overrides)
         comp.check_folder(comp.dump_folder_for(dump_dir, tgt.name, cfg), force)
-    art = _artifact(kernel, tgt, prob, force)
+    art = comp.compile_config(tgt, cfg, prob.shape, row, prob.label)
     if stage is not None or json_:
         print(_cache_note(art, cache_dir), file=sys.stderr)
     if stage is not None:
-        sys.stdout.write(comp.stage_text(art, stage))
+        sys.stdout.write(art.stages[stage])
         return
     summary = inspect_asm.summarize(art)
     if tgt.backend == "hip":  # AMD: the static cost model of each matrix-core loop (no card here to time it)
@@ -110,8 +106,7 @@ def dump(target: Target = None, kernel: KernelSpec = None, dump_dir: DumpDir = "
 
         summary["cost_model"] = {"loops": amdgcn_model.model(art.stages.get("amdgcn", ""), tgt.name),
                                  "assumes": amdgcn_model.cost_note(tgt.name)}
-    folder = comp.write_dump(art, dump_dir, force=force, summary=summary)
-    files = [comp.stage_file(art, s) for s in comp.STAGES[tgt.backend] if s in art.stages] + ["manifest.json"]
+    folder, files = comp.write_dump(art, dump_dir, force=force, summary=summary)
     if json_:
         print(json.dumps({"dump_dir": str(folder), "files": files, "cache_dir": cache_dir,
                           "cache_hit": art.cache_hit, "compile_s": art.seconds, "problem": prob.label,

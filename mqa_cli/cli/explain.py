@@ -41,14 +41,7 @@ def explain(target: Target = None, kernel: KernelSpec = None, json_: Json = Fals
     tgt = targets.resolve(target)
     prob = source.with_call(source.from_options(problem, tgt.fp8), schedule, cache_block_stride, cache_layout)
     plan = dispatch.plan_spec(prob.shape, tgt, kernel, force=True)
-    tk = None
-    if topk is not None and prob.shape.kind == "prefill":
-        from ..api.topk import topk_memory  # imports torch: only when asked
-
-        import torch
-
-        tk = topk_memory(prob.shape.S, prob.shape.N, topk, max_seqlen_k=prob.max_seqlen_k,
-                         logits_dtype=torch.bfloat16 if prob.shape.bf16 else torch.float32)
+    tk = report.topk_memory(prob, topk) if topk is not None and prob.shape.kind == "prefill" else None
     d = report.explain_dict(prob.label, prob.counts, plan, report.memory_dict(prob.counts, prob.shape,
                                                                               prob.max_seqlen_k, tk))
     if json_:

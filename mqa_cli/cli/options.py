@@ -26,8 +26,8 @@ PAGED_SPEC_FIELDS = ("batch", "next_n", "context_len", "context_jitter", "block_
                      "clean_logits")
 
 
-def _opt(flag, help_, **kw):
-    return typer.Option(flag, help=help_, rich_help_panel=PANEL, **kw)
+def _opt(flag, help_, panel=PANEL):
+    return typer.Option(flag, help=help_, rich_help_panel=panel)
 
 
 @dataclass
@@ -109,37 +109,29 @@ PROBLEM_PARAMS = [
                                                        "(keys q, kv, kv_scales, weights, ks, ke)")]),
 ]
 PAGED_PANEL = "Problem (paged decode, --paged)"
-
-
-def _popt(flag, help_, **kw):
-    return typer.Option(flag, help=help_, rich_help_panel=PAGED_PANEL, **kw)
-
-
 PROBLEM_PARAMS += [
-    ("paged", Annotated[Optional[bool], _popt("--paged", "the paged decode form (fp8_paged_mqa_logits); "
-                                                         "--batch, --heads, --dim, --seed, --clean-logits apply too; "
-                                                         "--input also reads paged files")]),
-    ("next_n", Annotated[Optional[int], _popt("--next-n", f"draft rows per sequence, 1..8 [{DEFAULT_PAGED.next_n}]")]),
-    ("context_len", Annotated[Optional[int], _popt("--context-len", f"mean context length C "
-                                                                    f"[{DEFAULT_PAGED.context_len}]")]),
-    ("context_lens_from", Annotated[Optional[str], _popt("--context-lens-from", "a text file of context lengths, "
-                                                                                "one per sequence (sets --batch)")]),
-    ("block_size", Annotated[Optional[int], _popt("--block-size", f"tokens per cache block: 16 | 32 | 64 "
-                                                                  f"[{DEFAULT_PAGED.block_size}]")]),
-    ("context_jitter", Annotated[Optional[float], _popt("--context-jitter", "contexts drawn uniformly in "
-                                                                            "[(1-j)C, (1+j)C) "
-                                                                            f"[{DEFAULT_PAGED.context_jitter}]")]),
+    ("paged", Annotated[Optional[bool], _opt("--paged", "the paged decode form (fp8_paged_mqa_logits); --batch, "
+                                             "--heads, --dim, --seed, --clean-logits apply too; --input also reads "
+                                             "paged files", PAGED_PANEL)]),
+    ("next_n", Annotated[Optional[int], _opt("--next-n", f"draft rows per sequence, 1..8 [{DEFAULT_PAGED.next_n}]",
+                                             PAGED_PANEL)]),
+    ("context_len", Annotated[Optional[int], _opt("--context-len", f"mean context length C "
+                                                  f"[{DEFAULT_PAGED.context_len}]", PAGED_PANEL)]),
+    ("context_lens_from", Annotated[Optional[str], _opt("--context-lens-from", "a text file of context lengths, one "
+                                                        "per sequence (sets --batch)", PAGED_PANEL)]),
+    ("block_size", Annotated[Optional[int], _opt("--block-size", f"tokens per cache block: 16 | 32 | 64 "
+                                                 f"[{DEFAULT_PAGED.block_size}]", PAGED_PANEL)]),
+    ("context_jitter", Annotated[Optional[float], _opt("--context-jitter", "contexts drawn uniformly in [(1-j)C, "
+                                                       f"(1+j)C) [{DEFAULT_PAGED.context_jitter}]", PAGED_PANEL)]),
 ]
 OUTPUT_PANEL = "Output"
 PROBLEM_PARAMS += [
-    ("max_seqlen_k", Annotated[Optional[int], typer.Option(
-        "--max-seqlen-k", help="compressed logits [S, K]: column c of row i is kv position ks[i] + c (prefill) [0: full "
-        "rows]", rich_help_panel=OUTPUT_PANEL)]),
-    ("logits_dtype", Annotated[Optional[str], typer.Option("--logits-dtype", help="fp32 | bf16 [fp32]",
-                                                           rich_help_panel=OUTPUT_PANEL)]),
-    ("max_bytes", Annotated[Optional[int], typer.Option(
-        "--max-bytes", help="refuse (exit 2) a problem whose inputs, logits and reference would need more bytes "
-        "[the device's memory]", rich_help_panel=OUTPUT_PANEL)]),
+    ("max_seqlen_k", Annotated[Optional[int], _opt("--max-seqlen-k", "compressed logits [S, K]: column c of row i is "
+                                                   "kv position ks[i] + c (prefill) [0: full rows]", OUTPUT_PANEL)]),
+    ("logits_dtype", Annotated[Optional[str], _opt("--logits-dtype", "fp32 | bf16 [fp32]", OUTPUT_PANEL)]),
+    ("max_bytes", Annotated[Optional[int], _opt("--max-bytes", "refuse (exit 2) a problem whose inputs, logits and "
+                                                "reference would need more bytes [the device's memory]",
+                                                OUTPUT_PANEL)]),
 ]
 PROBLEM_NAMES = [name for name, _ in PROBLEM_PARAMS]
 

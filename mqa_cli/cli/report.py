@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from ..bench.timing import binding_floor
 from ..plan.dispatch import Plan
 from ..plan.targets import Target
 from ..problem.prefill import Counts, summary_rows
@@ -18,10 +19,18 @@ def floor(c: Counts, target: Target) -> dict | None:
            "bound": "compute" if t_flop >= t_bytes else "memory",
            "peak_fp8_tflops": target.peak_fp8_tflops, "bandwidth_tbs": target.bandwidth_tbs}
     if target.measured_fp8_tflops or target.measured_bandwidth_tbs:  # each measured ceiling the card has
-        mf = c.flop / ((target.measured_fp8_tflops or target.peak_fp8_tflops) * 1e12) * 1e6
-        mb = c.bytes / ((target.measured_bandwidth_tbs or target.bandwidth_tbs) * 1e12) * 1e6
-        out["measured_floor_us"] = max(mf, mb)
+        out["measured_floor_us"] = binding_floor(c.flop, c.bytes, target).us
     return out
+
+
+def topk_memory(prob, k: int) -> dict:
+    """The memory of a prefill problem's bounded top-k plan (mqa_cli.api.topk.topk_memory; imports torch)."""
+    import torch
+
+    from ..api.topk import topk_memory
+
+    return topk_memory(prob.shape.S, prob.shape.N, k, max_seqlen_k=prob.max_seqlen_k,
+                       logits_dtype=torch.bfloat16 if prob.shape.bf16 else torch.float32)
 
 
 def counts_dict(c: Counts) -> dict:
@@ -37,15 +46,10 @@ def target_dict(t: Target) -> dict:
 
 
 def plan_dict(p: Plan) -> dict:
-    rows = []
-    for cand in p.candidates:
-        rows.append({
-            "kernel": cand.row.name, "summary": cand.row.summary, "ok": cand.ok,
-            "selected": cand is p.chosen,
-            "conditions": [{"name": c.name, "required": c.required, "actual": c.actual, "ok": c.ok}
-                           for c in cand.checks],
-            "ruled_out_by": None if cand.ok else cand.first_failure.sentence(),
-        })
+    rows = [{"kernel": cand.row.name, "summary": cand.row.summary, "ok": cand.ok, "selected": cand is p.chosen,
+             "conditions": [{"name": c.name, "required": c.required, "actual": c.actual, "ok": c.ok}
+                            for c in cand.checks],
+             "ruled_out_by": None if cand.ok else cand.first_failure.sentence()} for cand in p.candidates]
     model = None
     if p.target.backend == "hip":  # AMD: the stored static cost-model figure of this config (no card here)
         from ..inspect import amdgcn_model
@@ -86,22 +90,20 @@ def explain_text(d: dict) -> str:
     units = f", {t['units']} {'SMs' if t['backend'] == 'cuda' else 'CUs'}" if t["units"] and t["backend"] != "interpreter" else ""
     lines.append(f"target {t['name']}: {t['description']}{where}{units}; fp8 {t['fp8']}")
     pr = d["problem"]
-    lines.append(f"problem {pr['label']}")
-    lines.append(f"  S {pr['S']:,}  N {pr['N']:,}  H {pr['heads']}  D {pr['dim']}  live {pr['live']:,} "
-                 f"({100 * pr['live_fraction']:.1f} %)  FLOP {pr['flop'] / 1e12:.3f} T  min bytes "
-                 f"{pr['min_bytes'] / 1e6:.1f} MB  intensity {pr['intensity']:.1f} FLOP/B")
-    lines.append("")
-    lines.append("dispatch table (first row whose conditions all hold wins):")
+    lines += [f"problem {pr['label']}",
+              f"  S {pr['S']:,}  N {pr['N']:,}  H {pr['heads']}  D {pr['dim']}  live {pr['live']:,} "
+              f"({100 * pr['live_fraction']:.1f} %)  FLOP {pr['flop'] / 1e12:.3f} T  min bytes "
+              f"{pr['min_bytes'] / 1e6:.1f} MB  intensity {pr['intensity']:.1f} FLOP/B",
+              "", "dispatch table (first row whose conditions all hold wins):"]
     for i, row in enumerate(d["plan"]["candidates"], 1):
         mark = "→" if row["selected"] else " "
         lines.append(f"{mark} {i}. {row['kernel']}: {row['summary']}")
         table = [["✓" if c["ok"] else "✗", c["name"], c["required"], c["actual"]] for c in row["conditions"]]
-        lines.append(_indent(tabulate(table, headers=["", "condition", "required", "actual"], tablefmt="simple")))
+        lines += ["     " + ln for ln in tabulate(table, headers=["", "condition", "required", "actual"]).splitlines()]
         if not row["ok"]:
             lines.append(f"     ruled out: {row['ruled_out_by']}")
     pl = d["plan"]
-    lines.append("")
-    lines.append(f"selected: {pl['selected']}" + (f" ({'; '.join(pl['notes'])})" if pl["notes"] else ""))
+    lines += ["", f"selected: {pl['selected']}" + (f" ({'; '.join(pl['notes'])})" if pl["notes"] else "")]
     for about, decided in pl.get("decisions", {}).items():
         lines.append(f"{about}: {decided}")
     cfg = pl["config"]
@@ -130,16 +132,9 @@ def explain_text(d: dict) -> str:
         lines.append(f"floor: none for {t['name']} (no peak figures; the interpreter's speed means nothing)")
     m = d.get("memory")
     if m:
-        gib = 1 << 30
-        line = f"memory: inputs {m['inputs_bytes'] / gib:.2f} GiB + logits {m['logits_bytes'] / gib:.2f} GiB"
-        if "topk" in m:
-            k = m["topk"]
-            line = (f"memory: inputs {m['inputs_bytes'] / gib:.2f} GiB + top-k plan {k['total_bytes'] / gib:.2f} GiB "
-                    f"({k['blocks']} blocks of {k['rows_per_block']} rows; the full logits would be "
-                    f"{m['logits_bytes'] / gib:.2f} GiB)")
-        lines.append(line + f" = {m['total_bytes'] / gib:.2f} GiB")
+        gib, k = 1 << 30, m.get("topk")
+        held = (f"top-k plan {k['total_bytes'] / gib:.2f} GiB ({k['blocks']} blocks of {k['rows_per_block']} rows; "
+                f"the full logits would be {m['logits_bytes'] / gib:.2f} GiB)" if k
+                else f"logits {m['logits_bytes'] / gib:.2f} GiB")
+        lines.append(f"memory: inputs {m['inputs_bytes'] / gib:.2f} GiB + {held} = {m['total_bytes'] / gib:.2f} GiB")
     return "\n".join(lines)
-
-
-def _indent(text: str, pad: str = "     ") -> str:
-    return "\n".join(pad + line for line in text.splitlines())

@@ -27,17 +27,12 @@ def _problem_argv(argv: list) -> list:
     """The problem flags of this command line (what a child `dump` needs to rebuild the same problem)."""
     drop_value = {"--output", "--save-problem", "--dump-dir", "--target", "--kernel", "--topk"}
     drop_flag = {"run", "--dump-asm", "--verify", "--json", "--force"}
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-            continue
+    out, args = [], iter(argv)
+    for a in args:
         if a in drop_value:
-            skip = True
-            continue
-        if a in drop_flag or any(a.startswith(f + "=") for f in drop_value):
-            continue
-        out.append(a)
+            next(args, None)  # its value
+        elif a not in drop_flag and not any(a.startswith(f + "=") for f in drop_value):
+            out.append(a)
     return out
 
 
@@ -79,14 +74,8 @@ def run(target: Target = None, kernel: KernelSpec = None, output: Output = None,
     plan = dispatch.plan_spec(prob.shape, run_tgt, kernel, force=force)
     if dump_asm:
         asm_dump.check_folder(run_tgt, plan, dump_dir, force)
-    held = None  # with --topk (prefill) the bounded plan's bytes stand in for the logits buffer
-    if topk is not None and prob.shape.kind == "prefill":
-        import torch
-
-        from ..api.topk import topk_memory
-
-        held = topk_memory(prob.shape.S, prob.shape.N, topk, max_seqlen_k=prob.max_seqlen_k,
-                           logits_dtype=torch.bfloat16 if prob.shape.bf16 else torch.float32)["total_bytes"]
+    # with --topk (prefill) the bounded plan's bytes stand in for the logits buffer
+    held = report.topk_memory(prob, topk)["total_bytes"] if topk is not None and prob.shape.kind == "prefill" else None
     prob.check_fits(device, reference_size=4 if verify and topk is None else 0, logits_bytes=held)
     t = prob.materialise(device)
     if save_problem:
@@ -114,7 +103,7 @@ def run(target: Target = None, kernel: KernelSpec = None, output: Output = None,
 
             check = indexer.recall(t, prob.shape, topk, out[0])
         else:
-            check = V.check_output(out, t, prob)
+            check = V.check_output(out, t, prob.shape.clean_logits, prob.max_seqlen_k)
         result["verify"] = check.as_dict()
     if dump_asm:
         if run_tgt.is_gpu and target in (None, run_tgt.name):

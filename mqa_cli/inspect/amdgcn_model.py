@@ -23,6 +23,8 @@ On NVIDIA the card judges speed; this model is for AMD targets, where no card is
 """
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -173,14 +175,10 @@ def model(amdgcn: str, target: str) -> list[dict]:
     """One dict per MFMA loop: counts, the cycles each unit needs a trip, the bound and the figures."""
     if target not in MFMA_CYCLES:
         raise ValueError(f"no cost model for {target}; it has {', '.join(MFMA_CYCLES)}")
-    out = []
-    for lp in mfma_loops(amdgcn):
-        out.append({"instructions": lp.instructions, "mfma": dict(lp.mfma), "valu": lp.valu + lp.trans,
-                    "lds_ops": lp.lds_ops, "lds_bytes": lp.lds_bytes, "memory_ops": lp.mem_ops,
-                    "memory_bytes": lp.mem_bytes, "scalar": lp.scalar, "barriers": lp.barriers,
-                    "waitcnts": lp.waitcnts, "spill_ops": lp.spills, "flop": lp.flop(),
-                    "unit_cycles": lp.bounds(target), **lp.figure(target)})
-    return out
+    return [{"instructions": lp.instructions, "mfma": dict(lp.mfma), "valu": lp.valu + lp.trans,
+             "lds_ops": lp.lds_ops, "lds_bytes": lp.lds_bytes, "memory_ops": lp.mem_ops, "memory_bytes": lp.mem_bytes,
+             "scalar": lp.scalar, "barriers": lp.barriers, "waitcnts": lp.waitcnts, "spill_ops": lp.spills,
+             "flop": lp.flop(), "unit_cycles": lp.bounds(target), **lp.figure(target)} for lp in mfma_loops(amdgcn)]
 
 
 def main_loop(loops: list[dict]) -> dict | None:
@@ -226,9 +224,6 @@ ROWS = {"gfx950": ("heads_on_m_gfx950", "tiled"), "gfx942": ("heads_on_m_gfx942"
 
 def stored(target: str, dump_name: str) -> dict | None:
     """The stored figures of config `dump_name` on `target`, or None (not measured for it)."""
-    import json
-    import os
-
     if not os.path.exists(FIGURES):
         return None
     with open(FIGURES) as f:
@@ -268,7 +263,6 @@ def measure(target_name: str, row: str, S: int, H: int, D: int) -> tuple[str, di
 
 def main(argv=None) -> int:
     import argparse
-    import json
     from importlib.metadata import version
 
     from . import compile as comp

@@ -17,7 +17,7 @@ import re
 import struct
 from collections import Counter
 
-from .sass_loops import loop_mix, tile_loops
+from .sass_loops import by_count, loop_mix, tile_loops
 
 # ---------------------------------------------------------------------------------------------- ELF
 
@@ -189,11 +189,7 @@ def _amd_summary(art, base: dict) -> dict:
 
 def _group(ops: Counter, groups) -> dict:
     """{group: {opcode: count}} for the groups that matter, each sorted by count."""
-    out = {}
-    for name, pattern in groups:
-        hits = {op: n for op, n in ops.items() if pattern.search(op)}
-        out[name] = dict(sorted(hits.items(), key=lambda kv: (-kv[1], kv[0])))
-    return out
+    return {name: by_count({op: n for op, n in ops.items() if pattern.search(op)}) for name, pattern in groups}
 
 
 def summarize(art) -> dict:
@@ -216,10 +212,6 @@ LABELS = {
     "scratch_bytes": "scratch bytes / lane", "static_lds_bytes": "static LDS bytes",
     "occupancy_waves_per_simd": "occupancy (waves / SIMD)", "waves_per_eu": "waves_per_eu (option)",
 }
-
-
-def _rows_resources(d: dict) -> list:
-    return [(LABELS.get(k, k), v) for k, v in d["resources"].items() if v is not None]
 
 
 def _rows_instructions(d: dict) -> list:
@@ -250,7 +242,8 @@ def summary_table(d: dict) -> str:
     r = d["resources"]
     head = (f"{d['kernel_name']} on {d['target']}: {r.get('warps')} warps, {r.get('stages')} stages"
             f" (dispatch row {d['kernel'] or '?'})")
-    res = tabulate(_rows_resources(d), headers=["resource", "value"], tablefmt="simple")
+    res = tabulate([(LABELS.get(k, k), v) for k, v in r.items() if v is not None], headers=["resource", "value"],
+                   tablefmt="simple")
     ins = tabulate(_rows_instructions(d), headers=["group", "instruction", "count"], tablefmt="simple")
     return f"{head}\n\n{res}\n\n{ins}\n\n{d['total_instructions']} instructions in all{_loop_lines(d)}"
 
@@ -264,10 +257,9 @@ def diff_table(a: dict, b: dict) -> str:
             return "" if x == y else f"{y - x:+g}"
         return "" if x == y else "≠"
 
-    keys = list(dict.fromkeys(list(a["resources"]) + list(b["resources"])))
-    res = [(LABELS.get(k, k), a["resources"].get(k), b["resources"].get(k), delta(a["resources"].get(k),
-                                                                                 b["resources"].get(k)))
-           for k in keys if a["resources"].get(k) is not None or b["resources"].get(k) is not None]
+    ra, rb = a["resources"], b["resources"]
+    res = [(LABELS.get(k, k), ra.get(k), rb.get(k), delta(ra.get(k), rb.get(k)))
+           for k in dict.fromkeys([*ra, *rb]) if ra.get(k) is not None or rb.get(k) is not None]
     ins = []
     for group in dict.fromkeys(list(a["instructions"]) + list(b["instructions"])):
         ga, gb = a["instructions"].get(group, {}), b["instructions"].get(group, {})
@@ -283,7 +275,6 @@ def diff_table(a: dict, b: dict) -> str:
         na = la[i]["instructions"] if i < len(la) else 0
         nb = lb[i]["instructions"] if i < len(lb) else 0
         ins.append(("tensor-core loop" if i == 0 else "", f"loop {i + 1}", na, nb, delta(na, nb)))
-    ha, hb = "A", "B"
     head = f"A: {a['config']} on {a['target']}\nB: {b['config']} on {b['target']}"
-    return (head + "\n\n" + tabulate(res, headers=["resource", ha, hb, "Δ"], tablefmt="simple") + "\n\n"
-            + tabulate(ins, headers=["group", "instruction", ha, hb, "Δ"], tablefmt="simple"))
+    return (head + "\n\n" + tabulate(res, headers=["resource", "A", "B", "Δ"], tablefmt="simple") + "\n\n"
+            + tabulate(ins, headers=["group", "instruction", "A", "B", "Δ"], tablefmt="simple"))

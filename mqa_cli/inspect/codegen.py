@@ -73,30 +73,23 @@ def cases() -> list[Case]:
     return out
 
 
-def _config(case: Case):
-    """(target, config, shape or None) of a case, without compiling."""
+def _compile(case: Case):
+    """The case's config (the row's, its overrides applied) compiled for sm90 on the case's shape."""
     from ..plan import dispatch, targets
     from ..plan.overrides import apply_overrides
+    from . import compile as comp
 
     tgt = targets.get_target("sm90")
     if case.row == "topk":
         from mqa_kernels.topk.config import topk_config
 
         sh = case.shape
-        return tgt, topk_config(rows=sh["rows"], cols=sh["cols"], topk=2048, backend="cuda", units=tgt.units,
-                                paged=sh["paged"], values=False), None
+        cfg = topk_config(rows=sh["rows"], cols=sh["cols"], topk=2048, backend="cuda", units=tgt.units,
+                          paged=sh["paged"], values=False)
+        return _compile_topk(tgt, cfg, **sh)
     shape = dispatch.Shape(**case.shape)
     plan = dispatch.plan(shape, tgt, kernel=case.row, force=True)
-    return tgt, apply_overrides(plan.config, dict(case.override)), shape
-
-
-def _compile(case: Case):
-    from . import compile as comp
-
-    tgt, cfg, shape = _config(case)
-    if case.row == "topk":
-        return _compile_topk(tgt, cfg, **case.shape)
-    return comp.compile_config(tgt, cfg, shape, case.row, case.label)
+    return comp.compile_config(tgt, apply_overrides(plan.config, dict(case.override)), shape, case.row, case.label)
 
 
 def _compile_topk(tgt, cfg, rows: int, cols: int, paged: bool):
@@ -133,7 +126,7 @@ def measure(case: Case) -> dict:
             "seconds": round(art.seconds, 1)}
 
 
-def measure_all(selected: list[Case], known: dict | None = None, progress=print) -> dict:
+def measure_all(selected: list[Case], progress=print) -> dict:
     from mqa_kernels.common import versions
 
     from . import compile as comp

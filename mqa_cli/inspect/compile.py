@@ -1,7 +1,7 @@
 """Cross-target compile: the plan's kernel for any GPU target, without that GPU (and without running it).
 
     artifact = compile_config(plan.target, plan.config, plan.shape, plan.chosen.row.name)  # triton.compile, cached
-    write_dump(artifact, "dumps", force=False)  # every stage + manifest.json in dumps/<target>/<cfg.dump_name>/
+    folder, files = write_dump(artifact, "dumps")  # every stage + manifest.json in dumps/<target>/<cfg.dump_name>/
 
 The signature is built the way the JIT builds it at launch (mqa_cli.launch.signature): from the LaunchArgs that
 mqa_cli.launch.common computes (the one source of the argument order) on "meta"-device tensors of the problem's shape, so
@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from mqa_kernels.common import versions
@@ -32,8 +32,7 @@ from ..launch.signature import Signature, build_signature, compile_launch, compi
 STAGES = {"cuda": ("ttir", "ttgir", "llir", "ptx", "cubin", "sass"),
           "hip": ("ttir", "ttgir", "llir", "amdgcn", "hsaco")}
 TEXT_STAGES = ("ttir", "ttgir", "llir", "ptx", "sass", "amdgcn")
-EXTENSIONS = {"ttir": "ttir", "ttgir": "ttgir", "llir": "ll", "ptx": "ptx", "cubin": "cubin", "sass": "sass",
-              "amdgcn": "amdgcn", "hsaco": "hsaco"}
+EXTENSIONS = {"llir": "ll"}  # a stage's file extension where it is not the stage's name
 
 
 def prepare() -> None:
@@ -92,7 +91,6 @@ class Artifact:
     problem: str = ""
     n_regs: int | None = None  # after load on a GPU
     n_spills: int | None = None
-    extra: dict = field(default_factory=dict)
 
     @property
     def backend(self) -> str:
@@ -129,12 +127,6 @@ def _listen():
     return seen, lambda: setattr(knobs.compilation, "listener", previous)
 
 
-def _sass(cubin: bytes) -> str:
-    from triton import knobs
-
-    return run_tool(knobs.nvidia.cuobjdump.path, "-sass", data=cubin, suffix=".cubin")
-
-
 def run_tool(tool: str, *args, data: bytes, suffix: str) -> str:
     """Run a binary tool (cuobjdump, nvdisasm) on `data` written to a temporary file."""
     import tempfile
@@ -154,7 +146,9 @@ def _stages_of(compiled, backend: str) -> dict:
     asm = compiled.asm
     stages = {s: asm[s] for s in STAGES[backend] if s != "sass" and s in asm}
     if backend == "cuda" and "cubin" in stages:
-        stages["sass"] = _sass(stages["cubin"])
+        from triton import knobs
+
+        stages["sass"] = run_tool(knobs.nvidia.cuobjdump.path, "-sass", data=stages["cubin"], suffix=".cubin")
     return stages
 
 
@@ -225,28 +219,10 @@ def from_compiled(compiled, target, cfg, kernel: str = "", problem: str = "") ->
 # ---------------------------------------------------------------------------------------------- writing
 
 
-def stage_file(art: Artifact, stage: str) -> str:
-    return f"{art.cfg.name}.{EXTENSIONS[stage]}"
-
-
-def stage_text(art: Artifact, stage: str) -> str:
-    """The text of one stage, or a one-line refusal naming what this backend has."""
-    if stage not in TEXT_STAGES:
-        raise UserError(f"unknown stage {stage!r}; choose one of {', '.join(TEXT_STAGES)}")
-    if stage not in art.stages:
-        have = [s for s in STAGES[art.backend] if s in TEXT_STAGES]
-        raise UserError(f"{art.target.name} ({art.backend}) has no {stage} stage; it has {', '.join(have)}")
-    return art.stages[stage]
-
-
 def dump_folder_for(dump_dir, target_name: str, cfg) -> Path:
     """dump_dir/<target>/<kernel name>_w<warps>_s<stages>: the target level keeps sm90 and gfx950 builds of
     one config (same name) apart."""
     return Path(dump_dir) / target_name / cfg.dump_name
-
-
-def dump_folder(art: Artifact, dump_dir) -> Path:
-    return dump_folder_for(dump_dir, art.target.name, art.cfg)
 
 
 def check_folder(folder: Path, force: bool) -> None:
@@ -280,10 +256,10 @@ def manifest(art: Artifact, files: list, summary: dict | None) -> dict:
     }
 
 
-def write_dump(art: Artifact, dump_dir, force: bool = False, summary: dict | None = None) -> Path:
-    """Write every stage and manifest.json to dump_dir/<target>/<cfg.dump_name>/; refuse a non-empty folder
-    without force."""
-    folder = dump_folder(art, dump_dir)
+def write_dump(art: Artifact, dump_dir, force: bool = False, summary: dict | None = None) -> tuple[Path, list]:
+    """Write every stage and manifest.json to dump_dir/<target>/<cfg.dump_name>/ (refusing a non-empty folder
+    without force): the folder and the names of the files written."""
+    folder = dump_folder_for(dump_dir, art.target.name, art.cfg)
     check_folder(folder, force)
     if folder.is_dir() and force:
         shutil.rmtree(folder)
@@ -293,7 +269,7 @@ def write_dump(art: Artifact, dump_dir, force: bool = False, summary: dict | Non
         if stage not in art.stages:
             continue
         data = art.stages[stage]
-        path = folder / stage_file(art, stage)
+        path = folder / f"{art.cfg.name}.{EXTENSIONS.get(stage, stage)}"
         if isinstance(data, bytes):
             path.write_bytes(data)
         else:
@@ -301,7 +277,7 @@ def write_dump(art: Artifact, dump_dir, force: bool = False, summary: dict | Non
         files.append(path.name)
     files.append("manifest.json")
     (folder / "manifest.json").write_text(json.dumps(manifest(art, files, summary), indent=2, default=str) + "\n")
-    return folder
+    return folder, files
 
 
 def launched_kernel(cfg):

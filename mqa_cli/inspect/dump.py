@@ -28,7 +28,7 @@ def dump_launched(tgt, plan, label: str, dump_dir: str, force: bool) -> dict:
     compiled = comp.launched_kernel(plan.config)
     art = comp.from_compiled(compiled, tgt, plan.config, plan.chosen.row.name, label)
     summary = inspect_asm.summarize(art)
-    folder = comp.write_dump(art, dump_dir, force=force, summary=summary)
+    folder, _ = comp.write_dump(art, dump_dir, force=force, summary=summary)
     return {"dump_dir": str(folder), "target": tgt.name, "summary": summary}
 
 

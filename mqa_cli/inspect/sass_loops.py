@@ -6,6 +6,7 @@ mix, and the compile tests check what a change did to them."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 
 def tile_loops(sass: str) -> list[list[str]]:
@@ -28,10 +29,11 @@ def op_name(op: str) -> str:
     return word.split(".")[0]
 
 
+def by_count(counts: dict) -> dict:
+    """{opcode: count} most frequent first, ties by name."""
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def loop_mix(body: list[str]) -> dict:
     """{opcode: count} of one loop's instructions, most frequent first."""
-    counts: dict = {}
-    for op in body:
-        name = op_name(op)
-        counts[name] = counts.get(name, 0) + 1
-    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return by_count(Counter(map(op_name, body)))
