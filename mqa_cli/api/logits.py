@@ -142,18 +142,13 @@ def fp8_fp4_mqa_logits(q, kv, weights: torch.Tensor, cu_seq_len_k_start: torch.T
                     logits_dtype, check_values)
 
 
-def _prefill_signature(ins: tuple, clean: bool, max_seqlen_k: int, bf16: bool) -> tuple | None:
-    """The fast path's key of a prefill call; ins = (q, kv, kv_scales, weights, ks, ke) as passed."""
-    return fastpath.signature(ins, ("prefill", clean, max_seqlen_k, bf16, sms.setting()))
-
-
 def _prefill(q, kv, kv_scales, weights, ks, ke, clean: bool, max_seqlen_k: int, logits_dtype,
              check_values: bool) -> torch.Tensor:
     bf16 = _logits_dtype(logits_dtype)
     if max_seqlen_k < 0:
         raise UserError(f"max_seqlen_k must be >= 0, got {max_seqlen_k}")
     ins = (q, kv, kv_scales, weights, ks, ke)
-    sig = _prefill_signature(ins, clean, max_seqlen_k, bf16)
+    sig = fastpath.signature(ins, ("prefill", clean, max_seqlen_k, bf16, sms.setting()))
     entry = fastpath.get(sig)
     if entry is not None:  # this signature passed the checks below before: only the value checks remain
         if _checking(check_values):
@@ -188,12 +183,6 @@ def set_num_sms(num_sms: int) -> None:
     split computed when schedule_meta is None; the plain-Triton prefill kernels size their kv splits by it.
     Process-wide, as DeepGEMM's; a change takes effect on the next call."""
     sms.set_num_sms(num_sms)
-
-
-def _paged_signature(ins: tuple, max_context_len: int, clean: bool, bf16: bool) -> tuple | None:
-    """The fast path's key of a paged call; ins = (q, kv_cache, weights, context_lens, block_table,
-    schedule_meta) as passed (schedule_meta may be None)."""
-    return fastpath.signature(ins, ("paged", max_context_len, clean, bf16, sms.setting()))
 
 
 def paged_plan(q: torch.Tensor, kv_cache: torch.Tensor, max_context_len: int, clean: bool, bf16: bool,
@@ -245,8 +234,8 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     if not isinstance(max_context_len, int) or isinstance(max_context_len, bool):
         raise UserError(f"max_context_len must be an int (reading it from context_lens would sync), got "
                         f"{type(max_context_len).__name__}")
-    ins = (q, kv_cache, weights, context_lens, block_table, schedule_meta)
-    sig = _paged_signature(ins, max_context_len, clean, bf16)
+    ins = (q, kv_cache, weights, context_lens, block_table, schedule_meta)  # schedule_meta may be None
+    sig = fastpath.signature(ins, ("paged", max_context_len, clean, bf16, sms.setting()))
     entry = fastpath.get(sig)
     if entry is not None:  # this signature passed the checks below before: only the value checks remain
         if _checking(check_values):
