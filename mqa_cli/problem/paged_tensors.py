@@ -16,8 +16,7 @@ from ..errors import UserError
 from .io import load_tensors
 from .paged import KEYS, MAX_CONTEXT, PagedSpec, logits_bytes
 from .finite import SLICE_ELEMS, bad_mask, first_true, refuse_nonfinite, what
-from .tensors import FP8_DTYPES, FP8_NAMES, check_not_meta, memory_of, quantize_per_token
-
+from .tensors import FP8_DTYPES, FP8_NAMES, check_one_device, memory_of, quantize_per_token
 
 
 @dataclass
@@ -76,7 +75,6 @@ class Paged:
             return ctx.clamp_min(0)
         t = torch.arange(self.next_n, device=ctx.device)
         return (ctx[:, None] - self.next_n + t[None, :] + 1).clamp_min(0)
-
 
 
 def pack_cache(kv, scales, block_size: int):
@@ -176,11 +174,8 @@ def check_paged(t: Paged) -> None:
     if m > MAX_CONTEXT:
         raise UserError(f"max_context_len {m:,} is past the decode kernels' 32-bit token offsets (at most "
                         f"{MAX_CONTEXT:,})")
+    check_one_device(t, KEYS[1:-1])
     dev = t.q.device
-    for k in KEYS[1:-1]:
-        if getattr(t, k).device != dev:
-            raise UserError(f"all tensors must be on one device: q is on {dev}, {k} on {getattr(t, k).device}")
-    check_not_meta(dev)
     need, have = logits_bytes(B * T, m, 2), memory_of(dev)  # bf16, the smaller output: what any call needs
     if have is not None and need > have:
         raise UserError(f"max_context_len {m:,}: the logits [{B * T}, {m:,}] need {need:,} bytes, more than the "
