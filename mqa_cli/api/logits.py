@@ -56,12 +56,6 @@ def _logits_dtype(logits_dtype) -> bool:
     return logits_dtype == torch.bfloat16
 
 
-def _refuse_fp4(q_scale, kv: torch.Tensor, dim: int) -> None:
-    if q_scale is not None or kv.dtype not in FP8_NAMES or kv.shape[-1] * 2 == dim:
-        raise UserError("fp4 inputs (a q scale, or packed fp4 kv) need a GPU with fp4 MMA (sm100); this library "
-                        "runs fp8 e4m3 q and kv: pass q as (q_fp8, None) and kv as (kv_fp8, kv_scales)")
-
-
 def _refuse_mx(kv_scales, weights) -> None:
     """MX inputs (DeepGEMM 0.2.5 on sm100: int32 UE8M0 scales, bf16 weights) are named, not misread."""
     if (isinstance(kv_scales, torch.Tensor) and kv_scales.dtype == torch.int32) or \
@@ -135,7 +129,9 @@ def fp8_fp4_mqa_logits(q, kv, weights: torch.Tensor, cu_seq_len_k_start: torch.T
     scales, bf16 weights) are refused on this library's targets."""
     q_fp8, q_scale = q if isinstance(q, (tuple, list)) else (q, None)
     kv_fp8, kv_scales = _kv_pair(kv)
-    _refuse_fp4(q_scale, kv_fp8, q_fp8.shape[-1])
+    if q_scale is not None or kv_fp8.dtype not in FP8_NAMES or kv_fp8.shape[-1] * 2 == q_fp8.shape[-1]:
+        raise UserError("fp4 inputs (a q scale, or packed fp4 kv) need a GPU with fp4 MMA (sm100); this library "
+                        "runs fp8 e4m3 q and kv: pass q as (q_fp8, None) and kv as (kv_fp8, kv_scales)")
     _refuse_mx(kv_scales, weights)
     clean, width, logits_dtype = forms.prefill_options(clean_logits, max_seqlen_k, logits_dtype, schedule_meta)
     return _prefill(q_fp8, kv_fp8, kv_scales, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean, width,

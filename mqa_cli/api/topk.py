@@ -102,16 +102,6 @@ def _torch_select_into(logits, topk: int, ks, ke, idx_out, val_out, compressed: 
             val_out[:, k:] = float("-inf")
 
 
-def _paged_args(paged, device):
-    """(ctx, stride b, stride t, next_n, max_context_len, shift) for a decode block, or inert values."""
-    if paged is None:
-        return _dummy(device), 0, 0, 1, 0, 0
-    ctx, next_n, max_ctx = paged
-    if ctx.dim() == 1:
-        return ctx, ctx.stride(0), 0, next_n, max_ctx, 1
-    return ctx, ctx.stride(0), ctx.stride(1), next_n, max_ctx, 0
-
-
 def select_args(cfg, logits, ks, ke, idx_out, val_out, *, paged=None, stats=None, scratch=None,
                 arrive=None) -> launch.LaunchArgs:
     """The selection kernels' arguments (one order for both kernels): what _select_into launches, and what a
@@ -119,7 +109,11 @@ def select_args(cfg, logits, ks, ke, idx_out, val_out, *, paged=None, stats=None
     dummy = _dummy(logits.device)
     ks_t, ke_t = (ks, ke) if cfg.constexprs["WINDOW"] else (dummy, dummy)
     val_t = val_out if val_out is not None else idx_out
-    ctx, sb, st, next_n, max_ctx, shift = _paged_args(paged, logits.device)
+    ctx, sb, st, next_n, max_ctx, shift = dummy, 0, 0, 1, 0, 0  # a decode block's context lengths, else inert
+    if paged is not None:
+        ctx, next_n, max_ctx = paged
+        two_d = ctx.dim() == 2
+        sb, st, shift = ctx.stride(0), ctx.stride(1) if two_d else 0, 0 if two_d else 1
     R, cols = logits.shape
     args = [logits, ks_t, ke_t, ctx, idx_out, val_t, dummy if scratch is None else scratch,
             dummy if arrive is None else arrive, dummy if stats is None else stats, R, cols, idx_out.shape[1],

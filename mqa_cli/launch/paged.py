@@ -10,20 +10,15 @@ from .common import LaunchArgs
 _NO_META: dict = {}  # device -> a placeholder int32 tensor for the unused metadata pointer
 
 
-def no_meta(device) -> torch.Tensor:
-    """The placeholder passed for the metadata pointer a SELF_SCHEDULE kernel never reads (one per device)."""
-    meta = _NO_META.get(device)
-    if meta is None:
-        meta = _NO_META[device] = torch.zeros(2, 2, dtype=torch.int32, device=device)
-    return meta
-
-
 def schedule_source(cfg, t, schedule_meta: torch.Tensor | None) -> tuple[torch.Tensor, int]:
     """(the metadata pointer, the ranges of the grid) as the config says: a SELF_SCHEDULE config splits the work
     itself over cfg.schedule["programs"] ranges (a placeholder pointer); one that reads the schedule runs its
     entries - 1 ranges, in blocks of t.block_size tokens."""
     if cfg.constexprs.get("SELF_SCHEDULE"):
-        return no_meta(t.q.device), cfg.schedule["programs"]
+        meta = _NO_META.get(t.q.device)
+        if meta is None:
+            meta = _NO_META[t.q.device] = torch.zeros(2, 2, dtype=torch.int32, device=t.q.device)
+        return meta, cfg.schedule["programs"]
     if schedule_meta is None:
         raise ValueError(f"{cfg.name} reads schedule_meta (the plan decided so) but none was passed")
     return schedule_meta, schedule_meta.shape[0] - 1

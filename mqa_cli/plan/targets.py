@@ -75,13 +75,6 @@ def with_card(base: Target, card, units: int | None = None, device_name: str | N
                    device_name=device_name)
 
 
-def target_names() -> list[str]:
-    """Every name --target takes: the architectures, then the card models."""
-    from .cards import BY_KEY
-
-    return [*TARGETS, *BY_KEY]
-
-
 def get_target(name: str) -> Target:
     from .cards import BY_KEY
 
@@ -90,7 +83,7 @@ def get_target(name: str) -> Target:
     if name in BY_KEY:
         card = BY_KEY[name]
         return with_card(TARGETS[card.arch], card)
-    raise UserError(f"unknown target {name!r}; choose one of {', '.join(target_names())}")
+    raise UserError(f"unknown target {name!r}; choose one of {', '.join([*TARGETS, *BY_KEY])}")
 
 
 def _detect_uncached() -> Target:

@@ -302,20 +302,15 @@ def validate_schedule(t: Paged, schedule_meta, seq_end=None) -> None:
                         f"{tuple(e[i - 1].tolist())}: entries must be in (sequence, block) order")
 
 
-def validate_paged(t: Paged) -> None:
-    """Every check, data included: for files and the CLI."""
-    check_paged(t)
-    validate_paged_values(t)
-
-
 def load_paged(path, max_bytes: int | None = None) -> Paged:
     d = load_tensors(path, KEYS, max_bytes)
     m = d["max_context_len"]
     if m.numel() != 1 or m.dtype.is_floating_point or m.dtype == torch.bool:
         raise UserError(f"{path}: max_context_len must be a 0-d integer tensor, got {m.dtype} {list(m.shape)}")
     t = Paged(d["q"], d["kv_cache"], d["weights"], d["context_lens"], d["block_table"], int(m.item()))
-    try:
-        validate_paged(t)
+    try:  # every check, data included
+        check_paged(t)
+        validate_paged_values(t)
     except UserError as e:
         raise UserError(f"{path}: {e}") from None
     return t

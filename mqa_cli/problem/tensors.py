@@ -166,12 +166,6 @@ def validate_values(t: Prefill, max_seqlen_k: int = 0) -> None:
                             f"(ks {int(t.ks[i])}, ke {int(t.ke[i])}): a compressed row holds max_seqlen_k of them")
 
 
-def validate(t: Prefill) -> None:
-    """Every check, data included: for files and the CLI."""
-    check_prefill(t)
-    validate_values(t)
-
-
 def live_mask(ks: torch.Tensor, ke: torch.Tensor, N: int, cols: slice | None = None) -> torch.Tensor:
     j = torch.arange(N, device=ks.device)
     if cols is not None:
