@@ -56,12 +56,6 @@ def _logits_dtype(logits_dtype) -> bool:
     return logits_dtype == torch.bfloat16
 
 
-def _refuse_fp4(q_scale, kv: torch.Tensor, dim: int) -> None:
-    if q_scale is not None or kv.dtype not in FP8_NAMES or kv.shape[-1] * 2 == dim:
-        raise UserError("fp4 inputs (a q scale, or packed fp4 kv) need a GPU with fp4 MMA (sm100); this library "
-                        "runs fp8 e4m3 q and kv: pass q as (q_fp8, None) and kv as (kv_fp8, kv_scales)")
-
-
 def _refuse_mx(kv_scales, weights) -> None:
     """MX inputs (DeepGEMM 0.2.5 on sm100: int32 UE8M0 scales, bf16 weights) are named, not misread."""
     if (isinstance(kv_scales, torch.Tensor) and kv_scales.dtype == torch.int32) or \
@@ -135,16 +129,13 @@ def fp8_fp4_mqa_logits(q, kv, weights: torch.Tensor, cu_seq_len_k_start: torch.T
     scales, bf16 weights) are refused on this library's targets."""
     q_fp8, q_scale = q if isinstance(q, (tuple, list)) else (q, None)
     kv_fp8, kv_scales = _kv_pair(kv)
-    _refuse_fp4(q_scale, kv_fp8, q_fp8.shape[-1])
+    if q_scale is not None or kv_fp8.dtype not in FP8_NAMES or kv_fp8.shape[-1] * 2 == q_fp8.shape[-1]:
+        raise UserError("fp4 inputs (a q scale, or packed fp4 kv) need a GPU with fp4 MMA (sm100); this library "
+                        "runs fp8 e4m3 q and kv: pass q as (q_fp8, None) and kv as (kv_fp8, kv_scales)")
     _refuse_mx(kv_scales, weights)
     clean, width, logits_dtype = forms.prefill_options(clean_logits, max_seqlen_k, logits_dtype, schedule_meta)
     return _prefill(q_fp8, kv_fp8, kv_scales, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean, width,
                     logits_dtype, check_values)
-
-
-def _prefill_signature(ins: tuple, clean: bool, max_seqlen_k: int, bf16: bool) -> tuple | None:
-    """The fast path's key of a prefill call; ins = (q, kv, kv_scales, weights, ks, ke) as passed."""
-    return fastpath.signature(ins, ("prefill", clean, max_seqlen_k, bf16, sms.setting()))
 
 
 def _prefill(q, kv, kv_scales, weights, ks, ke, clean: bool, max_seqlen_k: int, logits_dtype,
@@ -153,7 +144,7 @@ def _prefill(q, kv, kv_scales, weights, ks, ke, clean: bool, max_seqlen_k: int, 
     if max_seqlen_k < 0:
         raise UserError(f"max_seqlen_k must be >= 0, got {max_seqlen_k}")
     ins = (q, kv, kv_scales, weights, ks, ke)
-    sig = _prefill_signature(ins, clean, max_seqlen_k, bf16)
+    sig = fastpath.signature(ins, ("prefill", clean, max_seqlen_k, bf16, sms.setting()))
     entry = fastpath.get(sig)
     if entry is not None:  # this signature passed the checks below before: only the value checks remain
         if _checking(check_values):
@@ -188,12 +179,6 @@ def set_num_sms(num_sms: int) -> None:
     split computed when schedule_meta is None; the plain-Triton prefill kernels size their kv splits by it.
     Process-wide, as DeepGEMM's; a change takes effect on the next call."""
     sms.set_num_sms(num_sms)
-
-
-def _paged_signature(ins: tuple, max_context_len: int, clean: bool, bf16: bool) -> tuple | None:
-    """The fast path's key of a paged call; ins = (q, kv_cache, weights, context_lens, block_table,
-    schedule_meta) as passed (schedule_meta may be None)."""
-    return fastpath.signature(ins, ("paged", max_context_len, clean, bf16, sms.setting()))
 
 
 def paged_plan(q: torch.Tensor, kv_cache: torch.Tensor, max_context_len: int, clean: bool, bf16: bool,
@@ -245,8 +230,8 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     if not isinstance(max_context_len, int) or isinstance(max_context_len, bool):
         raise UserError(f"max_context_len must be an int (reading it from context_lens would sync), got "
                         f"{type(max_context_len).__name__}")
-    ins = (q, kv_cache, weights, context_lens, block_table, schedule_meta)
-    sig = _paged_signature(ins, max_context_len, clean, bf16)
+    ins = (q, kv_cache, weights, context_lens, block_table, schedule_meta)  # schedule_meta may be None
+    sig = fastpath.signature(ins, ("paged", max_context_len, clean, bf16, sms.setting()))
     entry = fastpath.get(sig)
     if entry is not None:  # this signature passed the checks below before: only the value checks remain
         if _checking(check_values):

@@ -20,7 +20,8 @@ from mqa_kernels.topk.config import workspace_bytes as tuned_workspace
 from ..errors import UserError
 from ..launch import interpreter, common as launch
 from . import fastpath, sms
-from .logits import LOGITS_DTYPES, _checking, fp8_paged_mqa_logits, mqa_logits, read_schedule, target_for
+from .logits import (LOGITS_DTYPES, _checking, _logits_dtype, fp8_paged_mqa_logits, mqa_logits, read_schedule,
+                     target_for)
 
 DEFAULT_WORKSPACE = 256 << 20  # bytes of logits held at once (one block of query rows) when tuned.py says nothing
 
@@ -101,16 +102,6 @@ def _torch_select_into(logits, topk: int, ks, ke, idx_out, val_out, compressed: 
             val_out[:, k:] = float("-inf")
 
 
-def _paged_args(paged, device):
-    """(ctx, stride b, stride t, next_n, max_context_len, shift) for a decode block, or inert values."""
-    if paged is None:
-        return _dummy(device), 0, 0, 1, 0, 0
-    ctx, next_n, max_ctx = paged
-    if ctx.dim() == 1:
-        return ctx, ctx.stride(0), 0, next_n, max_ctx, 1
-    return ctx, ctx.stride(0), ctx.stride(1), next_n, max_ctx, 0
-
-
 def select_args(cfg, logits, ks, ke, idx_out, val_out, *, paged=None, stats=None, scratch=None,
                 arrive=None) -> launch.LaunchArgs:
     """The selection kernels' arguments (one order for both kernels): what _select_into launches, and what a
@@ -118,7 +109,11 @@ def select_args(cfg, logits, ks, ke, idx_out, val_out, *, paged=None, stats=None
     dummy = _dummy(logits.device)
     ks_t, ke_t = (ks, ke) if cfg.constexprs["WINDOW"] else (dummy, dummy)
     val_t = val_out if val_out is not None else idx_out
-    ctx, sb, st, next_n, max_ctx, shift = _paged_args(paged, logits.device)
+    ctx, sb, st, next_n, max_ctx, shift = dummy, 0, 0, 1, 0, 0  # a decode block's context lengths, else inert
+    if paged is not None:
+        ctx, next_n, max_ctx = paged
+        two_d = ctx.dim() == 2
+        sb, st, shift = ctx.stride(0), ctx.stride(1) if two_d else 0, 0 if two_d else 1
     R, cols = logits.shape
     args = [logits, ks_t, ke_t, ctx, idx_out, val_t, dummy if scratch is None else scratch,
             dummy if arrive is None else arrive, dummy if stats is None else stats, R, cols, idx_out.shape[1],
@@ -243,12 +238,6 @@ def topk_select(logits: torch.Tensor, topk: int, ks: torch.Tensor | None = None,
     return idx, val
 
 
-def _sort_desc(idx: torch.Tensor, val: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Descending value (stable: -1 padding, valued -inf, stays last)."""
-    v, order = torch.sort(val, dim=1, descending=True, stable=True)
-    return idx.gather(1, order), v
-
-
 def _workspace(cols: int, backend: str, given: int | None) -> int:
     """Bytes of logits held at once: the caller's figure, else the tuned one for this row length."""
     return int(given) if given is not None else tuned_workspace(cols, backend, DEFAULT_WORKSPACE)
@@ -306,8 +295,7 @@ def fp8_mqa_topk(q: torch.Tensor, kv: torch.Tensor, kv_scales: torch.Tensor, wei
     and refuses a max_seqlen_k below a row's window (its top-k would come from the window's first columns).
     """
     topk = _check_topk(topk)
-    if logits_dtype not in LOGITS_DTYPES:
-        raise UserError(f"logits_dtype must be torch.float32 or torch.bfloat16, got {logits_dtype}")
+    _logits_dtype(logits_dtype)
     if q.dim() != 3:
         raise UserError(f"q must be [S, H, D], got shape {list(q.shape)}")
     S = q.shape[0]
@@ -331,17 +319,13 @@ def fp8_mqa_topk(q: torch.Tensor, kv: torch.Tensor, kv_scales: torch.Tensor, wei
         r1 = min(S, r0 + rows)
         logits = mqa_logits(q[r0:r1], kv, kv_scales, weights[r0:r1], ks[r0:r1], ke[r0:r1], clean_logits=False,
                             max_seqlen_k=int(max_seqlen_k), logits_dtype=logits_dtype)
-        _select_block_rows(logits, topk, ks[r0:r1], ke[r0:r1], idx[r0:r1], None if val is None else val[r0:r1],
-                           sorted, dict(compressed=max_seqlen_k > 0, cap=cap))
-        if relative:
-            _relative_(idx[r0:r1], ks[r0:r1])
+        block = idx[r0:r1]
+        _select_block_rows(logits, topk, ks[r0:r1], ke[r0:r1], block, None if val is None else val[r0:r1], sorted,
+                           dict(compressed=max_seqlen_k > 0, cap=cap))
+        if relative:  # minus each row's ks, in place; -1 padding stays -1 (on the device, no sync)
+            block.copy_(torch.where(block >= 0, block - ks[r0:r1, None], block))
         del logits  # the next block reuses its memory
     return (idx, val) if return_logits else idx
-
-
-def _relative_(idx: torch.Tensor, ks: torch.Tensor) -> None:
-    """idx (absolute positions, -1 padded) minus each row's ks, in place; -1 stays -1 (on the device, no sync)."""
-    idx.copy_(torch.where(idx >= 0, idx - ks[:, None], idx))
 
 
 def _select_block_rows(logits, topk: int, ks, ke, idx, val, sorted: bool, kw: dict) -> None:
@@ -351,8 +335,8 @@ def _select_block_rows(logits, topk: int, ks, ke, idx, val, sorted: bool, kw: di
         return
     v = torch.empty(idx.shape[0], topk, dtype=logits.dtype, device=logits.device)
     _select_into(logits, topk, ks, ke, idx, v, **kw)
-    i_sorted, v_sorted = _sort_desc(idx, v)
-    idx.copy_(i_sorted)
+    v_sorted, order = torch.sort(v, dim=1, descending=True, stable=True)  # stable: -1 padding (-inf) stays last
+    idx.copy_(idx.gather(1, order))
     if val is not None:
         val.copy_(v_sorted)
 
@@ -385,8 +369,7 @@ def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.T
     check_values=True (or MQA_LOGITS_CHECK=1) runs fp8_paged_mqa_logits' value checks once, schedule_meta's too.
     """
     topk = _check_topk(topk)
-    if logits_dtype not in LOGITS_DTYPES:
-        raise UserError(f"logits_dtype must be torch.float32 or torch.bfloat16, got {logits_dtype}")
+    bf16 = _logits_dtype(logits_dtype)
     if isinstance(max_context_len, bool) or not isinstance(max_context_len, int):
         raise UserError(f"max_context_len must be an int, got {type(max_context_len).__name__}")
     if q.dim() != 4:
@@ -409,8 +392,8 @@ def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.T
         t = Paged(q, kv_cache, weights, context_lens, block_table, max_context_len)
         check_paged(t)
         # the schedule as the logits call takes it: passed on in one block only, checked where its plan reads it
-        validate_paged_values(t, read_schedule(q, kv_cache, max_context_len, False, logits_dtype == torch.bfloat16,
-                                               schedule_meta) if nb >= B else None)
+        validate_paged_values(t, read_schedule(q, kv_cache, max_context_len, False, bf16, schedule_meta)
+                              if nb >= B else None)
     idx = torch.empty(S, topk, dtype=torch.int32, device=q.device)
     val = torch.empty(S, topk, dtype=logits_dtype, device=q.device) if return_logits else None
     if nb >= B:  # one block (a decode step): the caller's tensors as they are, no views to make

@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 
-_NOTED = False
+_NOTED = False  # the CPU-path note was printed
 
 # One interpreted launch at a time in a process: triton's interpreter swaps triton.language's builtins process-wide
 # for the length of a launch and keeps the program index in one global builder, so two threads' launches at once
@@ -37,8 +37,11 @@ def enable_if_no_gpu(note: bool = True) -> bool:
             from ..errors import UserError
 
             raise UserError(problem)
-    if note and active():
-        say_once()
+    global _NOTED
+    if note and active() and not _NOTED:
+        print("note: no GPU: kernels run through the Triton interpreter on the CPU; its times say nothing about "
+              "GPU speed", file=sys.stderr)
+        _NOTED = True
     return active()
 
 
@@ -59,14 +62,6 @@ def numpy_problem(triton: str | None = None, numpy: str | None = None) -> str | 
         return (f"triton {triton}'s interpreter (the CPU path) needs numpy < 2.4, this is numpy {numpy}: "
                 f"pip install 'numpy<2.4' (or triton 3.8 or later, which takes any numpy)")
     return None
-
-
-def say_once() -> None:
-    global _NOTED
-    if not _NOTED:
-        print("note: no GPU: kernels run through the Triton interpreter on the CPU; its times say nothing about "
-              "GPU speed", file=sys.stderr)
-        _NOTED = True
 
 
 _ONE_PATCH = False

@@ -10,20 +10,15 @@ from .common import LaunchArgs
 _NO_META: dict = {}  # device -> a placeholder int32 tensor for the unused metadata pointer
 
 
-def no_meta(device) -> torch.Tensor:
-    """The placeholder passed for the metadata pointer a SELF_SCHEDULE kernel never reads (one per device)."""
-    meta = _NO_META.get(device)
-    if meta is None:
-        meta = _NO_META[device] = torch.zeros(2, 2, dtype=torch.int32, device=device)
-    return meta
-
-
 def schedule_source(cfg, t, schedule_meta: torch.Tensor | None) -> tuple[torch.Tensor, int]:
     """(the metadata pointer, the ranges of the grid) as the config says: a SELF_SCHEDULE config splits the work
     itself over cfg.schedule["programs"] ranges (a placeholder pointer); one that reads the schedule runs its
     entries - 1 ranges, in blocks of t.block_size tokens."""
     if cfg.constexprs.get("SELF_SCHEDULE"):
-        return no_meta(t.q.device), cfg.schedule["programs"]
+        meta = _NO_META.get(t.q.device)
+        if meta is None:
+            meta = _NO_META[t.q.device] = torch.zeros(2, 2, dtype=torch.int32, device=t.q.device)
+        return meta, cfg.schedule["programs"]
     if schedule_meta is None:
         raise ValueError(f"{cfg.name} reads schedule_meta (the plan decided so) but none was passed")
     return schedule_meta, schedule_meta.shape[0] - 1
@@ -40,14 +35,9 @@ def paged_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None) ->
     ctx = t.context_lens
     two_d = ctx.dim() == 2
     q = t.q
-    args = [q, kv, t.weights, ctx, t.block_table, schedule_meta, out,
-            t.batch, int(t.max_context_len),
-            q.stride(0), q.stride(1), q.stride(2),
-            t.kv_cache.stride(0),
-            t.weights.stride(0),
-            ctx.stride(0), ctx.stride(1) if two_d else 0, 0 if two_d else 1,
-            t.block_table.stride(0),
-            out.stride(0),
+    args = [q, kv, t.weights, ctx, t.block_table, schedule_meta, out, t.batch, int(t.max_context_len),
+            q.stride(0), q.stride(1), q.stride(2), t.kv_cache.stride(0), t.weights.stride(0),
+            ctx.stride(0), ctx.stride(1) if two_d else 0, 0 if two_d else 1, t.block_table.stride(0), out.stride(0),
             t.kv_cache.shape[0], t.block_table.shape[1]]
     tail = tuple(args[7:])  # sizes and strides: fixed by the signature
     if self_schedule:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 from ..errors import UserError
 
 # torch dtype name -> triton pointer type (what the JIT's specialisation produces).
@@ -82,8 +81,6 @@ def build_signature(fn, launch_args, backend) -> Signature:
             if parsed:
                 attrs[(i, )] = parsed
     return Signature(signature, constexprs, attrs, tuple(launch_args.grid))
-
-
 
 
 def compile_with_signature(fn, la, gpu):

@@ -339,10 +339,6 @@ PAGED_ROWS: list[Row] = [
 TABLE: list[Row] = PREFILL_ROWS + PAGED_ROWS
 
 
-def row_names() -> list[str]:
-    return [r.name for r in TABLE]
-
-
 # Former row names, refused with the row's name now (no second name runs anything).
 RENAMED = {"h64d128_gfx950": "heads_on_m_gfx950", "h64d128_gfx942": "heads_on_m_gfx942"}
 
@@ -384,7 +380,7 @@ def plan(shape: Shape, target: Target, kernel: str | None = None, force: bool = 
         if chosen is None and kernel in RENAMED:
             raise UserError(f"kernel {kernel} is now named {RENAMED[kernel]} (the kernel it runs)")
         if chosen is None:
-            raise UserError(f"unknown kernel {kernel!r}; choose one of {', '.join(row_names())}")
+            raise UserError(f"unknown kernel {kernel!r}; choose one of {', '.join(r.name for r in TABLE)}")
         if not chosen.ok and not force:
             fails = "; ".join(c.sentence() for c in chosen.checks if not c.ok)
             raise UserError(f"kernel {kernel} does not hold for this problem on {target.name}: {fails} (--force to run it anyway)")

@@ -6,9 +6,8 @@ Peak figures are dense (no sparsity) fp8 from the vendors' datasheets:
 - MI300X: 2,614.9 TFLOP/s fp8 dense, 5.3 TB/s (AMD Instinct MI300X datasheet); 64 KiB LDS; fp8 is e4m3fnuz.
 - MI355X: 5,000 TFLOP/s fp8 dense (MI350X: 4,600), 8 TB/s (AMD Instinct MI350 series datasheet); 160 KiB LDS.
 Measured ceilings (where we have them) come from this project's own runs: ../docs/PERFORMANCE.md. sm90: 1635 TF/s
-is fp8 wgmma alone on the H200 at its power cap (the mma_ceiling probe in docs/EXPERIMENTS.md: 1633-1637 over four
-wgmma shapes, 2026-11-30; until then 1270, a plain fp8 matmul's rate, which the prefill kernel passed at D 256);
-4.3 TB/s is the device-to-device copy rate.
+is fp8 wgmma alone on the H200 at its power cap (the mma_ceiling probe, docs/EXPERIMENTS.md); 4.3 TB/s is the
+device-to-device copy rate.
 The sm90 entry carries the H200's figures; the card a GPU run finds (or `--target h100`, `h200`, ...) carries its
 own (cards.py): the floor is the card's, dispatch the architecture's.
 """
@@ -75,13 +74,6 @@ def with_card(base: Target, card, units: int | None = None, device_name: str | N
                    device_name=device_name)
 
 
-def target_names() -> list[str]:
-    """Every name --target takes: the architectures, then the card models."""
-    from .cards import BY_KEY
-
-    return [*TARGETS, *BY_KEY]
-
-
 def get_target(name: str) -> Target:
     from .cards import BY_KEY
 
@@ -90,7 +82,7 @@ def get_target(name: str) -> Target:
     if name in BY_KEY:
         card = BY_KEY[name]
         return with_card(TARGETS[card.arch], card)
-    raise UserError(f"unknown target {name!r}; choose one of {', '.join(target_names())}")
+    raise UserError(f"unknown target {name!r}; choose one of {', '.join([*TARGETS, *BY_KEY])}")
 
 
 def _detect_uncached() -> Target:

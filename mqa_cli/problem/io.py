@@ -155,11 +155,12 @@ def save_tensors(path: str | os.PathLike, tensors: dict, force: bool = False) ->
 
 
 def load_prefill(path, max_bytes: int | None = None):
-    from .tensors import KEYS, Prefill, validate
+    from .tensors import KEYS, Prefill, check_prefill, validate_values
 
     t = Prefill(**load_tensors(path, KEYS, max_bytes))
-    try:
-        validate(t)
+    try:  # every check, data included
+        check_prefill(t)
+        validate_values(t)
     except UserError as e:
         raise UserError(f"{path}: {e}") from None
     return t

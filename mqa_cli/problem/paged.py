@@ -87,14 +87,10 @@ class PagedSpec:
             return np.asarray([int(c) for c in self.contexts], dtype=np.int64)
         if self.context_lens_from is not None:
             return np.asarray(read_context_lens(self.context_lens_from, self.next_n), dtype=np.int64)
-        lo, hi = self._drawn_range()
-        rng = np.random.default_rng(self.seed)
-        return rng.integers(lo, hi, size=self.batch).astype(np.int64)
-
-    def _drawn_range(self) -> tuple[int, int]:
         C, j = self.context_len, self.context_jitter
         lo = max(self.next_n, int(math.floor((1 - j) * C)))
-        return lo, max(lo + 1, int(math.ceil((1 + j) * C)))
+        hi = max(lo + 1, int(math.ceil((1 + j) * C)))
+        return np.random.default_rng(self.seed).integers(lo, hi, size=self.batch).astype(np.int64)
 
     def label(self) -> str:
         """paged-b4-t2-c512-j0.3-bs64-h64-d128-clean1."""
@@ -107,7 +103,6 @@ class PagedSpec:
             ctx = f"c{self.context_len}-j{self.context_jitter:g}"
         return (f"paged-b{self.batch}-t{self.next_n}-{ctx}-bs{self.block_size}-h{self.heads}-d{self.dim}"
                 f"-clean{int(self.clean_logits)}")
-
 
 
 def read_context_lens(path: str, next_n: int = 1) -> list[int]:

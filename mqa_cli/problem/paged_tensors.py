@@ -16,8 +16,7 @@ from ..errors import UserError
 from .io import load_tensors
 from .paged import KEYS, MAX_CONTEXT, PagedSpec, logits_bytes
 from .finite import SLICE_ELEMS, bad_mask, first_true, refuse_nonfinite, what
-from .tensors import FP8_DTYPES, FP8_NAMES, check_not_meta, memory_of, quantize_per_token
-
+from .tensors import FP8_DTYPES, FP8_NAMES, check_one_device, memory_of, quantize_per_token
 
 
 @dataclass
@@ -76,7 +75,6 @@ class Paged:
             return ctx.clamp_min(0)
         t = torch.arange(self.next_n, device=ctx.device)
         return (ctx[:, None] - self.next_n + t[None, :] + 1).clamp_min(0)
-
 
 
 def pack_cache(kv, scales, block_size: int):
@@ -176,11 +174,8 @@ def check_paged(t: Paged) -> None:
     if m > MAX_CONTEXT:
         raise UserError(f"max_context_len {m:,} is past the decode kernels' 32-bit token offsets (at most "
                         f"{MAX_CONTEXT:,})")
+    check_one_device(t, KEYS[1:-1])
     dev = t.q.device
-    for k in KEYS[1:-1]:
-        if getattr(t, k).device != dev:
-            raise UserError(f"all tensors must be on one device: q is on {dev}, {k} on {getattr(t, k).device}")
-    check_not_meta(dev)
     need, have = logits_bytes(B * T, m, 2), memory_of(dev)  # bf16, the smaller output: what any call needs
     if have is not None and need > have:
         raise UserError(f"max_context_len {m:,}: the logits [{B * T}, {m:,}] need {need:,} bytes, more than the "
@@ -307,20 +302,15 @@ def validate_schedule(t: Paged, schedule_meta, seq_end=None) -> None:
                         f"{tuple(e[i - 1].tolist())}: entries must be in (sequence, block) order")
 
 
-def validate_paged(t: Paged) -> None:
-    """Every check, data included: for files and the CLI."""
-    check_paged(t)
-    validate_paged_values(t)
-
-
 def load_paged(path, max_bytes: int | None = None) -> Paged:
     d = load_tensors(path, KEYS, max_bytes)
     m = d["max_context_len"]
     if m.numel() != 1 or m.dtype.is_floating_point or m.dtype == torch.bool:
         raise UserError(f"{path}: max_context_len must be a 0-d integer tensor, got {m.dtype} {list(m.shape)}")
     t = Paged(d["q"], d["kv_cache"], d["weights"], d["context_lens"], d["block_table"], int(m.item()))
-    try:
-        validate_paged(t)
+    try:  # every check, data included
+        check_paged(t)
+        validate_paged_values(t)
     except UserError as e:
         raise UserError(f"{path}: {e}") from None
     return t

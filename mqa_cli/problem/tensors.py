@@ -98,9 +98,14 @@ def memory_of(device) -> int | None:
     return have
 
 
-def check_not_meta(device) -> None:
-    """Tensors on the meta device have shapes but no data: no kernel can run on them."""
-    if torch.device(device).type == "meta":
+def check_one_device(t, keys) -> None:
+    """The tensors `keys` of bundle `t` on q's device, and that device not meta (tensors on it have shapes but no
+    data: no kernel can run on them)."""
+    dev = t.q.device
+    for k in keys:
+        if getattr(t, k).device != dev:
+            raise UserError(f"all tensors must be on one device: q is on {dev}, {k} on {getattr(t, k).device}")
+    if dev.type == "meta":
         raise UserError("the tensors are on the meta device, which holds no data: pass them on a GPU or the CPU")
 
 
@@ -124,11 +129,7 @@ def check_prefill(t: Prefill) -> None:
             raise UserError(f"{key} must be {dtype}, got {x.dtype}")
         if tuple(x.shape) != shape:
             raise UserError(f"{key} must have shape {list(shape)}, got {list(x.shape)}")
-    dev = t.q.device
-    for k in KEYS[1:]:
-        if getattr(t, k).device != dev:
-            raise UserError(f"all tensors must be on one device: q is on {dev}, {k} on {getattr(t, k).device}")
-    check_not_meta(dev)
+    check_one_device(t, KEYS[1:])
     if S == 0 or N == 0:
         raise UserError(f"empty problem: S = {S}, N = {N}")
     if t.q.stride(2) != 1:
@@ -163,12 +164,6 @@ def validate_values(t: Prefill, max_seqlen_k: int = 0) -> None:
         if int(width[i]) > max_seqlen_k:
             raise UserError(f"max_seqlen_k {max_seqlen_k} is below row {i}'s window of {int(width[i])} positions "
                             f"(ks {int(t.ks[i])}, ke {int(t.ke[i])}): a compressed row holds max_seqlen_k of them")
-
-
-def validate(t: Prefill) -> None:
-    """Every check, data included: for files and the CLI."""
-    check_prefill(t)
-    validate_values(t)
 
 
 def live_mask(ks: torch.Tensor, ke: torch.Tensor, N: int, cols: slice | None = None) -> torch.Tensor:
