@@ -273,7 +273,7 @@ def _schedule_for(kind: str, next_n: int, p: dict):
     if kind == "stale_smaller":
         return own_schedule(ctx[:B - 1], 5)
     if kind == "stale_first":
-        return own_schedule(ctx[:1], 3)
+        return own_schedule(ctx[:1], 5)  # (5 ranges: a schedule the plan reads, so checks judge it)
     if kind == "stale_larger":
         return own_schedule(torch.cat([ctx, ctx[:2] + 500]), 5)
     if kind == "block16":
