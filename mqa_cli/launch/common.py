@@ -33,6 +33,26 @@ class LaunchArgs:
     rebuild: Callable | None = None
 
 
+TMA_ALIGN = 16  # bytes: TMA descriptors need 16-byte aligned bases and row strides
+
+
+def desc_fields(desc) -> tuple:
+    """A TMA descriptor's class and fields without its base tensor (a recorded rebuild must not keep a call's
+    tensors)."""
+    return type(desc), {k: v for k, v in vars(desc).items() if k != "base"}
+
+
+def rebased(fields: tuple, base: torch.Tensor):
+    """The descriptor of `fields` over `base`, a tensor of the same shape, strides, dtype and alignment as the one
+    it was built on (a matching call signature guarantees it), without rerunning the constructor's checks
+    (several µs of host time)."""
+    cls, values = fields
+    d = object.__new__(cls)
+    d.__dict__.update(values)
+    d.base = base
+    return d
+
+
 def row_align(dtype) -> int:
     """Elements of `dtype` in ROW_BYTES: the output row stride is a multiple of it."""
     return ROW_BYTES // dtype.itemsize
@@ -94,12 +114,10 @@ def _specialization(args) -> tuple | None:
     for x in args:
         if type(x) is torch.Tensor or isinstance(x, torch.Tensor):
             key.append((x.dtype, x.data_ptr() % 16 == 0))
-        elif type(x) is int:
+        elif type(x) is int or (isinstance(x, int) and not isinstance(x, bool)):
             key.append(("int", x == 1, x % 16 == 0, -(2 ** 31) <= x < 2 ** 31))
         elif isinstance(x, bool):
             key.append(("bool", x))
-        elif isinstance(x, int):
-            key.append(("int", x == 1, x % 16 == 0, -(2 ** 31) <= x < 2 ** 31))
         elif hasattr(x, "block_shape") and isinstance(getattr(x, "base", None), torch.Tensor):
             # a TMA tensor descriptor: the JIT specializes on its dtype, block shape and shared layout
             key.append(("desc", x.base.dtype, tuple(x.block_shape), repr(getattr(x, "layout", None)),

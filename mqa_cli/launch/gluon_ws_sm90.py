@@ -12,9 +12,8 @@ import torch
 
 from ..errors import UserError
 from . import barrier_offsets
-from .common import LaunchArgs
+from .common import TMA_ALIGN, LaunchArgs, desc_fields, rebased
 
-TMA_ALIGN = 16  # bytes: TMA descriptors need 16-byte aligned bases and row strides
 
 
 def _aligned(x: torch.Tensor) -> bool:
@@ -140,28 +139,12 @@ def _out_desc(out: torch.Tensor, S: int, N: int, c: dict):
 def _rebuilder(args: list, q_desc, kv_desc):
     """LaunchArgs.rebuild of gluon_ws_sm90_args: fresh descriptors over the call's q, kv (and logits, with TMA_STORE), the
     rest as passed."""
-    tail, q_fields, kv_fields = tuple(args[7:-1]), _fields(q_desc), _fields(kv_desc)
-    out_fields = None if args[-1] is None else _fields(args[-1])
+    tail, q_fields, kv_fields = tuple(args[7:-1]), desc_fields(q_desc), desc_fields(kv_desc)
+    out_fields = None if args[-1] is None else desc_fields(args[-1])
 
     def rebuild(ins, out):
         q, kv, kv_scales, weights, ks, ke = ins
-        od = None if out_fields is None else _rebased(out_fields, out)
-        return (_rebased(q_fields, q), _rebased(kv_fields, kv), kv_scales, weights, ks, ke, out, *tail, od)
+        od = None if out_fields is None else rebased(out_fields, out)
+        return (rebased(q_fields, q), rebased(kv_fields, kv), kv_scales, weights, ks, ke, out, *tail, od)
 
     return rebuild
-
-
-def _fields(desc) -> tuple:
-    """A descriptor's class and fields without its base tensor (a recorded rebuild must not keep a call's tensors)."""
-    return type(desc), {k: v for k, v in vars(desc).items() if k != "base"}
-
-
-def _rebased(fields: tuple, base: torch.Tensor):
-    """The descriptor of `fields` over `base`, a tensor of the same shape, strides, dtype and alignment as the one
-    it was built on (a matching call signature guarantees it), without rerunning the constructor's checks
-    (several µs of host time)."""
-    cls, values = fields
-    d = object.__new__(cls)
-    d.__dict__.update(values)
-    d.base = base
-    return d

@@ -35,14 +35,9 @@ def paged_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | None) ->
     ctx = t.context_lens
     two_d = ctx.dim() == 2
     q = t.q
-    args = [q, kv, t.weights, ctx, t.block_table, schedule_meta, out,
-            t.batch, int(t.max_context_len),
-            q.stride(0), q.stride(1), q.stride(2),
-            t.kv_cache.stride(0),
-            t.weights.stride(0),
-            ctx.stride(0), ctx.stride(1) if two_d else 0, 0 if two_d else 1,
-            t.block_table.stride(0),
-            out.stride(0),
+    args = [q, kv, t.weights, ctx, t.block_table, schedule_meta, out, t.batch, int(t.max_context_len),
+            q.stride(0), q.stride(1), q.stride(2), t.kv_cache.stride(0), t.weights.stride(0),
+            ctx.stride(0), ctx.stride(1) if two_d else 0, 0 if two_d else 1, t.block_table.stride(0), out.stride(0),
             t.kv_cache.shape[0], t.block_table.shape[1]]
     tail = tuple(args[7:])  # sizes and strides: fixed by the signature
     if self_schedule:

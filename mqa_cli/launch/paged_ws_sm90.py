@@ -13,10 +13,9 @@ import torch
 
 from ..errors import UserError
 from . import barrier_offsets
-from .common import LaunchArgs
+from .common import TMA_ALIGN, LaunchArgs, desc_fields
 from .paged import schedule_source
 
-TMA_ALIGN = 16  # bytes: TMA bases and row strides
 _CACHE_DESCS: dict = {}  # (cache pointer, _layout_id) -> (kv_desc, sc_desc); a few entries
 _LAYOUT_IDS: dict = {}  # (cache shape, strides, D, BS) -> id
 _NEXT_ID = itertools.count()
@@ -107,11 +106,8 @@ def paged_ws_sm90_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | 
     ctx = t.context_lens
     two_d = ctx.dim() == 2
     args = [q_desc, kv_desc, sc_desc, t.weights, ctx, t.block_table, schedule_meta, out,
-            B, int(t.max_context_len), t.kv_cache.stride(0) // D,
-            t.weights.stride(0),
-            ctx.stride(0), ctx.stride(1) if two_d else 0, 0 if two_d else 1,
-            t.block_table.stride(0),
-            out.stride(0),
+            B, int(t.max_context_len), t.kv_cache.stride(0) // D, t.weights.stride(0),
+            ctx.stride(0), ctx.stride(1) if two_d else 0, 0 if two_d else 1, t.block_table.stride(0), out.stride(0),
             t.block_table.shape[1]]
     tail = tuple(args[8:])  # sizes and strides: fixed by the call's signature (mqa_cli.api.fastpath)
     placeholder = schedule_meta if self_schedule else None  # the config's choice, as the full path followed it
@@ -119,8 +115,8 @@ def paged_ws_sm90_args(t, cfg, out: torch.Tensor, schedule_meta: torch.Tensor | 
     # whether q is read in place, the cache's layout id, the q descriptor's fields.
     q_in_place = q_rows is t.q
     cache_id = _layout_id(t.kv_cache, D, BS)
-    q_fields = _desc_fields(q_desc)
-    new, desc_cls = object.__new__, type(q_desc)
+    desc_cls, q_fields = desc_fields(q_desc)
+    new = object.__new__
 
     def rebuild(ins, out):
         q, kv_cache, weights, ctx, table, meta = ins
@@ -146,8 +142,3 @@ def descriptor_params(symbol: str, ranks: tuple) -> str:
         names.append(f"{symbol}_param_{first}")
         first += 1 + 2 * r
     return ",".join(names)
-
-
-def _desc_fields(desc) -> dict:
-    """A descriptor's fields with its base left out (None): a recorded rebuild must keep no tensor of a call."""
-    return {**vars(desc), "base": None}
