@@ -174,6 +174,7 @@ def test_prefill_compressed(clean, extra, dtype):
     for other in (keywords, explicit):
         assert_same(other, out, live=torch.isfinite(ref).to(out.device))
     full = prefill(p, logits_dtype=dtype)
+    assert torch.equal(mqa_cli.fp8_mqa_logits(p.q, p.kv, p.sc, p.w, p.ks, p.ke, logits_dtype=dtype), full)  # explicit
     got = torch.cat([out[i, :int(p.ke[i] - p.ks[i])] for i in range(p.S)])
     want = torch.cat([full[i, int(p.ks[i]):int(p.ke[i])] for i in range(p.S)])
     assert_same(got, want, what="compressed live part vs full[ks:ke]: ")
@@ -230,7 +231,7 @@ def test_prefill_output_row_stride_multiple_of_4(kw, N):
 
 def test_prefill_ambiguous_or_unsupported_calls_are_refused():
     """Never a silent misread: a bare kv tensor without its scales, a logits dtype other than fp32/bf16,
-    a negative max_seqlen_k."""
+    a negative max_seqlen_k; a dtype or shape the kernels do not take, checked on every call (no data read)."""
     p = prefill_problem()
     with pytest.raises((UserError, TypeError)):
         mqa_cli.fp8_mqa_logits(p.q, p.kv, p.w, p.ks, p.ke)
@@ -238,6 +239,14 @@ def test_prefill_ambiguous_or_unsupported_calls_are_refused():
         prefill(p, logits_dtype=torch.float16)
     with pytest.raises(UserError):
         prefill(p, max_seqlen_k=-1)
+    for change, needle in ((dict(q=p.q.float()), "q must be fp8"),
+                           (dict(kv=p.kv[:, :16]), "kv must be"),
+                           (dict(w=p.w[:, :3]), "weights must have shape"),
+                           (dict(ks=p.ks.long()), "ks must be torch.int32"),
+                           (dict(q=p.q[:, :12], w=p.w[:, :12]), "heads must be a power of two")):
+        d = dict(vars(p), **change)
+        with pytest.raises(UserError, match=needle):
+            mqa_cli.mqa_logits(d["q"], d["kv"], d["sc"], d["w"], d["ks"], d["ke"])
 
 
 def test_paged_unsupported_calls_are_refused():
@@ -500,16 +509,19 @@ def test_value_problems_not_checked_by_default():
     assert paged(pg, w=_set(pg.w, (0, 0), NAN)).shape == (pg.B * pg.T, pg.max_context_len)
 
 
-@pytest.mark.parametrize("problem", ["ks_gt_ke", "ke_gt_n", "negative_ks"])
+@pytest.mark.parametrize("problem", ["ks > ke", "ke > N", "ks must be >= 0"])
 def test_prefill_value_problems_checked_when_asked(problem):
-    """Windows reversed or outside [0, N] (NaN and inf inputs: test_prefill_nonfinite_input_is_refused_when_checked)."""
+    """Windows reversed or outside [0, N], refused in each form with check_values (a UserError is a ValueError) and
+    not read without it (NaN and inf inputs: test_prefill_nonfinite_input_is_refused_when_checked)."""
     p = prefill_problem()
-    ks, ke = {"ks_gt_ke": (_set(p.ks, 0, 9), _set(p.ke, 0, 3)), "ke_gt_n": (p.ks, _set(p.ke, 2, p.N + 3)),
-              "negative_ks": (_set(p.ks, 2, -1), p.ke)}[problem]
-    with pytest.raises(UserError):
-        mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc), p.w, ks, ke, check_values=True)
-    with pytest.raises(UserError):
-        mqa_cli.fp8_fp4_mqa_logits((p.q, None), (p.kv, p.sc), p.w, ks, ke, check_values=True)
+    ks, ke = {"ks > ke": (_set(p.ks, 0, 9), _set(p.ke, 0, 3)), "ke > N": (p.ks, _set(p.ke, 2, p.N + 3)),
+              "ks must be >= 0": (_set(p.ks, 2, -1), p.ke)}[problem]
+    for call in (lambda **kw: mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc), p.w, ks, ke, **kw),
+                 lambda **kw: mqa_cli.fp8_fp4_mqa_logits((p.q, None), (p.kv, p.sc), p.w, ks, ke, **kw),
+                 lambda **kw: mqa_cli.mqa_logits(p.q, p.kv, p.sc, p.w, ks, ke, **kw)):
+        with pytest.raises(ValueError, match=problem):
+            call(check_values=True)
+    assert issubclass(UserError, ValueError) and call().shape == (p.S, p.N)
 
 
 def test_prefill_good_inputs_pass_check_values():
