@@ -34,6 +34,15 @@ def fp8_q(shape, g: torch.Generator) -> torch.Tensor:
     return torch.randn(*shape, generator=g).to(FP8)
 
 
+def inside(x: torch.Tensor, shape, at, fill) -> torch.Tensor:
+    """x as the view big[at] of a bigger tensor `big` of `shape` whose other entries hold `fill` (an fp8 tensor's:
+    that byte): the row slices, padded rows, strided columns and sub-blocks engines pass."""
+    big = torch.full(tuple(shape), fill, dtype=torch.uint8 if x.dtype == FP8 else x.dtype, device=x.device)
+    big = big.view(FP8) if x.dtype == FP8 else big
+    big[at] = x
+    return big[at]
+
+
 # ------------------------------------------------------------------------------------------ prefill
 
 def _scores64(q, kv, scales, weights):

@@ -16,7 +16,7 @@ import mqa_cli
 from mqa_cli import deep_gemm as dg
 from mqa_cli.errors import UserError
 
-from .reference64 import (FP8, assert_logits, assert_same, compress64, fp8_q, fp8_rows, gen, pack_blocks,
+from .reference64 import (FP8, assert_logits, assert_same, compress64, fp8_q, fp8_rows, gen, inside, pack_blocks,
                           paged64, paged_ends, prefill64)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -109,10 +109,6 @@ def paged(p, q=None, cache=None, w=None, ctx=None, table=None, **kw):
                                         meta(ctx, p.bs), p.max_context_len, **kw)
 
 
-def garbage_like(x: torch.Tensor, fill) -> torch.Tensor:
-    return torch.full_like(x, fill)
-
-
 # ------------------------------------------------------------------------------------------ names and signatures
 
 PREFILL_SIG = ("(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=True, max_seqlen_k=0, "
@@ -174,6 +170,7 @@ def test_prefill_compressed(clean, extra, dtype):
     for other in (keywords, explicit):
         assert_same(other, out, live=torch.isfinite(ref).to(out.device))
     full = prefill(p, logits_dtype=dtype)
+    assert torch.equal(mqa_cli.fp8_mqa_logits(p.q, p.kv, p.sc, p.w, p.ks, p.ke, logits_dtype=dtype), full)  # explicit
     got = torch.cat([out[i, :int(p.ke[i] - p.ks[i])] for i in range(p.S)])
     want = torch.cat([full[i, int(p.ks[i]):int(p.ke[i])] for i in range(p.S)])
     assert_same(got, want, what="compressed live part vs full[ks:ke]: ")
@@ -230,7 +227,7 @@ def test_prefill_output_row_stride_multiple_of_4(kw, N):
 
 def test_prefill_ambiguous_or_unsupported_calls_are_refused():
     """Never a silent misread: a bare kv tensor without its scales, a logits dtype other than fp32/bf16,
-    a negative max_seqlen_k."""
+    a negative max_seqlen_k; a dtype or shape the kernels do not take, checked on every call (no data read)."""
     p = prefill_problem()
     with pytest.raises((UserError, TypeError)):
         mqa_cli.fp8_mqa_logits(p.q, p.kv, p.w, p.ks, p.ke)
@@ -238,6 +235,14 @@ def test_prefill_ambiguous_or_unsupported_calls_are_refused():
         prefill(p, logits_dtype=torch.float16)
     with pytest.raises(UserError):
         prefill(p, max_seqlen_k=-1)
+    for change, needle in ((dict(q=p.q.float()), "q must be fp8"),
+                           (dict(kv=p.kv[:, :16]), "kv must be"),
+                           (dict(w=p.w[:, :3]), "weights must have shape"),
+                           (dict(ks=p.ks.long()), "ks must be torch.int32"),
+                           (dict(q=p.q[:, :12], w=p.w[:, :12]), "heads must be a power of two")):
+        d = dict(vars(p), **change)
+        with pytest.raises(UserError, match=needle):
+            mqa_cli.mqa_logits(d["q"], d["kv"], d["sc"], d["w"], d["ks"], d["ke"])
 
 
 def test_paged_unsupported_calls_are_refused():
@@ -296,66 +301,23 @@ def honoured_or_refused(call, p, what: str):
 def _prefill_views(p):
     """(argument, name, build) where build() returns kwargs of the explicit form with one argument replaced by a
     view of the same logical values inside a bigger buffer full of garbage."""
-    S, N, H, D = p.S, p.N, p.H, p.D
-
-    def q_permuted():
-        return dict(q=p.q.permute(1, 0, 2).contiguous().permute(1, 0, 2))
-
-    def q_dim_padded():
-        buf = torch.zeros(S, H, D + 16, dtype=torch.uint8, device=DEVICE).view(FP8)
-        buf[..., :D] = p.q
-        return dict(q=buf[..., :D])
-
-    def q_row_step():
-        buf = torch.zeros(2 * S, H, D, dtype=torch.uint8, device=DEVICE).fill_(0x7E).view(FP8)
-        buf[::2] = p.q
-        return dict(q=buf[::2])
-
-    def kv_col_slice():
-        buf = torch.full((N, 2 * D), 0x7E, dtype=torch.uint8, device=DEVICE).view(FP8)
-        buf[:, :D] = p.kv
-        return dict(kv=buf[:, :D])
-
-    def kv_row_step():
-        buf = torch.full((2 * N, D), 0x7E, dtype=torch.uint8, device=DEVICE).view(FP8)
-        buf[::2] = p.kv
-        return dict(kv=buf[::2])
-
-    def kv_transposed():
-        return dict(kv=p.kv.t().contiguous().t())
-
-    def scales_strided():
-        return dict(sc=torch.stack([p.sc, garbage_like(p.sc, 1000.0)], 1)[:, 0])
-
-    def scales_n1_of_wider():
-        return dict(sc=torch.stack([p.sc, garbage_like(p.sc, 1000.0), garbage_like(p.sc, -1.0)], 1)[:, :1])
-
-    def weights_col_slice():
-        return dict(w=torch.cat([p.w, garbage_like(p.w, 1e4)], 1)[:, :H])
-
-    def weights_transposed():
-        return dict(w=p.w.t().contiguous().t())
-
-    def weights_row_step():
-        return dict(w=torch.stack([p.w, garbage_like(p.w, 1e4)], 1).reshape(2 * S, H)[::2])
-
-    def ks_strided():
-        return dict(ks=torch.stack([p.ks, garbage_like(p.ks, N)], 1)[:, 0])
-
-    def ke_strided():
-        return dict(ke=torch.stack([p.ke, garbage_like(p.ke, 0)], 1)[:, 0])
-
-    def ks_ke_interleaved():
-        both = torch.stack([p.ks, p.ke], 1)  # one [S, 2] tensor of windows, as some callers hold them
-        return dict(ks=both[:, 0], ke=both[:, 1])
-
+    S, N, H, D, every = p.S, p.N, p.H, p.D, slice(None)
     return [
-        ("q", "permuted", q_permuted), ("q", "dim_padded", q_dim_padded), ("q", "row_step", q_row_step),
-        ("kv", "col_slice", kv_col_slice), ("kv", "row_step", kv_row_step), ("kv", "transposed", kv_transposed),
-        ("kv_scales", "strided", scales_strided), ("kv_scales", "n1_of_wider", scales_n1_of_wider),
-        ("weights", "col_slice", weights_col_slice), ("weights", "transposed", weights_transposed),
-        ("weights", "row_step", weights_row_step),
-        ("ks", "strided", ks_strided), ("ke", "strided", ke_strided), ("ks_ke", "interleaved", ks_ke_interleaved),
+        ("q", "permuted", lambda: dict(q=p.q.permute(1, 0, 2).contiguous().permute(1, 0, 2))),
+        ("q", "dim_padded", lambda: dict(q=inside(p.q, (S, H, D + 16), (..., slice(D)), 0))),
+        ("q", "row_step", lambda: dict(q=inside(p.q, (2 * S, H, D), slice(0, None, 2), 0x7E))),
+        ("kv", "col_slice", lambda: dict(kv=inside(p.kv, (N, 2 * D), (every, slice(D)), 0x7E))),
+        ("kv", "row_step", lambda: dict(kv=inside(p.kv, (2 * N, D), slice(0, None, 2), 0x7E))),
+        ("kv", "transposed", lambda: dict(kv=p.kv.t().contiguous().t())),
+        ("kv_scales", "strided", lambda: dict(sc=inside(p.sc, (N, 2), (every, 0), 1000.0))),
+        ("kv_scales", "n1_of_wider", lambda: dict(sc=inside(p.sc[:, None], (N, 3), (every, slice(1)), 1000.0))),
+        ("weights", "col_slice", lambda: dict(w=inside(p.w, (S, 2 * H), (every, slice(H)), 1e4))),
+        ("weights", "transposed", lambda: dict(w=p.w.t().contiguous().t())),
+        ("weights", "row_step", lambda: dict(w=inside(p.w, (2 * S, H), slice(0, None, 2), 1e4))),
+        ("ks", "strided", lambda: dict(ks=inside(p.ks, (S, 2), (every, 0), N))),
+        ("ke", "strided", lambda: dict(ke=inside(p.ke, (S, 2), (every, 0), 0))),
+        # one [S, 2] tensor of windows, as some callers hold them
+        ("ks_ke", "interleaved", lambda: dict(zip(("ks", "ke"), torch.stack([p.ks, p.ke], 1).unbind(1)))),
     ]
 
 
@@ -403,62 +365,32 @@ def test_paged_output_row_stride_multiple_of_4(kw):
 
 
 def _paged_views(p):
-    B, T, H, D = p.B, p.T, p.H, p.D
-
-    def q_permuted():
-        return dict(q=p.q.permute(1, 0, 2, 3).contiguous().permute(1, 0, 2, 3))
-
-    def q_dim_padded():
-        buf = torch.full((B, T, H, D + 16), 0x7E, dtype=torch.uint8, device=DEVICE).view(FP8)
-        buf[..., :D] = p.q
-        return dict(q=buf[..., :D])
-
-    def cache_token_padded():  # each token's row padded: stride(1) != D + 4, the byte layout differs
-        flat = p.cache.reshape(p.nb, p.bs, p.D + 4)
-        buf = torch.full((p.nb, p.bs, p.D + 8), 0x7E, dtype=torch.uint8, device=DEVICE)
-        buf[..., :p.D + 4] = flat
-        return dict(cache=buf[..., :p.D + 4].unsqueeze(2))
-
-    def cache_block_padded():  # blocks padded to a multiple of 4 bytes: block stride > bs * (D + 4)
-        buf = torch.full((p.nb, p.bs * (p.D + 4) + 12), 0x7E, dtype=torch.uint8, device=DEVICE)
-        buf[:, :-12] = p.cache.reshape(p.nb, -1)
-        return dict(cache=buf[:, :-12].view(p.nb, p.bs, 1, p.D + 4))
-
-    def weights_col_slice():
-        return dict(w=torch.cat([p.w, garbage_like(p.w, 1e4)], 1)[:, :H])
-
-    def weights_transposed():
-        return dict(w=p.w.t().contiguous().t())
-
-    def ctx_strided():
-        return dict(ctx=torch.stack([p.ctx, garbage_like(p.ctx, 1)], -1)[..., 0])
-
-    def ctx_transposed():  # 2-D lens held as [next_n, B]
-        if p.ctx.dim() == 2:
-            return dict(ctx=p.ctx.t().contiguous().t())
-        return dict(ctx=torch.stack([garbage_like(p.ctx, 1), p.ctx])[1])  # 1-D: an offset view
-
-    def table_col_step():
-        big = torch.stack([p.table, (p.table + 1) % p.nb], -1).reshape(B, -1)
-        return dict(table=big[:, ::2])
-
-    def table_transposed():
-        return dict(table=p.table.t().contiguous().t())
-
-    def table_sub_block():  # vLLM main: buf[:r, :c] of a persistent table, stale valid ids around it
-        buf = torch.randint(0, p.nb, (B + 4, p.table.shape[1] + 7), generator=gen(11), dtype=torch.int32)
-        buf[:B, :p.table.shape[1]] = p.table.cpu()
-        return dict(table=buf.to(DEVICE)[:B, :p.table.shape[1]])
-
-    return [("q", "permuted", q_permuted), ("q", "dim_padded", q_dim_padded),
-            ("kv_cache", "token_padded", cache_token_padded), ("kv_cache", "block_padded", cache_block_padded),
-            ("weights", "col_slice", weights_col_slice), ("weights", "transposed", weights_transposed),
-            ("context_lens", "strided", ctx_strided), ("context_lens", "transposed", ctx_transposed),
-            ("block_table", "col_step", table_col_step), ("block_table", "transposed", table_transposed),
-            ("block_table", "sub_block", table_sub_block)]
+    B, T, H, D, bs, nb, cols, every = p.B, p.T, p.H, p.D, p.bs, p.nb, p.table.shape[1], slice(None)
+    return [
+        ("q", "permuted", lambda: dict(q=p.q.permute(1, 0, 2, 3).contiguous().permute(1, 0, 2, 3))),
+        ("q", "dim_padded", lambda: dict(q=inside(p.q, (B, T, H, D + 16), (..., slice(D)), 0x7E))),
+        # each token's row padded: stride(1) != D + 4, the byte layout differs
+        ("kv_cache", "token_padded", lambda: dict(cache=inside(p.cache.reshape(nb, bs, D + 4), (nb, bs, D + 8),
+                                                               (..., slice(D + 4)), 0x7E).unsqueeze(2))),
+        # blocks padded to a multiple of 4 bytes: block stride > bs * (D + 4)
+        ("kv_cache", "block_padded", lambda: dict(cache=inside(p.cache.reshape(nb, -1), (nb, bs * (D + 4) + 12),
+                                                               (every, slice(-12)), 0x7E).view(p.cache.shape))),
+        ("weights", "col_slice", lambda: dict(w=inside(p.w, (B * T, 2 * H), (every, slice(H)), 1e4))),
+        ("weights", "transposed", lambda: dict(w=p.w.t().contiguous().t())),
+        ("context_lens", "strided", lambda: dict(ctx=inside(p.ctx, (*p.ctx.shape, 2), (..., 0), 1))),
+        # 2-D lens held as [next_n, B]; 1-D: an offset view
+        ("context_lens", "transposed", lambda: dict(ctx=p.ctx.t().contiguous().t() if p.ctx.dim() == 2 else
+                                                    inside(p.ctx, (2, B), 1, 1))),
+        ("block_table", "col_step", lambda: dict(table=inside(p.table, (B, 2 * cols), (every, slice(0, None, 2)), 1))),
+        ("block_table", "transposed", lambda: dict(table=p.table.t().contiguous().t())),
+        # vLLM main: buf[:r, :c] of a persistent table, stale valid ids around it
+        ("block_table", "sub_block", lambda: dict(table=inside(p.table, (B + 4, cols + 7), (slice(B), slice(cols)),
+                                                               nb - 1))),
+    ]
 
 
-PAGED_VIEW_IDS = [f"{a}-{n}" for a, n, _ in _paged_views(SimpleNamespace(B=1, T=1, H=1, D=1))]
+PAGED_VIEW_IDS = [f"{a}-{n}" for a, n, _ in _paged_views(SimpleNamespace(B=1, T=1, H=1, D=1, bs=1, nb=1,
+                                                                          table=torch.zeros(1, 1)))]
 
 
 @pytest.mark.parametrize("two_d", [False, True], ids=["ctx1d", "ctx2d"])
@@ -500,16 +432,19 @@ def test_value_problems_not_checked_by_default():
     assert paged(pg, w=_set(pg.w, (0, 0), NAN)).shape == (pg.B * pg.T, pg.max_context_len)
 
 
-@pytest.mark.parametrize("problem", ["ks_gt_ke", "ke_gt_n", "negative_ks"])
+@pytest.mark.parametrize("problem", ["ks > ke", "ke > N", "ks must be >= 0"])
 def test_prefill_value_problems_checked_when_asked(problem):
-    """Windows reversed or outside [0, N] (NaN and inf inputs: test_prefill_nonfinite_input_is_refused_when_checked)."""
+    """Windows reversed or outside [0, N], refused in each form with check_values (a UserError is a ValueError) and
+    not read without it (NaN and inf inputs: test_prefill_nonfinite_input_is_refused_when_checked)."""
     p = prefill_problem()
-    ks, ke = {"ks_gt_ke": (_set(p.ks, 0, 9), _set(p.ke, 0, 3)), "ke_gt_n": (p.ks, _set(p.ke, 2, p.N + 3)),
-              "negative_ks": (_set(p.ks, 2, -1), p.ke)}[problem]
-    with pytest.raises(UserError):
-        mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc), p.w, ks, ke, check_values=True)
-    with pytest.raises(UserError):
-        mqa_cli.fp8_fp4_mqa_logits((p.q, None), (p.kv, p.sc), p.w, ks, ke, check_values=True)
+    ks, ke = {"ks > ke": (_set(p.ks, 0, 9), _set(p.ke, 0, 3)), "ke > N": (p.ks, _set(p.ke, 2, p.N + 3)),
+              "ks must be >= 0": (_set(p.ks, 2, -1), p.ke)}[problem]
+    for call in (lambda **kw: mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc), p.w, ks, ke, **kw),
+                 lambda **kw: mqa_cli.fp8_fp4_mqa_logits((p.q, None), (p.kv, p.sc), p.w, ks, ke, **kw),
+                 lambda **kw: mqa_cli.mqa_logits(p.q, p.kv, p.sc, p.w, ks, ke, **kw)):
+        with pytest.raises(ValueError, match=problem):
+            call(check_values=True)
+    assert issubclass(UserError, ValueError) and call().shape == (p.S, p.N)
 
 
 def test_prefill_good_inputs_pass_check_values():

@@ -55,55 +55,6 @@ def assert_spans(out, full_ref, full_mag, ks, ke, what="", rtol=FP32_RTOL):
 
 # ------------------------------------------------------------------------------------------ prefill
 
-def test_vllm_033_prefill_six_positionals_is_compressed_from_ks():
-    """vLLM 0.33: fp8_fp4_mqa_logits((q[r0:r1], None), (k_ws[:N], s_ws[:N]), w[r0:r1], ks, ke, max_seqlen_k); the
-    sixth positional an int (the chunk's longest window, not aligned); it reads each row's [0, ke - ks)."""
-    g = gen(21)
-    S, N, H, D, r0, r1 = 20, 40, 16, 64, 4, 17
-    q, w = fp8_q((S, H, D), g), torch.randn(S, H, generator=g)
-    k_ws, s_ws = fp8_rows(N + 24, D, g)  # a workspace bigger than this chunk's kv
-    ks = torch.randint(0, N // 2, (S,), generator=g, dtype=torch.int32) + 1  # every window starts past column 0
-    ke = torch.minimum(ks + torch.randint(0, 19, (S,), generator=g, dtype=torch.int32), torch.tensor(N))
-    ks[r0] = ke[r0] = 7  # an empty window
-    ref, mag = prefill64(q, k_ws[:N], s_ws[:N], w, ks, ke)
-    qd, wd, kd, sd = (x.to(DEVICE) for x in (q, w, k_ws, s_ws))
-    ksc, kec = ks[r0:r1].to(DEVICE), ke[r0:r1].to(DEVICE)
-    width = int((ke[r0:r1] - ks[r0:r1]).max())
-    assert width % 8 != 0  # not aligned, as vLLM passes it
-    out = mqa_cli.fp8_fp4_mqa_logits((qd[r0:r1], None), (kd[:N], sd[:N]), wd[r0:r1], ksc, kec, width)
-    assert tuple(out.shape) == (r1 - r0, width), "the int sixth positional must be max_seqlen_k (compressed)"
-    assert_spans(out, ref[r0:r1], mag[r0:r1], ks[r0:r1], ke[r0:r1])
-    # DeepGEMM 0.2.5's seventh positional is schedule_meta: None or a tensor, accepted and not read
-    again = mqa_cli.fp8_fp4_mqa_logits((qd[r0:r1], None), (kd[:N], sd[:N]), wd[r0:r1], ksc, kec, width, None)
-    sched = torch.zeros(5, 2, dtype=torch.int32, device=DEVICE)
-    more = mqa_cli.fp8_fp4_mqa_logits((qd[r0:r1], None), (kd[:N], sd[:N]), wd[r0:r1], ksc, kec, width, sched)
-    legacy = mqa_cli.fp8_mqa_logits(qd[r0:r1], (kd[:N], sd[:N]), wd[r0:r1], ksc, kec, width, schedule_meta=sched)
-    for other in (again, more, legacy):
-        assert_spans(other, ref[r0:r1], mag[r0:r1], ks[r0:r1], ke[r0:r1])
-
-
-@pytest.mark.parametrize("sixth", [0, 5.7, -3, None, "40"], ids=["int0", "float", "negative", "none", "str"])
-def test_prefill_sixth_argument_that_fits_no_generation_is_refused(sixth):
-    p = prefill_problem(S=4, N=16, H=8)
-    for fn, q in ((mqa_cli.fp8_mqa_logits, p.q), (mqa_cli.fp8_fp4_mqa_logits, (p.q, None))):
-        with pytest.raises(UserError) as e:
-            fn(q, (p.kv, p.sc), p.w, p.ks, p.ke, sixth)
-        one_line(e, "clean_logits", "max_seqlen_k")
-
-
-def test_prefill_0_2_5_form_with_a_count_for_schedule_meta_is_refused():
-    p = prefill_problem(S=4, N=16, H=8)
-    with pytest.raises(UserError) as e:
-        mqa_cli.fp8_fp4_mqa_logits((p.q, None), (p.kv, p.sc), p.w, p.ks, p.ke, 16, 16)
-    one_line(e, "schedule_meta")
-    with pytest.raises(UserError) as e:  # a legacy call with a bool max_seqlen_k
-        mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc), p.w, p.ks, p.ke, False, True)
-    one_line(e, "max_seqlen_k")
-    with pytest.raises(UserError) as e:
-        mqa_cli.fp8_mqa_logits(p.q, (p.kv, p.sc), p.w, p.ks, p.ke, schedule_meta=3)
-    one_line(e, "schedule_meta")
-
-
 def test_vllm_011_prefill_row_slices_n1_scales_clean_default():
     """vLLM v0.11: fp8_mqa_logits(q[s:e], (k_fp8, k_scale [N, 1]), w[s:e], ks, ke) with the default clean_logits,
     then logits.topk, minus ks, out of range -> -1: it needs exact -inf outside each window."""
@@ -245,52 +196,6 @@ def paged_ref(p, max_model_len: int):
     return paged64(p.q.cpu(), p.kv_blocks, p.scales, p.w.cpu(), p.ends, p.table.cpu(), max_model_len)
 
 
-@pytest.mark.parametrize("next_n,ctx", [(1, [[130], [0], [64], [17]]),
-                                        (2, [[70, 71], [0, 0], [1, 2], [128, 129]]),
-                                        (4, [[30, 31, 32, 33], [0, 0, 0, 0], [100, 101, 102, 103], [5, 6, 7, 8]])],
-                         ids=["n1", "n2", "n4"])
-def test_vllm_033_paged_seven_positionals(next_n, ctx):
-    """vLLM 0.33: fp8_fp4_paged_mqa_logits((q [B, n, H, D], None), kv_cache, w, ctx, bt, sched, max_model_len):
-    ctx 2-D with zero padding rows, kv_cache uint8 [blocks, 64, 1, 132] as one layer of an interleaved buffer, bt
-    the first rows of a persistent table, sched the metadata copied into the first rows of a fixed buffer (num_sms
-    // 2 programs at next_n 4, as 2.8.1 runs it on sm90). It reads each row's [0, ctx)."""
-    sms.set_num_sms(4)  # vLLM's micro-batching sets it; on the CPU it also gives next_n 4 two programs
-    p = paged_problem(B=4, T=next_n, H=16, D=128, bs=64, ctx=ctx, seed=40 + next_n)
-    max_model_len = 320
-    ref, mag = paged_ref(p, max_model_len)
-    kv_cache = layer_view(p.cache)
-    assert tuple(kv_cache.shape[1:]) == (64, 1, 132) and kv_cache.dtype == torch.uint8
-    bt = persistent_table(p.table, p.nb)[:p.B]
-    n = mqa_cli.get_num_sms()
-    slots = n // 2 if next_n == 4 else n
-    sched_buf = torch.full((n + 1, 2), 7777, dtype=torch.int32, device=DEVICE)
-    sched_buf[:slots + 1].copy_(mqa_cli.get_paged_mqa_logits_metadata(p.ctx, 64, slots))
-    sched = sched_buf[:slots + 1]
-    out = mqa_cli.fp8_fp4_paged_mqa_logits((p.q, None), kv_cache, p.w, p.ctx, bt, sched, max_model_len)
-    assert tuple(out.shape) == (p.B * next_n, max_model_len)
-    assert_logits(out, ref, mag, clean=False)
-    assert out.stride(0) % 4 == 0
-    # DeepGEMM 0.2.5's eighth positional is indices: None binds, a tensor (varlen) is refused in one line
-    none8 = mqa_cli.fp8_fp4_paged_mqa_logits((p.q, None), kv_cache, p.w, p.ctx, bt, sched, max_model_len, None)
-    assert_logits(none8, ref, mag, clean=False)
-
-
-def test_paged_eighth_argument_refusals():
-    p = paged_problem(B=2, T=1, ctx=[[20], [5]])
-    m = meta(p.ctx, p.bs)
-    idx = torch.zeros(p.B, dtype=torch.int32, device=DEVICE)
-    for call in (lambda: mqa_cli.fp8_fp4_paged_mqa_logits((p.q, None), p.cache, p.w, p.ctx, p.table, m,
-                                                          p.max_context_len, idx),
-                 lambda: mqa_cli.fp8_paged_mqa_logits(p.q, p.cache, p.w, p.ctx, p.table, m, p.max_context_len,
-                                                      indices=idx)):
-        with pytest.raises(UserError) as e:
-            call()
-        one_line(e, "indices", "sm100")
-    with pytest.raises(UserError) as e:  # an int where the bool or the indices go
-        mqa_cli.fp8_paged_mqa_logits(p.q, p.cache, p.w, p.ctx, p.table, m, p.max_context_len, 1)
-    one_line(e, "clean_logits", "indices")
-
-
 def test_sglang_paged_eight_positionals_one_token_per_request():
     """SGLang: fp8_paged_mqa_logits(q, kv, w, ctx, bt, meta, max_len, False) with q [T, 1, H, D], ctx [T, 1]."""
     p = paged_problem(B=5, T=1, ctx=[[33], [1], [0], [48], [20]], seed=50)
@@ -367,9 +272,13 @@ def test_deepgemm_tests_paged_all_keywords(clean, dtype, bs):
 
 DTYPES = pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 
-# vLLM 0.34's prefill call (logits_dtype= always), and the same call to its DeepGEMM 2.8.1 with the dtype by position:
-# (q, kv, weights, ks, ke, max_seqlen_k, logits_dtype, schedule_meta)
-VLLM_034_PREFILL = {
+# vLLM 0.33's prefill call (six positionals: max_seqlen_k an int) and DeepGEMM 0.2.5's seventh, schedule_meta (None or
+# a tensor, accepted and not read); vLLM 0.34's (logits_dtype= always), and the same call to its DeepGEMM 2.8.1 with
+# the dtype by position: (q, kv, weights, ks, ke, max_seqlen_k, logits_dtype, schedule_meta)
+VLLM_PREFILL = {
+    "six positionals": lambda fn, args, dtype, sched: fn(*args),
+    "None 7th": lambda fn, args, dtype, sched: fn(*args, None),
+    "schedule 7th": lambda fn, args, dtype, sched: fn(*args, sched),
     "logits_dtype=": lambda fn, args, dtype, sched: fn(*args, logits_dtype=dtype),
     "dtype 7th": lambda fn, args, dtype, sched: fn(*args, dtype),
     "dtype 7th, schedule 8th": lambda fn, args, dtype, sched: fn(*args, dtype, sched),
@@ -379,26 +288,27 @@ VLLM_034_PREFILL = {
 
 
 @DTYPES
-def test_vllm_034_prefill_row_slices_of_row_slices(dtype):
-    """vLLM 0.34: fp8_fp4_mqa_logits((q[rows], None), (k, s), w[rows], ks[rows], ke[rows], chunk.max_seqlen_k,
-    logits_dtype=...), the rows of a chunk split again against one kv (row slices of row slices), max_seqlen_k the
-    chunk's longest window; it reads each row through as_fp32_logits(logits, ke - ks): columns [0, ke - ks), row
-    stride kept (its top-k checks stride(0) * itemsize % 16 == 0). The same call with the dtype by position, as its
-    vendored DeepGEMM 2.8.1 orders them, binds alike; so does the legacy name."""
+def test_vllm_033_and_034_prefill_row_slices(dtype):
+    """vLLM 0.33: fp8_fp4_mqa_logits((q[r0:r1], None), (k_ws[:N], s_ws[:N]), w[r0:r1], ks, ke, max_seqlen_k), the
+    sixth positional an int (the chunk's longest window, not aligned). vLLM 0.34: the same with logits_dtype=..., the
+    rows of a chunk split again against one kv (row slices of row slices). Each reads each row through
+    as_fp32_logits(logits, ke - ks): columns [0, ke - ks), row stride kept (its top-k checks stride(0) * itemsize %
+    16 == 0). The same call with the dtype by position, as its vendored DeepGEMM 2.8.1 orders them, binds alike; so
+    does the legacy name."""
     g = gen(23)
     S, N, H, D = 24, 48, 16, 64
     q, w = fp8_q((S, H, D), g), torch.randn(S, H, generator=g)
     k_ws, s_ws = fp8_rows(N + 16, D, g)  # a workspace bigger than this chunk's kv
-    ks = torch.randint(0, N // 2, (S,), generator=g, dtype=torch.int32)
+    ks = torch.randint(0, N // 2, (S,), generator=g, dtype=torch.int32) + 1  # every window starts past column 0
     ke = torch.minimum(ks + torch.randint(0, 23, (S,), generator=g, dtype=torch.int32), torch.tensor(N))
     ks[9] = ke[9] = 11  # an empty window
     ref, mag = prefill64(q, k_ws[:N], s_ws[:N], w, ks, ke)
     qd, wd, kd, sd, ksd, ked = (x.to(DEVICE) for x in (q, w, k_ws, s_ws, ks, ke))
     c0, c1 = 2, 21  # the chunk
     width = int((ke[c0:c1] - ks[c0:c1]).max())
+    assert width % 8 != 0  # not aligned, as vLLM passes it
     sched = torch.zeros(5, 2, dtype=torch.int32, device=DEVICE)
-    rtol = BF16_RTOL if dtype == torch.bfloat16 else FP32_RTOL
-    for a, b, forms in ((0, 8, VLLM_034_PREFILL), (8, 19, {"logits_dtype=": VLLM_034_PREFILL["logits_dtype="]})):
+    for a, b, forms in ((0, 8, VLLM_PREFILL), (8, 19, {"logits_dtype=": VLLM_PREFILL["logits_dtype="]})):
         def rows(x):
             return x[c0:c1][a:b]
         lo, hi = c0 + a, c0 + b
@@ -407,17 +317,24 @@ def test_vllm_034_prefill_row_slices_of_row_slices(dtype):
         for form, call in forms.items():
             what = f"{form}, rows [{lo}, {hi}): "
             out = call(mqa_cli.fp8_fp4_mqa_logits, args, dtype, sched)
-            assert out.dtype == dtype and tuple(out.shape) == (b - a, width), f"{what}{out.dtype} {tuple(out.shape)}"
+            want = dtype if "dtype" in form else torch.float32
+            assert out.dtype == want and tuple(out.shape) == (b - a, width), f"{what}{out.dtype} {tuple(out.shape)}"
             assert out.stride(0) * out.element_size() % 16 == 0, f"{what}row stride {out.stride(0)}"
-            assert_spans(out, ref[lo:hi], mag[lo:hi], ks[lo:hi], ke[lo:hi], what, rtol=rtol)
-    legacy = mqa_cli.fp8_mqa_logits(qd[c0:c1], (kd[:N], sd[:N]), wd[c0:c1], ksd[c0:c1], ked[c0:c1], width, dtype)
+            assert_spans(out, ref[lo:hi], mag[lo:hi], ks[lo:hi], ke[lo:hi], what,
+                         rtol=BF16_RTOL if want == torch.bfloat16 else FP32_RTOL)
+    legacy = mqa_cli.fp8_mqa_logits(qd[c0:c1], (kd[:N], sd[:N]), wd[c0:c1], ksd[c0:c1], ked[c0:c1], width, dtype,
+                                    schedule_meta=sched)
     assert legacy.dtype == dtype
-    assert_spans(legacy, ref[c0:c1], mag[c0:c1], ks[c0:c1], ke[c0:c1], "legacy name: ", rtol=rtol)
+    assert_spans(legacy, ref[c0:c1], mag[c0:c1], ks[c0:c1], ke[c0:c1], "legacy name: ",
+                 rtol=BF16_RTOL if dtype == torch.bfloat16 else FP32_RTOL)
 
 
-# vLLM 0.34's paged call (seven positionals, logits_dtype=), and the same call to its DeepGEMM 2.8.1 with the dtype by
-# position: (q, kv_cache, weights, ctx, bt, schedule_meta, max_context_len, logits_dtype, indices)
-VLLM_034_PAGED = {
+# vLLM 0.33's paged call (seven positionals) and DeepGEMM 0.2.5's eighth, indices=None; vLLM 0.34's (logits_dtype=),
+# and the same call to its DeepGEMM 2.8.1 with the dtype by position:
+# (q, kv_cache, weights, ctx, bt, schedule_meta, max_context_len, logits_dtype, indices)
+VLLM_PAGED = {
+    "seven positionals": lambda fn, args, dtype: fn(*args),
+    "None 8th": lambda fn, args, dtype: fn(*args, None),
     "logits_dtype=": lambda fn, args, dtype: fn(*args, logits_dtype=dtype),
     "dtype 8th": lambda fn, args, dtype: fn(*args, dtype),
     "dtype 8th, None 9th": lambda fn, args, dtype: fn(*args, dtype, None),
@@ -425,42 +342,56 @@ VLLM_034_PAGED = {
 }
 
 
-@pytest.mark.parametrize("dtype,next_n,ctx", [(torch.float32, 2, [[70, 71], [0, 0], [1, 2], [128, 129]]),
+@pytest.mark.parametrize("dtype,next_n,ctx", [(torch.float32, 1, [[130], [0], [64], [17]]),
+                                              (torch.float32, 2, [[70, 71], [0, 0], [1, 2], [128, 129]]),
                                               (torch.bfloat16, 4, [[30, 31, 32, 33], [0, 0, 0, 0],
                                                                    [100, 101, 102, 103], [5, 6, 7, 8]])],
-                         ids=["fp32-n2", "bf16-n4"])
-def test_vllm_034_paged_logits_dtype(dtype, next_n, ctx):
-    """vLLM 0.34: fp8_fp4_paged_mqa_logits((q, None), kv_cache, w, ctx_2d, bt, sched, max_model_len,
-    logits_dtype=...) from its DSA indexer and the new models' (fp32, or bf16 where the user asks for it on sm90),
-    with 0.33's views (a layer of an interleaved cache, a persistent table's first rows, a row slice of a schedule
-    buffer); its decode top-k reads each row's [0, ctx) directly in that dtype, stride(0) * itemsize % 16 == 0. The
+                         ids=["fp32-n1", "fp32-n2", "bf16-n4"])
+def test_vllm_033_and_034_paged_positionals(dtype, next_n, ctx):
+    """vLLM 0.33: fp8_fp4_paged_mqa_logits((q [B, n, H, D], None), kv_cache, w, ctx, bt, sched, max_model_len): ctx
+    2-D with zero padding rows, kv_cache uint8 [blocks, 64, 1, 132] as one layer of an interleaved buffer, bt the
+    first rows of a persistent table, sched the metadata copied into the first rows of a fixed buffer (num_sms // 2
+    programs at next_n 4, as 2.8.1 runs it on sm90); DeepGEMM 0.2.5's eighth positional, indices, None. vLLM 0.34:
+    the same with logits_dtype=... from its DSA indexer and the new models' (fp32, or bf16 where the user asks for it
+    on sm90); its decode top-k reads each row's [0, ctx) directly in that dtype, stride(0) * itemsize % 16 == 0. The
     same call with the dtype eighth (then indices ninth), as its vendored DeepGEMM 2.8.1 orders them, binds alike."""
-    sms.set_num_sms(4)
-    p = paged_problem(B=4, T=next_n, H=16, D=128, bs=64, ctx=ctx, seed=140 + next_n)
+    sms.set_num_sms(4)  # vLLM's micro-batching sets it; on the CPU it also gives next_n 4 two programs
+    p = paged_problem(B=4, T=next_n, H=16, D=128, bs=64, ctx=ctx, seed=40 + next_n)
     max_model_len = 320
     ref, mag = paged_ref(p, max_model_len)
     kv_cache, bt = layer_view(p.cache), persistent_table(p.table, p.nb)[:p.B]
+    assert tuple(kv_cache.shape[1:]) == (64, 1, 132) and kv_cache.dtype == torch.uint8
     n = mqa_cli.get_num_sms()
     slots = n // 2 if next_n == 4 else n
     sched_buf = torch.full((n + 1, 2), 7777, dtype=torch.int32, device=DEVICE)
     sched_buf[:slots + 1].copy_(mqa_cli.get_paged_mqa_logits_metadata(p.ctx, 64, slots))
     args = ((p.q, None), kv_cache, p.w, p.ctx, bt, sched_buf[:slots + 1], max_model_len)
-    for form, call in VLLM_034_PAGED.items():
+    for form, call in VLLM_PAGED.items():
         out = call(mqa_cli.fp8_fp4_paged_mqa_logits, args, dtype)
+        want = torch.float32 if form in ("seven positionals", "None 8th") else dtype
+        assert out.dtype == want and tuple(out.shape) == (p.B * next_n, max_model_len), f"{form}: {out.dtype}"
         assert out.stride(0) * out.element_size() % 16 == 0, f"{form}: row stride {out.stride(0)}"
-        assert_logits(out, ref, mag, clean=False, dtype=dtype, what=f"{form}: ")
+        assert_logits(out, ref, mag, clean=False, dtype=want, what=f"{form}: ")
     legacy = mqa_cli.fp8_paged_mqa_logits(p.q, kv_cache, p.w, p.ctx, bt, sched_buf[:slots + 1], max_model_len, dtype)
     assert_logits(legacy, ref, mag, clean=False, dtype=dtype, what="legacy name: ")
 
 
-def test_vllm_034_positional_dtype_refusals():
-    """What the dtype-by-position rule leaves ambiguous or wrong is refused in one line; a dtype where no
+def test_positionals_that_fit_no_generation_are_refused():
+    """A sixth prefill positional that is no generation's (neither clean_logits nor max_seqlen_k), 0.2.5's form with
+    a count for schedule_meta, an eighth paged positional that is a tensor of indices (varlen, sm100) or an int, and
+    what the dtype-by-position rule leaves ambiguous or wrong: each refused in one line; a dtype where no
     generation puts one is too."""
     p = prefill_problem(S=4, N=16, H=8)
     q, kv = (p.q, None), (p.kv, p.sc)
     sched = torch.zeros(3, 2, dtype=torch.int32, device=DEVICE)
     bf16, f32 = torch.bfloat16, torch.float32
-    cases = [
+    cases = [(lambda fn=fn, fq=fq, sixth=sixth: fn(fq, kv, p.w, p.ks, p.ke, sixth), ("clean_logits", "max_seqlen_k"))
+             for sixth in (0, 5.7, -3, None, "40")
+             for fn, fq in ((mqa_cli.fp8_mqa_logits, p.q), (mqa_cli.fp8_fp4_mqa_logits, (p.q, None)))]
+    cases += [
+        (lambda: mqa_cli.fp8_fp4_mqa_logits(q, kv, p.w, p.ks, p.ke, 16, 16), ("schedule_meta",)),
+        (lambda: mqa_cli.fp8_mqa_logits(p.q, kv, p.w, p.ks, p.ke, False, True), ("max_seqlen_k",)),
+        (lambda: mqa_cli.fp8_mqa_logits(p.q, kv, p.w, p.ks, p.ke, schedule_meta=3), ("schedule_meta",)),
         (lambda: mqa_cli.fp8_fp4_mqa_logits(q, kv, p.w, p.ks, p.ke, 16, bf16, 5), ("schedule_meta", "vLLM 0.34")),
         (lambda: mqa_cli.fp8_fp4_mqa_logits(q, kv, p.w, p.ks, p.ke, 16, f32, bf16), ("logits_dtype given twice",)),
         (lambda: mqa_cli.fp8_fp4_mqa_logits(q, kv, p.w, p.ks, p.ke, 16, bf16, logits_dtype=bf16),
@@ -477,6 +408,9 @@ def test_vllm_034_positional_dtype_refusals():
     head = ((d.q, None), d.cache, d.w, d.ctx, d.table, m, d.max_context_len)
     idx = torch.zeros(d.B, dtype=torch.int32, device=DEVICE)
     cases += [
+        (lambda: mqa_cli.fp8_fp4_paged_mqa_logits(*head, idx), ("indices", "sm100")),
+        (lambda: mqa_cli.fp8_paged_mqa_logits(d.q, *head[1:], indices=idx), ("indices", "sm100")),
+        (lambda: mqa_cli.fp8_paged_mqa_logits(d.q, *head[1:], 1), ("clean_logits", "indices")),
         (lambda: mqa_cli.fp8_fp4_paged_mqa_logits(*head, bf16, idx), ("indices", "sm100")),
         (lambda: mqa_cli.fp8_fp4_paged_mqa_logits(*head, bf16, indices=idx), ("indices", "sm100")),
         (lambda: mqa_cli.fp8_fp4_paged_mqa_logits(*head, f32, bf16), ("logits_dtype given twice",)),

@@ -1,17 +1,14 @@
 """The wheel holds the whole product: every package folder of mqa_cli/ and kernels/ (installed as mqa_kernels) and
 every project module any source file imports. An editable install reads the source tree and hides a package the
 build leaves out; engines install the wheel, so it is built here from a copy of the sources and read back."""
-import ast
 import shutil
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {"mqa_cli": ROOT / "mqa_cli", "mqa_kernels": ROOT / "kernels"}
+from tests.test_structure import PACKAGES as FOLDERS, ROOT, _modules, import_froms
 
 
 @pytest.fixture(scope="module")
@@ -28,16 +25,6 @@ def wheel_files(tmp_path_factory) -> set:
     assert proc.returncode == 0, proc.stderr[-3000:]
     (whl,) = out.glob("mqa_logits-*.whl")
     return set(zipfile.ZipFile(whl).namelist())
-
-
-def _source_modules() -> dict:
-    """{dotted module name: path} of every .py file under the two package folders."""
-    mods = {}
-    for pkg, folder in FOLDERS.items():
-        for path in folder.rglob("*.py"):
-            parts = [p for p in path.relative_to(folder).with_suffix("").parts if p != "__init__"]
-            mods[".".join([pkg, *parts])] = path
-    return mods
 
 
 def _wheel_path(module: str, files: set) -> str | None:
@@ -61,20 +48,11 @@ def test_every_package_folder_is_in_the_wheel(wheel_files):
 
 
 def test_every_imported_project_module_is_in_the_wheel(wheel_files):
-    mods = _source_modules()
+    mods = _modules()
     missing = set()
     for name, path in mods.items():
-        base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-        for node in ast.walk(ast.parse(path.read_text())):
-            targets = []
-            if isinstance(node, ast.ImportFrom):
-                mod = node.module or ""
-                if node.level:
-                    mod = ".".join(base[: len(base) - node.level + 1] + ([mod] if mod else []))
-                targets = [mod] + [f"{mod}.{a.name}" for a in node.names]
-            elif isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            for t in targets:
+        for mod, names in import_froms(name, path):
+            for t in [mod] + [f"{mod}.{n}" for n in names]:
                 if t.split(".")[0] not in FOLDERS:
                     continue
                 # `from pkg import name` names a module or an attribute: a module must be packaged

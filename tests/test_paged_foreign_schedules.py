@@ -111,16 +111,3 @@ def test_other_block_sizes_ignore_the_schedule_in_the_check_as_in_the_call():
     garbage = torch.full((3, 2), -7, dtype=torch.int32)  # not read at block size 16, so not checked either
     got = dg.fp8_paged_mqa_logits(*args, garbage, t.max_context_len, True, check_values=True)
     assert torch.equal(got, dg.fp8_paged_mqa_logits(*args, None, t.max_context_len, True))
-
-
-def test_the_api_refuses_a_stale_schedule_with_checks_and_runs_it_without():
-    import mqa_cli as dg
-
-    p = paged_inputs(2, CTX[2], seed=3)
-    t = _paged(p)
-    stale = own_schedule(t.context_lens[:2], 132)  # as many ranges as any call's programs: the plan reads it
-    args = (t.q, t.kv_cache, t.weights, t.context_lens, t.block_table, stale, t.max_context_len, True)
-    with pytest.raises(UserError, match="another batch"):
-        dg.fp8_paged_mqa_logits(*args, check_values=True)
-    got = dg.fp8_paged_mqa_logits(*args)
-    assert torch.equal(got, dg.fp8_paged_mqa_logits(*args[:5], None, *args[6:]))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mqa_cli.errors import UserError
 from mqa_cli.launch import families as launchers
 from mqa_cli.launch.paged import paged_args
 from mqa_cli.plan.build import with_schedule
@@ -13,7 +12,7 @@ from mqa_cli.launch.schedule import get_paged_mqa_logits_metadata
 from mqa_cli.problem.paged_tensors import Paged as PagedInputs
 from mqa_kernels.decode.paged.config import paged_config, paged_rows
 
-from .reference64 import paged64, paged_ends
+from .reference64 import inside, pack_blocks, paged64, paged_ends
 
 FP8 = torch.float8_e4m3fn
 POISON = 12345.0
@@ -33,24 +32,17 @@ def make_inputs(ctx, next_n=1, H=8, D=64, bs=16, *, seed=0, table_step=1, q_rows
     num_blocks = B * max_blocks + 3
     perm = torch.randperm(num_blocks, generator=g).to(torch.int32)
     table_full = perm[: B * max_blocks].reshape(B, max_blocks)
-    if table_step > 1:  # the engine's bt[::n]: rows of a bigger table
-        big = torch.randint(0, num_blocks, (B * table_step, max_blocks + 2), generator=g, dtype=torch.int32)
-        big[::table_step, :max_blocks] = table_full
-        table = big[::table_step, :max_blocks]
-    else:
-        table = table_full
+    table = table_full if table_step == 1 else inside(  # the engine's bt[::n]: rows of a bigger table
+        table_full, (B * table_step, max_blocks + 2), (slice(0, None, table_step), slice(max_blocks)), num_blocks - 1)
     # Stale entries past each sequence's blocks point nowhere valid: the kernel must never read them.
     for b in range(B):
         used = -(-int(hi[b]) // bs)
         table[b, used:] = 10 ** 8
-    row_bytes = bs * (D + 4)
-    kv = (torch.randn(num_blocks * bs, D, generator=g) * 2).to(FP8)
-    sf = torch.rand(num_blocks * bs, generator=g) + 0.5
-    data = torch.zeros(num_blocks, row_bytes + block_pad, dtype=torch.uint8)
-    data[:, : bs * D] = kv.view(torch.uint8).reshape(num_blocks, bs * D)
-    data[:, bs * D: row_bytes] = sf.view(torch.uint8).reshape(num_blocks, bs * 4)
-    cache = data[:, :row_bytes].view(num_blocks, bs, 1, D + 4) if block_pad == 0 else \
-        torch.as_strided(data, (num_blocks, bs, 1, D + 4), (row_bytes + block_pad, D + 4, D + 4, 1))
+    kv = (torch.randn(num_blocks, bs, D, generator=g) * 2).to(FP8)
+    sf = torch.rand(num_blocks, bs, generator=g) + 0.5
+    row_bytes = bs * (D + 4)  # a block's bytes, `block_pad` more between blocks
+    cache = inside(pack_blocks(kv, sf), (num_blocks, row_bytes + block_pad), (slice(None), slice(row_bytes)), 0)
+    cache = cache.view(num_blocks, bs, 1, D + 4)
     extra = 3 if q_rows_sliced else 0
     q_full = torch.randn(B + extra, next_n, H, D, generator=g).to(FP8)
     w_full = torch.randn((B + extra) * next_n, H, generator=g)
@@ -136,14 +128,6 @@ def test_metadata_balanced_and_complete(ctx, block_kv, P):
     big = torch.zeros(c.shape[0] * 2, *c.shape[1:], dtype=torch.int32)
     big[::2] = c
     assert torch.equal(get_paged_mqa_logits_metadata(big[::2], block_kv, P), meta)
-
-
-def test_metadata_refuses_indices_and_bad_dtypes():
-    c = torch.tensor([10, 20], dtype=torch.int32)
-    with pytest.raises(UserError, match="sm100"):
-        get_paged_mqa_logits_metadata(c, 64, 4, indices=torch.zeros(2, dtype=torch.int32))
-    with pytest.raises(UserError):
-        get_paged_mqa_logits_metadata(c.long(), 64, 4)
 
 
 # ------------------------------------------------------------------------------------------------ kernel

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 import mqa_cli
 
 from .conftest import HEAVY
-from .reference64 import FP8, assert_logits, compress64, fp8_q, fp8_rows, gen, prefill64
+from .reference64 import assert_logits, compress64, fp8_q, fp8_rows, gen, inside, prefill64
 from .test_api_forms import DEVICE, paged_problem
 
 SCALE = float(os.environ.get("MQA_PROPERTY_SCALE", "1"))
@@ -84,18 +84,12 @@ def prefill_cases(draw):
 
 def _rows_in_bigger(x: torch.Tensor, off: int, extra: int, fill) -> torch.Tensor:
     """x as rows [off, off + len) of a bigger tensor whose other rows hold `fill`."""
-    shape = (x.shape[0] + off + extra,) + tuple(x.shape[1:])
-    if x.dtype == FP8:
-        big = torch.full(shape, fill, dtype=torch.uint8, device=x.device).view(FP8)
-    else:
-        big = torch.full(shape, fill, dtype=x.dtype, device=x.device)
-    big[off:off + x.shape[0]] = x
-    return big[off:off + x.shape[0]]
+    return inside(x, (x.shape[0] + off + extra, *x.shape[1:]), slice(off, off + x.shape[0]), fill)
 
 
 def _strided(x: torch.Tensor, fill) -> torch.Tensor:
     """x as column 0 of [len, 2] (stride 2)."""
-    return torch.stack([x, torch.full_like(x, fill)], dim=1)[:, 0]
+    return inside(x, (*x.shape, 2), (..., 0), fill)
 
 
 def prefill_matches_float64_reference(c):
@@ -189,9 +183,8 @@ def paged_matches_float64_reference(c):
         buf[:, 1] = flat
         cache = buf[:, 1].view(nb, bs, 1, D + 4)
     elif c["cache_view"] == "padded_block":
-        buf = torch.full((nb, nbytes + 4 * (1 + c["seed"] % 5)), 0x7E, dtype=torch.uint8, device=DEVICE)
-        buf[:, :nbytes] = flat
-        cache = buf[:, :nbytes].view(nb, bs, 1, D + 4)
+        cache = inside(flat, (nb, nbytes + 4 * (1 + c["seed"] % 5)), (slice(None), slice(nbytes)), 0x7E)
+        cache = cache.view(nb, bs, 1, D + 4)
     else:
         cache = p.cache
 
@@ -199,21 +192,15 @@ def paged_matches_float64_reference(c):
     if c["q_view"] == "flat_view":
         q = q.reshape(B * T, H, D).view(B, -1, H, D)
     elif c["q_view"] == "batch_slice":
-        big = torch.full((B + 2, T, H, D), 0x7E, dtype=torch.uint8, device=DEVICE).view(FP8)
-        big[1:B + 1] = q
-        q = big[1:B + 1]
+        q = _rows_in_bigger(q, 1, 1, 0x7E)
     if c["w_view"] == "row_slice":
-        big = torch.full((B * T + 3, H), 1e4, device=DEVICE)
-        big[:B * T] = w
-        w = big[:B * T]
+        w = _rows_in_bigger(w, 0, 3, 1e4)
     if c["ctx_view"] == "strided":
-        ctx = torch.stack([ctx, torch.ones_like(ctx)], dim=-1)[..., 0]
+        ctx = _strided(ctx, 1)
     if c["table_view"] == "strided_rows":
         table = torch.stack([table, (table + 1) % nb], dim=1).reshape(2 * B, cols)[::2]
     elif c["table_view"] == "sub_block":
-        big = torch.randint(0, nb, (B + 3, cols + 5), generator=g, dtype=torch.int32).to(DEVICE)
-        big[:B, :cols] = table
-        table = big[:B, :cols]
+        table = inside(table, (B + 3, cols + 5), (slice(B), slice(cols)), nb - 1)
 
     sched = mqa_cli.get_paged_mqa_logits_metadata(ctx, bs, mqa_cli.get_num_sms())
     if c["fp4_name"]:
