@@ -201,8 +201,9 @@ def prefill(a, dg, fi, mqa_cli) -> list:
         bad = {"fused": exact(out["fused"], Lo, t.ks, lens), "DG+t": exact(pick, Ld, t.ks, lens)}
         if fi is not None:
             bad["DG+FI"] = exact(out["DG+FI"], Ld, t.ks, lens)
-        del out, Lo, Ld, pick
+        del Lo, Ld, pick
         tm = timed({n: graph(f) for n, f in calls.items()}, a.rounds)
+        out.clear()
         rows.append(dict(form="prefill compressed", shape=name, t=tm, bad=bad))
         print(rows[-1], flush=True)
         torch.cuda.empty_cache()
