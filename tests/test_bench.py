@@ -56,14 +56,16 @@ def test_bench_refuses_suite_with_problem_flags_unknown_suites_and_overwriting_a
 
 @HEAVY
 def test_indexer_suite_runs_and_writes_csv(run_cli, tmp_path):
-    """bench --suite indexer: logits + top-k through the library (tiny shapes on the interpreter here), recall
-    reported per shape, rows written as CSV."""
+    """bench --suite indexer: the fused step and our logits on tiny decode and prefill shapes (interpreter here), each
+    fused selection checked exact against the logits, rows written as CSV."""
     out = tmp_path / "indexer.csv"
     r = run_cli("bench", "--suite", "indexer", "--csv", out, "--target", "cpu")
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "recall min 1.0000" in r.stdout and "fused" in r.stdout
-    rows = list(csv.DictReader(open(out)))
-    assert len(rows) >= 3 and all(row["shape"] for row in rows)
+    assert "| form | shape | fused µs | ours µs |" in r.stdout
+    table = [line.split(" | ") for line in r.stdout.splitlines() if line.startswith(("| decode", "| prefill"))]
+    assert {cells[0] for cells in table} == {"| decode", "| prefill compressed"}
+    assert all(cells[-1] == "fused exact |" for cells in table)
+    assert [(row["shape"], row["fused_rows_off"]) for row in csv.DictReader(open(out))] == [(c[1], "0") for c in table]
 
 
 def test_drafts_suite_is_next_n_3_to_8_on_the_decode_kernel_shapes():

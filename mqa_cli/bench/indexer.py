@@ -1,277 +1,290 @@
-"""The indexer end to end: logits + top-k (k = 2048) on the H200, three ways, side by side in one process.
+"""The indexer step as engines pay for it (logits, then a top-k of 2048), timed in one process on the same inputs.
 
-  (a)  fused   mqa_cli.api.topk.fp8_mqa_topk / fp8_paged_mqa_topk (bounded memory; sorted=False: the set, and
-               sorted=True: by descending logit)
-  (b)  ours    mqa_cli logits (clean) + torch.topk(k)
-  (c)  dg      DeepGEMM logits + torch.topk(k), when `import deep_gemm` works (inside the anchor harness:
-               PYTHONPATH=/tmp/DeepGEMM after .anchor/run.sh has built or unpacked it)
-plus: the selection kernel alone on the same logits (tools/tune/sweep_topk.py sweeps its configs),
-the rows each selection path took, recall of (a) against a float32 reference on sampled rows, and the
-peak device memory of 1x131072 causal H64 through fp8_mqa_topk (goal < 8 GiB).
-Times: triton.testing.do_bench medians (L2 flushed). Decode rows: DeepGEMM needs 2-D context lens and
-clean_logits=False there, so (b) and (c) time clean_logits=False logits + torch.topk (time only: the
-tails past each row are not masked). Each shape runs in its own try/except (one line on failure).
-
-Usage: `mqa-logits bench --suite indexer [--csv F]`, or python3 -m mqa_cli.bench.indexer [--smoke] [--k 2048]
-[--only NAME] [--no-dg] [--no-memory] [--csv F]. Without a GPU it runs tiny shapes on the
-interpreter (times mean nothing). Writes $OUT/indexer.csv when OUT is set (or --csv).
+Columns (µs, CUDA-graph replay after an L2 flush, the median of rounds that alternate the order):
+  fused   - this project's fp8_paged_mqa_topk (decode) / fp8_mqa_topk (compressed, as vLLM's prefill), sorted=False;
+  ours    - this project's logits alone (the form the engine calls);
+  DG      - DeepGEMM's logits alone, when `import deep_gemm` works;
+  DG+FI   - DeepGEMM's logits, then FlashInfer's ragged top-k (vLLM's `flashinfer` indexer backend): the installed
+            `flashinfer`, else the FlashInfer top-k instrument importable as `fi_topk` (--fi DIR puts DIR on the path);
+  DG+t    - DeepGEMM's logits, masked to each row's window, then torch.topk.
+Every selection is checked (`exact`) before it is timed against the exact top-k of the logits its own call computes.
+Without a GPU: tiny shapes through the Triton interpreter, our columns only, one plain call each (the checks hold;
+the times mean nothing). A Markdown table on stdout, the rows as CSV with --csv F or in $OUT/indexer.csv; exit 1
+when a selection is not exact. Usage: `mqa-logits bench --suite indexer [--csv F]`, or python3 -m
+mqa_cli.bench.indexer [--form decode|prefill|both] [--shapes B:C,...] [--next-n 1,2] [--heads 64,32] [--only TEXT]
+[--rounds 4] [--fi DIR] [--csv F].
 """
 from __future__ import annotations
 
 import argparse
 import csv
-import math
+import importlib
 import os
-import time
-import traceback
+import statistics
+import sys
 
 import torch
 
-from ..api import topk as T
-from ..api.logits import fp8_paged_mqa_logits, mqa_logits
-from ..check.paged_reference import reference_paged
-from ..check.reference import reference_logits
-from ..launch import interpreter
-from ..problem.paged import PagedSpec
-from ..problem.paged_tensors import Paged, random_paged
-from ..problem.tensors import Prefill, quantize_per_token
 from . import timing
 
-FP8 = torch.float8_e4m3fn
-ROWS = []  # CSV rows
+PAGE = 64
+# Per device: k, head dim, decode shapes / next_n / heads, and the chunked prefill (query rows, kv rows, heads).
+SETUP = {"cuda": dict(k=2048, dim=128, shapes="1:8192,1:32768,1:65536,8:8192,8:32768,8:65536,64:8192,64:65536,"
+                      "128:8192,128:65536", next_n="1,2", heads="64", chunk=(8192, 65536, 64)),
+         "cpu": dict(k=8, dim=64, shapes="2:200", next_n="1,2", heads="16", chunk=(16, 80, 16))}
 
 
-def say(*a):
-    print(*a, flush=True)
+def graph(fn):
+    """fn captured in a CUDA graph after a warm-up on a side stream."""
+    fn()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g
 
 
-def bench_us(fn, dev: str) -> float:
-    return timing.time_fn(fn, dev == "cuda").median_us
+def timed(calls: dict, rounds: int, dev: str) -> dict:
+    """µs per replay, the median over rounds that alternate the order, each round the median of 5 flushed replays;
+    on the CPU one plain call each."""
+    if dev != "cuda":
+        return {n: timing.time_fn(f, on_gpu=False).median_us for n, f in calls.items()}
+    graphs = {n: graph(f) for n, f in calls.items()}
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    res = {k: [] for k in graphs}
+    names = list(graphs)
+    for r in range(rounds):
+        for n in (names if r % 2 == 0 else names[::-1]):
+            ts = []
+            for _ in range(5):
+                flush.zero_()
+                a, b = torch.cuda.Event(True), torch.cuda.Event(True)
+                a.record()
+                graphs[n].replay()
+                b.record()
+                b.synchronize()
+                ts.append(a.elapsed_time(b) * 1000)
+            res[n].append(statistics.median(ts))
+    return {n: statistics.median(v) for n, v in res.items()}
 
 
-def windows(kind: str, S: int, N: int, dev: str):
-    """int32 ks, ke: causal (query p sees kv [0, p + 1)) or ratio4 (4 packed sequences of S/4 queries
-    over N/4 compressed kv rows each: [b * N/4, b * N/4 + clamp((p + 1) // 4, 1, N/4)))."""
-    i = torch.arange(S, device=dev, dtype=torch.int64)
-    if kind == "causal":
-        ks, ke = torch.zeros_like(i), i + 1
-    else:
-        sq, skv = S // 4, N // 4
-        b, p = i // sq, i % sq
-        ks = b * skv
-        ke = ks + ((p + 1) // 4).clamp(1, skv)
-    return ks.int(), ke.int()
+def masked(L, lens):
+    """L [R, M] with every column c >= lens[r] set to -inf (the columns are relative to each row's start)."""
+    cols = torch.arange(L.shape[1], device=L.device)
+    return L.masked_fill(cols[None, :] >= lens[:, None], float("-inf"))
 
 
-def prefill(S: int, N: int, H: int, D: int, kind: str, dev: str, seed: int = 0) -> Prefill:
-    """q randn -> e4m3 (made in row blocks: no [S, H, D] fp32 temporary), kv quantised per row,
-    weights randn."""
-    g = torch.Generator(device=dev).manual_seed(seed)
-    q = torch.empty(S, H, D, dtype=FP8, device=dev)
-    step = max(1, (1 << 26) // (H * D))
-    for r0 in range(0, S, step):
-        r1 = min(S, r0 + step)
-        q[r0:r1] = torch.randn(r1 - r0, H, D, generator=g, device=dev).to(FP8)
-    kv, sc = quantize_per_token(torch.randn(N, D, generator=g, device=dev))
-    w = torch.randn(S, H, generator=g, device=dev)
-    ks, ke = windows(kind, S, N, dev)
-    return Prefill(q, kv, sc, w, ks, ke)
+def exact(idx, L, offs, lens, block=512) -> int:
+    """Rows whose selection is not the exact top-k of L [R, M] (column c of row r is position offs[r] + c, live
+    for c < lens[r]); idx [R, k] holds positions or -1. Exact: the selected values equal, as a multiset, the k largest
+    live values, every index is inside its row's window and distinct, and -1 fills the rest."""
+    bad, K = 0, idx.shape[1]
+    for r0 in range(0, idx.shape[0], block):
+        i, x = idx[r0:r0 + block].long(), L[r0:r0 + block].float()
+        o, n = offs[r0:r0 + block].long()[:, None], lens[r0:r0 + block].long()[:, None]
+        rel = torch.where(i >= 0, i - o, i)
+        valid = i >= 0
+        inside = (~valid | ((rel >= 0) & (rel < n))).all(1)
+        got = torch.where(valid, x.gather(1, rel.clamp(0, x.shape[1] - 1)), float("-inf")).sort(1, True).values
+        kk = min(K, x.shape[1])
+        want = torch.full_like(got, float("-inf"))
+        want[:, :kk] = masked(x, n[:, 0]).topk(kk, 1).values
+        s = torch.where(valid, rel, -1 - torch.arange(K, device=i.device)[None, :]).sort(1).values
+        distinct = (s[:, 1:] != s[:, :-1]).all(1)
+        count = valid.sum(1) == n[:, 0].clamp(max=K)
+        ok = inside & distinct & count & (got == want).all(1)
+        bad += int((~ok).sum())
+    return bad
 
 
-def import_dg(smoke: bool, off: bool):
-    if smoke or off:
-        return None
-    try:
-        import deep_gemm
-
-        say(f"DeepGEMM: {os.path.dirname(deep_gemm.__file__)}")
-        return deep_gemm
-    except Exception as e:  # noqa: BLE001
-        say(f"DeepGEMM not available ({type(e).__name__}: {e}): column (c) left empty")
-        return None
-
-
-def fmt(x, spec=".1f"):
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+def paged_inputs(B, C, T, H, D, g, dev):
+    ctx = (torch.full((B, T), C, dtype=torch.int32, device=dev) - (T - 1)
+           + torch.arange(T, device=dev, dtype=torch.int32))
+    nblk = (C + PAGE - 1) // PAGE
+    kv = torch.empty(B * nblk, PAGE, 1, D + 4, dtype=torch.uint8, device=dev)
+    flat = kv.view(B * nblk, -1)
+    flat[:, : PAGE * D] = (torch.randn(B * nblk, PAGE * D, device=dev, generator=g) * 0.5).to(
+        torch.float8_e4m3fn).view(torch.uint8)
+    flat[:, PAGE * D:] = (torch.rand(B * nblk, PAGE, device=dev, generator=g) + 0.5).view(torch.uint8)
+    bt = torch.randperm(B * nblk, device=dev, generator=g).to(torch.int32).view(B, nblk)
+    q = (torch.randn(B, T, H, D, device=dev, generator=g) * 0.5).to(torch.float8_e4m3fn)
+    w = torch.randn(B * T, H, device=dev, generator=g)
+    return q, kv, w, ctx, bt, nblk * PAGE
 
 
-def record(name, **kw):
-    ROWS.append({"shape": name, **kw})
-    a, a_s, b, c = kw.get("fused_us"), kw.get("fused_sorted_us"), kw.get("ours_topk_us"), kw.get("dg_topk_us")
-    say(f"{name:<22} fused {fmt(a):>9}  fused+sort {fmt(a_s):>9}  ours+topk {fmt(b):>9}  dg+topk {fmt(c):>9}  "
-        f"(a)/(c) {fmt(a / c if a and c else None, '.3f'):>6}  (a)/(b) {fmt(a / b if a and b else None, '.3f'):>6}  "
-        f"select {fmt(kw.get('select_us')):>8}  torch.topk {fmt(kw.get('torch_topk_us')):>8}  "
-        f"recall min {fmt(kw.get('recall_min'), '.4f')} mean {fmt(kw.get('recall_mean'), '.4f')}  "
-        f"paths {kw.get('paths', '-')}")
-
-
-def paths(logits, k, ks, ke) -> str:
-    """Rows per selection path: registers / sampled candidates / exact passes / split over programs / torch."""
-    stats = torch.empty(logits.shape[0], dtype=torch.int32, device=logits.device)
-    T.topk_select(logits, k, ks, ke, stats=stats, values=False)
-    return "/".join(str(int(c)) for c in torch.bincount(stats.long(), minlength=5).tolist())
-
-
-def run_prefill(name, S, N, H, D, kind, k, dev, dg, sample_rows):
-    t = prefill(S, N, H, D, kind, dev)
-    q, kv, sc, w, ks, ke = t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke
-    kk = min(k, N)
-    fused = lambda: T.fp8_mqa_topk(q, kv, sc, w, ks, ke, k, sorted=False)  # noqa: E731
-    fused_sorted = lambda: T.fp8_mqa_topk(q, kv, sc, w, ks, ke, k, sorted=True)  # noqa: E731
-    ours = lambda: torch.topk(mqa_logits(q, kv, sc, w, ks, ke, clean_logits=True), kk, dim=1)  # noqa: E731
-    r = {"fused_us": bench_us(fused, dev), "fused_sorted_us": bench_us(fused_sorted, dev),
-         "ours_topk_us": bench_us(ours, dev)}
-    logits = mqa_logits(q, kv, sc, w, ks, ke, clean_logits=True)
-    r["ours_logits_us"] = bench_us(lambda: mqa_logits(q, kv, sc, w, ks, ke, clean_logits=True), dev)
-    r["torch_topk_us"] = bench_us(lambda: torch.topk(logits, kk, dim=1), dev)
-    r["select_us"] = bench_us(lambda: T.topk_select(logits, k, ks, ke, values=False), dev)
-    r["paths"] = paths(logits, k, ks, ke)
-    logits = None  # frees the matrix (every timing that reads it is done)
-    if dg is not None:
-        try:
-            dgf = lambda: torch.topk(dg.fp8_mqa_logits(q, (kv, sc), w, ks, ke, clean_logits=True), kk, dim=1)  # noqa
-            r["dg_topk_us"] = bench_us(dgf, dev)
-            r["dg_logits_us"] = bench_us(lambda: dg.fp8_mqa_logits(q, (kv, sc), w, ks, ke, clean_logits=True), dev)
-        except Exception as e:  # noqa: BLE001
-            say(f"  {name}: DeepGEMM failed: {type(e).__name__}: {str(e)[:200]}")
-    idx = fused()
-    rows = torch.linspace(0, S - 1, min(S, sample_rows), device=dev).long().unique()
-    sub = Prefill(q[rows], kv, sc, w[rows], ks[rows], ke[rows])
-    ref = reference_logits(sub, dtype=torch.float32)
-    r["recall_min"], r["recall_mean"] = T.topk_recall(idx[rows], ref, k, ks[rows], ke[rows])
-    record(name, **r)
-
-
-def run_paged(name, B, C, H, D, k, dev, dg, sample_seqs):
-    t = random_paged(PagedSpec(batch=B, next_n=1, context_len=C, context_jitter=0.3, block_size=64, heads=H, dim=D),
-                     device=dev)
-    q, cache, w, ctx, table, maxlen = t.q, t.kv_cache, t.weights, t.context_lens, t.block_table, int(t.max_context_len)
-    ctx2d = ctx[:, None].contiguous()
-    kk = min(k, maxlen)
-    fused = lambda: T.fp8_paged_mqa_topk(q, cache, w, ctx, table, maxlen, k, sorted=False)  # noqa: E731
-    fused_sorted = lambda: T.fp8_paged_mqa_topk(q, cache, w, ctx, table, maxlen, k, sorted=True)  # noqa: E731
-    ours = lambda: torch.topk(fp8_paged_mqa_logits(q, cache, w, ctx2d, table, None, maxlen, clean_logits=False),  # noqa
-                              kk, dim=1)
-    r = {"fused_us": bench_us(fused, dev), "fused_sorted_us": bench_us(fused_sorted, dev),
-         "ours_topk_us": bench_us(ours, dev)}
-    logits = fp8_paged_mqa_logits(q, cache, w, ctx2d, table, None, maxlen, clean_logits=False)
-    ends = T.paged_row_ends(ctx, 1, maxlen)
-    starts = torch.zeros_like(ends)
-    r["torch_topk_us"] = bench_us(lambda: torch.topk(logits, kk, dim=1), dev)
-    r["select_us"] = bench_us(lambda: T.topk_select(logits, k, starts, ends, values=False), dev)
-    r["paths"] = paths(logits, k, starts, ends)
-    logits = None  # frees the matrix (every timing that reads it is done)
-    if dg is not None:
-        try:
-            meta = dg.get_paged_mqa_logits_metadata(ctx2d, 64, dg.get_num_sms())
-            dgf = lambda: torch.topk(dg.fp8_paged_mqa_logits(q, cache, w, ctx2d, table, meta, maxlen,  # noqa: E731
-                                                             clean_logits=False), kk, dim=1)
-            r["dg_topk_us"] = bench_us(dgf, dev)
-        except Exception as e:  # noqa: BLE001
-            say(f"  {name}: DeepGEMM failed: {type(e).__name__}: {str(e)[:200]}")
-    idx = fused()
-    nb = min(B, sample_seqs)
-    sub = Paged(q[:nb], cache, w[:nb], ctx[:nb], table[:nb], maxlen)
-    ref = reference_paged(sub, dtype=torch.float32, clean_logits=True)
-    r["recall_min"], r["recall_mean"] = T.topk_recall(idx[:nb], ref, k)
-    record(name, **r)
-
-
-def peak_memory(name, S, H, D, k, dev):
-    """Peak device memory of fp8_mqa_topk on S x S causal (inputs included), and its time (one run)."""
-    t = prefill(S, S, H, D, "causal", dev)
+def step(form, shape, fused, ours, dgl, offs, lens, M, a, fi, dev, K) -> dict:
+    """One row: each call run once, its selection checked, then all timed. fused/ours/dgl make the tensors; column
+    c of a logits row is position offs + c, live for c < lens."""
+    fns = {"fused": fused, "ours": ours}
+    if dgl is not None:
+        fns["DG"] = dgl
+        fns["DG+t"] = lambda: masked(dgl(), lens).topk(min(K, M), 1).indices
+        if fi is not None:
+            fns["DG+FI"] = lambda: fi(dgl(), offs, lens, K)
+    out = {}
+    calls = {n: (lambda n=n, f=f: out.__setitem__(n, f())) for n, f in fns.items()}
+    for f in calls.values():
+        f()
     if dev == "cuda":
         torch.cuda.synchronize()
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated() if dev == "cuda" else 0
-    out = {}
-    for label, srt in (("set", False), ("sorted", True)):
-        t0 = time.perf_counter()
-        idx = T.fp8_mqa_topk(t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, k, sorted=srt)
-        if dev == "cuda":
-            torch.cuda.synchronize()
-        out[label] = (time.perf_counter() - t0) * 1e3
-        del idx
-    plan = T.topk_memory(S, S, k)
+    bad = {"fused": exact(out["fused"], out["ours"], offs, lens)}
+    if dgl is not None:
+        Ld, pick = out["DG"], out["DG+t"]
+        pick = torch.where(masked(Ld, lens).gather(1, pick.long()) > float("-inf"), pick + offs[:, None], -1)
+        pick = torch.nn.functional.pad(pick, (0, K - pick.shape[1]), value=-1)  # torch.topk gives min(K, M) columns
+        bad["DG+t"] = exact(pick, Ld, offs, lens)
+        if fi is not None:
+            bad["DG+FI"] = exact(out["DG+FI"], Ld, offs, lens)
+        del Ld, pick
+    t = timed(calls, a.rounds, dev)
+    out.clear()
+    row = dict(form=form, shape=shape, t=t, bad=bad)
+    print(row, flush=True)
     if dev == "cuda":
-        peak = torch.cuda.max_memory_allocated() / 2 ** 30
-        say(f"{name}: peak device memory {peak:.2f} GiB (inputs {base / 2 ** 30:.2f} GiB; goal < 8 GiB: "
-            f"{'MET' if peak < 8 else 'MISSED'}); wall {out['set']:.0f} ms (set), {out['sorted']:.0f} ms (sorted); "
-            f"plan: {plan['blocks']} blocks of {plan['rows_per_block']} rows, {plan['total_bytes'] / 2 ** 30:.2f} GiB "
-            f"beyond the inputs")
-        ROWS.append({"shape": name, "peak_gib": round(peak, 3), "inputs_gib": round(base / 2 ** 30, 3),
-                     "fused_us": out["set"] * 1e3, "fused_sorted_us": out["sorted"] * 1e3})
-    else:
-        say(f"{name}: ran in {out['set']:.0f} ms (interpreter; no device memory counter on the CPU); plan {plan}")
+        torch.cuda.empty_cache()
+    return row
 
 
-def main(argv: list | None = None) -> None:
+def decode(a, dg, fi, dev, cfg) -> list:
+    import mqa_cli
+
+    K, sms = cfg["k"], torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 4
+    g = torch.Generator(device=dev).manual_seed(7)
+    rows = []
+    for H in (int(x) for x in a.heads.split(",")):
+        for spec in a.shapes.split(","):
+            B, C = (int(x) for x in spec.split(":"))
+            for T in (int(x) for x in a.next_n.split(",")):
+                q, kv, w, ctx, bt, M = paged_inputs(B, C, T, H, cfg["dim"], g, dev)
+                lens = ctx.reshape(-1)
+                meta = mqa_cli.get_paged_mqa_logits_metadata(ctx, PAGE, sms)
+                meta_dg = dg.get_paged_mqa_logits_metadata(ctx, PAGE, sms) if dg else None
+                rows.append(step(
+                    "decode", f"H{H} B{B} C{kib(C)} n{T}",
+                    lambda: mqa_cli.fp8_paged_mqa_topk(q, kv, w, ctx, bt, M, K, schedule_meta=meta, sorted=False),
+                    lambda: mqa_cli.fp8_paged_mqa_logits(q, kv, w, ctx, bt, meta, M, clean_logits=False),
+                    dg and (lambda: dg.fp8_paged_mqa_logits(q, kv, w, ctx, bt, meta_dg, M, clean_logits=False)),
+                    torch.zeros_like(lens), lens, M, a, fi, dev, K))
+    return rows
+
+
+def kib(n: int) -> str:
+    return f"{n // 1024}K" if n % 1024 == 0 else str(n)
+
+
+def prefill(a, dg, fi, dev, cfg) -> list:
+    import mqa_cli
+    from mqa_cli.api.topk import topk_memory
+    from mqa_cli.problem import matrix
+    from mqa_cli.problem.prefill import ProblemSpec
+    from mqa_cli.problem.suites import longest_row
+    from mqa_cli.problem.tensors import random_prefill
+
+    (K, D), (S, N, H) = (cfg["k"], cfg["dim"]), cfg["chunk"]
+    specs = ([(b.name, b.spec) for b in matrix.SUITES["seed"]] if dev == "cuda" else
+             [("1x48 causal", ProblemSpec(seq=48, heads=16, dim=D)),
+              ("2x64 ratio 4", ProblemSpec(batch=2, seq=64, ratio=4, heads=16, dim=D))])
+    # a chunked prefill: the last S query rows of a causal sequence of N
+    specs.append((f"{kib(S)} rows chunk of {kib(N)} causal", ProblemSpec(seq=S, seq_kv=N, heads=H, dim=D)))
+    rows = []
+    for name, spec in [(n, s) for n, s in specs if a.only in n]:  # --only: the shapes whose name holds it
+        t, M = random_prefill(spec, device=dev), longest_row(spec)
+        kv = (t.kv, t.kv_scales)
+        rows.append(step(
+            "prefill compressed", name,
+            lambda: mqa_cli.fp8_mqa_topk(t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, K, max_seqlen_k=M,
+                                         sorted=False),
+            lambda: mqa_cli.fp8_fp4_mqa_logits((t.q, None), kv, t.weights, t.ks, t.ke, M),
+            dg and (lambda: dg.fp8_fp4_mqa_logits((t.q, None), kv, t.weights, t.ks, t.ke, clean_logits=False,
+                                                  max_seqlen_k=M)),
+            t.ks, t.ke - t.ks, M, a, fi, dev, K))
+        rows[-1]["fused_mib"] = round(topk_memory(t.q.shape[0], t.kv.shape[0], K, max_seqlen_k=M, sorted=False)
+                                      ["total_bytes"] / 2 ** 20, 1)
+    return rows
+
+
+def table(rows, head) -> str:
+    names = [n for n in ("fused", "ours", "DG", "DG+FI", "DG+t") if any(n in r["t"] for r in rows)]
+    md = [head, "", "| form | shape | " + " | ".join(f"{n} µs" for n in names)
+          + " | fused / DG+FI | fused / DG+t | fused / ours logits | checks |", "|---" * (len(names) + 6) + "|"]
+    for r in rows:
+        t = r["t"]
+        ratio = lambda x: f"{t['fused'] / t[x]:.3f}" if x in t else "-"  # noqa: E731
+        checks = ", ".join(f"{n} {'exact' if not b else f'{b} rows off'}" for n, b in r["bad"].items())
+        md.append(f"| {r['form']} | {r['shape']} | " + " | ".join(f"{t[n]:.1f}" if n in t else "-" for n in names)
+                  + f" | {ratio('DG+FI')} | {ratio('DG+t')} | {ratio('ours')} | {checks} |")
+    mem = [f"{r['shape']} {r['fused_mib']} MiB" for r in rows if "fused_mib" in r]
+    if mem:
+        md += ["", "fused prefill memory beyond its inputs (mqa_cli.api.topk.topk_memory): " + "; ".join(mem)]
+    return "\n".join(md)
+
+
+def engine_topk(fi_dir: str):
+    """FlashInfer's ragged top-k as a call (logits, offsets, lengths, k) -> int32 [R, k]: the installed flashinfer,
+    else the fi_topk instrument (fi_dir on the path); or None, and why not."""
+    if fi_dir:
+        sys.path.insert(0, fi_dir)
+    why = []
+    for name, attr in (("flashinfer.topk", "top_k_ragged_transform"), ("fi_topk", "ragged")):
+        try:
+            m = importlib.import_module(name)
+            return getattr(m, attr), f"{name}.{attr} from {os.path.dirname(m.__file__)}"
+        except Exception as e:  # noqa: BLE001
+            why.append(f"{name}: {type(e).__name__}: {e}")
+    return None, "; ".join(why)
+
+
+def main(argv: list | None = None) -> int:
+    from ..launch import interpreter
+
     interpreter.enable_if_no_gpu(note=False)
-    ROWS.clear()
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU interpreter")
-    ap.add_argument("--k", type=int, default=None)
-    ap.add_argument("--only", default=None, help="run shapes whose name contains this text")
-    ap.add_argument("--no-dg", action="store_true")
-    ap.add_argument("--no-memory", action="store_true")
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    cfg = SETUP[dev]
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--form", choices=("decode", "prefill", "both"), default="both")
+    ap.add_argument("--shapes", default=cfg["shapes"], help="decode: B:C,...")
+    ap.add_argument("--next-n", default=cfg["next_n"])
+    ap.add_argument("--heads", default=cfg["heads"], help="decode")
+    ap.add_argument("--only", default="", help="prefill: shapes whose name holds this text")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--fi", default="", help="folder holding the built fi_topk extension")
     ap.add_argument("--csv", default=None, help="write the rows as CSV here (default $OUT/indexer.csv)")
-    args = ap.parse_args(argv)
-    dev = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
-    smoke = dev == "cpu"
-    k = args.k or (8 if smoke else 2048)
-    dg = import_dg(smoke, args.no_dg)
-    if smoke:
-        H, D = 16, 64
-        pre = [("smoke 1x48 causal", 48, 48, "causal"), ("smoke ratio4", 64, 32, "ratio4")]
-        paged = [("smoke paged B2 C200", 2, 200)]
-        mem = ("smoke 1x64 causal", 64)
-    else:
-        H, D = 64, 128
-        pre = [("1x4096 causal", 4096, 4096, "causal"), ("1x8192 causal", 8192, 8192, "causal"),
-               ("4x8192 ratio 4", 32768, 8192, "ratio4"), ("1x32768 causal", 32768, 32768, "causal")]
-        paged = [(f"paged B{b} C{c // 1024}K n1", b, c) for b in (64, 128) for c in (8192, 65536)]
-        mem = ("1x131072 causal H64", 131072)
-    say(f"device {torch.cuda.get_device_name() if dev == 'cuda' else 'cpu (interpreter)'}, k = {k}, H {H}, D {D}")
-    for name, S, N, kind in pre:
-        if args.only and args.only not in name:
-            continue
+    a = ap.parse_args(argv)
+    import triton
+
+    dg = fi = None
+    if dev == "cuda":
         try:
-            run_prefill(name, S, N, H, D, kind, k, dev, dg, 64 if smoke else 256)
+            import deep_gemm as dg
         except Exception as e:  # noqa: BLE001
-            say(f"{name}: FAILED {type(e).__name__}: {str(e)[:300]}")
-            traceback.print_exc(limit=3)
-        if dev == "cuda":
-            torch.cuda.empty_cache()
-    for name, B, C in paged:
-        if args.only and args.only not in name:
-            continue
-        try:
-            run_paged(name, B, C, H, D, k, dev, dg, 2 if smoke else 8)
-        except Exception as e:  # noqa: BLE001
-            say(f"{name}: FAILED {type(e).__name__}: {str(e)[:300]}")
-            traceback.print_exc(limit=3)
-        if dev == "cuda":
-            torch.cuda.empty_cache()
-    if not args.no_memory and (not args.only or args.only in mem[0]):
-        try:
-            peak_memory(mem[0], mem[1], H, D, k, dev)
-        except Exception as e:  # noqa: BLE001
-            say(f"{mem[0]}: FAILED {type(e).__name__}: {str(e)[:300]}")
-    say("\nµs, do_bench medians. fused = fp8_mqa_topk (logits in bounded blocks + selection kernel), set order; "
-        "fused+sort = sorted by logit; ours/dg+topk = logits then torch.topk; select = the selection kernel alone "
-        "on the full logits; paths = rows in registers / sampled candidates / exact passes / split over programs / "
-        "torch.topk.")
-    path = args.csv or (os.path.join(os.environ["OUT"], "indexer.csv") if os.environ.get("OUT") else None)
-    if path and ROWS:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        keys = sorted({key for row in ROWS for key in row}, key=lambda x: (x != "shape", x))
+            print(f"DeepGEMM columns left out: {type(e).__name__}: {e}", flush=True)
+        if dg is not None:
+            fi, why = engine_topk(a.fi)
+            print(f"DG+FI: {why}" if fi else f"DG+FI column left out ({why})", flush=True)
+    head = (f"{torch.cuda.get_device_name()}, DeepGEMM {getattr(dg, '__version__', '?') if dg else 'absent'}"
+            if dev == "cuda" else "cpu (Triton interpreter): tiny shapes, our columns only, one plain call each, times "
+            "mean nothing") + f", torch {torch.__version__}, triton {triton.__version__}, k {cfg['k']}, D {cfg['dim']}"
+    print(head, flush=True)
+    rows = (decode(a, dg, fi, dev, cfg) if a.form != "prefill" else []) + (
+        prefill(a, dg, fi, dev, cfg) if a.form != "decode" else [])
+    print(table(rows, head))
+    path = a.csv or (os.path.join(os.environ["OUT"], "indexer.csv") if os.environ.get("OUT") else None)
+    if path and rows:
+        flat = [{"form": r["form"], "shape": r["shape"], **{f"{n}_us": round(v, 2) for n, v in r["t"].items()},
+                 **{f"{n}_rows_off": b for n, b in r["bad"].items()}, "fused_mib": r.get("fused_mib", "")}
+                for r in rows]
         with open(path, "w", newline="") as f:
-            wr = csv.DictWriter(f, fieldnames=keys)
-            wr.writeheader()
-            wr.writerows(ROWS)
-        say(f"wrote {path}")
+            w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for row in flat for k in row)), restval="")
+            w.writeheader()
+            w.writerows(flat)
+        print(f"wrote {path}")
+    return 1 if any(any(r["bad"].values()) for r in rows) else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

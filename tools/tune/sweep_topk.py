@@ -215,13 +215,15 @@ def sweep_shape(name: str, kind: str, p: dict, k: int, dev: str, rows_out: list,
 
     from mqa_cli.api import topk as T
     from mqa_cli.api.logits import fp8_paged_mqa_logits, mqa_logits
-    from mqa_cli.bench.indexer import prefill
     from mqa_cli.problem.paged_tensors import random_paged
+    from mqa_cli.problem.prefill import ProblemSpec
+    from mqa_cli.problem.tensors import random_prefill
 
     H, D = (16, 64) if SMOKE else (64, 128)
     t0 = time.time()
     if kind == "prefill":
-        t = prefill(p["S"], p["N"], H, D, p["layout"], dev)
+        b = 4 if p["layout"] == "ratio4" else 1  # ratio4: 4 packed sequences of S/4 queries over N/4 kv rows each
+        t = random_prefill(ProblemSpec(batch=b, seq=p["S"] // b, seq_kv=p["N"] // b, ratio=b, heads=H, dim=D), dev)
         logits = mqa_logits(t.q, t.kv, t.kv_scales, t.weights, t.ks, t.ke, clean_logits=False)
         lo, hi, paged = t.ks, t.ke, None
     else:
