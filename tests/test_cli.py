@@ -84,6 +84,8 @@ def runs(tmp_path_factory):
         "variant-run": ("run", *SMALL, "--kernel", "tiled:BLOCK_Q=2,HEAD_MAJOR=1", "--verify", "--json"),
         "variant-verify": ("verify", *SMALL, "--kernel", ":BLOCK_Q=2"),
         "variant-explain": ("explain", *SMALL, "--kernel", "tiled:BLOCK_Q=2", "--json"),
+        "explain-topk-decode": ("explain", "--paged", "--batch", "2", "--context-len", "65536", "--topk", "2048",
+                                "--target", "h100"),
         "variant-unknown-key": ("run", *SMALL, "--kernel", "tiled:NOT_A_KEY=1"),
         "variant-malformed": ("verify", *SMALL, "--kernel", "tiled:BLOCK_Q"),
     }
@@ -105,6 +107,16 @@ def test_run_saves_problem_and_logits_that_match_reference(runs):
     live = torch.isfinite(ref)
     assert torch.equal(torch.isneginf(logits), ~live)
     assert (logits[live] - ref[live]).norm() / ref[live].norm() < 1e-3
+
+
+def test_explain_topk_names_the_selection_and_the_engines_path(runs):
+    """explain --topk on a decode batch: the fused call's selection config (two rows of 64K: the 'lone' regime, split
+    over programs) and the engine's own path beside it."""
+    r = runs[0]["explain-topk-decode"]
+    assert r.returncode == 0, r.stderr
+    sel = next(ln for ln in r.stdout.splitlines() if ln.startswith("top-k selection:"))
+    assert "topk_split (regime lone" in sel and "program(s) a row" in sel
+    assert "bench --suite indexer" in r.stdout
 
 
 def test_run_refuses_to_overwrite(runs):

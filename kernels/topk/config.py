@@ -78,7 +78,8 @@ def _bucket_entry(table: dict, cols: int):
 
 
 def tuned(kind: str, cols: int, backend: str) -> dict:
-    """The measured config for this regime and row length (tuned.py), over DEFAULTS; CUDA only."""
+    """The measured config for this regime and row length (tuned.py, or this triton release's tuned_by_triton.py),
+    over DEFAULTS; CUDA only."""
     out = dict(DEFAULTS[kind])
     if backend == "cuda":
         from ..common.tuned_by_triton import table
@@ -87,6 +88,18 @@ def tuned(kind: str, cols: int, backend: str) -> dict:
 
         out.update(_bucket_entry(table(BY_RELEASE, CUDA_TUNED).get(kind, {}), cols) or {})
     return out
+
+
+def table_source(regime: str, backend: str) -> str:
+    """Where a regime's entries come from (for explain): this release's tuned_by_triton.py, tuned.py, or DEFAULTS."""
+    from ..common.tuned_by_triton import source
+    from .tuned import CUDA_TUNED
+    from .tuned_by_triton import BY_RELEASE
+
+    if backend != "cuda":
+        return "config.py DEFAULTS"
+    where = source(BY_RELEASE, regime, "kernels/topk")
+    return where if where != "kernels/topk/tuned.py" or regime in CUDA_TUNED else "config.py DEFAULTS"
 
 
 def workspace_bytes(cols: int, backend: str, default: int) -> int:
@@ -169,5 +182,6 @@ def topk_config(*, rows: int, cols: int, topk: int, backend: str, units: int | N
         schedule = {"kind": kind, "parts": 1, "scratch_elems": grid[0] * per_program,
                     "arrive": False, "rows_per_program": cdiv(rows1, grid[0])}
         load, name = _load_rows, "topk_rows"
-    schedule.update({"register_rows_up_to": cap, "cols": cols, "scratch_bytes": 4 * schedule["scratch_elems"]})
+    schedule.update({"register_rows_up_to": cap, "cols": cols, "scratch_bytes": 4 * schedule["scratch_elems"],
+                     "regime": regime})
     return KernelConfig("topk", name, KEYS, constexprs, options, grid, schedule, launcher="topk", load=load)

@@ -254,20 +254,24 @@ def _rows_per_block(rows: int, cols: int, dtype: torch.dtype, workspace: int, ch
 
 def topk_memory(S: int, N: int, topk: int, *, logits_dtype=torch.float32, max_seqlen_k: int = 0,
                 return_logits: bool = False, sorted: bool = True, chunk_rows: int | None = None,
-                workspace_bytes: int | None = None, units: int = 132, backend: str = "cuda") -> dict:
-    """Device bytes fp8_mqa_topk holds beyond its inputs (for `explain`): logits block, selection scratch,
-    outputs and the per-block sort. Independent of S x N: O(S * topk) + a fixed workspace."""
+                workspace_bytes: int | None = None, units: int = 132, backend: str = "cuda",
+                paged: bool = False) -> dict:
+    """Device bytes fp8_mqa_topk (paged: fp8_paged_mqa_topk, S = batch x next_n rows of N = max_context_len
+    columns) holds beyond its inputs, for `explain`: logits block, selection scratch, outputs and the per-block
+    sort, and the selection's config. Independent of S x N: O(S * topk) + a fixed workspace."""
     cols = max_seqlen_k if max_seqlen_k > 0 else N
     esz = _ESIZE[logits_dtype]
     rows = _rows_per_block(S, cols, logits_dtype, _workspace(cols, backend, workspace_bytes), chunk_rows)
     block = rows * launch.padded_stride(cols, launch.row_align(logits_dtype)) * esz
-    cfg = topk_config(rows=rows, cols=cols, topk=topk, backend=backend, units=units, values=sorted or return_logits)
+    cfg = topk_config(rows=rows, cols=cols, topk=topk, backend=backend, units=units, values=sorted or return_logits,
+                      window=not paged, compressed=max_seqlen_k > 0, paged=paged)
     scratch = cfg.schedule["scratch_bytes"] + 4 * rows * (cfg.schedule["kind"] == "split")
     out = S * topk * 4 + (S * topk * esz if return_logits else 0)
     per_block = rows * topk * (esz + esz + 8 + 4) if sorted else 0  # values, sort values, order, gathered
     return {"rows_per_block": rows, "blocks": -(-S // rows), "logits_block_bytes": block, "scratch_bytes": scratch,
             "output_bytes": out, "per_block_bytes": per_block, "total_bytes": block + scratch + out + per_block,
-            "select_kernel": cfg.kernel}
+            "select_kernel": cfg.kernel, "select": {**cfg.schedule, "num_warps": cfg.options["num_warps"],
+                                                    "tile": cfg.constexprs["TILE"]}}
 
 
 def fp8_mqa_topk(q: torch.Tensor, kv: torch.Tensor, kv_scales: torch.Tensor, weights: torch.Tensor,

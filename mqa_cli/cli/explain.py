@@ -13,8 +13,8 @@ from .options import Json, KernelSpec, Target, problem_options
 @app.command()
 @problem_options
 def explain(target: Target = None, kernel: KernelSpec = None, json_: Json = False,
-            topk: Annotated[Optional[int], typer.Option("--topk", help="show the memory of the top-k plan "
-                                                        "(run --topk K) instead of the full logits")] = None,
+            topk: Annotated[Optional[int], typer.Option("--topk", help="show the top-k plan (run --topk K): its "
+                                                        "selection config and memory instead of the full logits")] = None,
             schedule: Annotated[Optional[str], typer.Option(
                 "--schedule", help="paged: an engine's call passes schedule_meta (given; given:R for one of R "
                                    "ranges, e.g. vLLM's num_sms // 2 at next_n 4) or None (computed) [computed]")] = None,
@@ -41,7 +41,7 @@ def explain(target: Target = None, kernel: KernelSpec = None, json_: Json = Fals
     tgt = targets.resolve(target)
     prob = source.with_call(source.from_options(problem, tgt.fp8), schedule, cache_block_stride, cache_layout)
     plan = dispatch.plan_spec(prob.shape, tgt, kernel, force=True)
-    tk = report.topk_memory(prob, topk) if topk is not None and prob.shape.kind == "prefill" else None
+    tk = report.topk_memory(prob, topk, tgt) if topk is not None else None
     d = report.explain_dict(prob.label, prob.counts, plan, report.memory_dict(prob.counts, prob.shape,
                                                                               prob.max_seqlen_k, tk))
     if json_:

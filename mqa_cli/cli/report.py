@@ -23,14 +23,18 @@ def floor(c: Counts, target: Target) -> dict | None:
     return out
 
 
-def topk_memory(prob, k: int) -> dict:
-    """The memory of a prefill problem's bounded top-k plan (mqa_cli.api.topk.topk_memory; imports torch)."""
+def topk_memory(prob, k: int, target) -> dict:
+    """The memory and selection config of a problem's bounded top-k plan (mqa_cli.api.topk.topk_memory; imports
+    torch): prefill's fp8_mqa_topk, or decode's fp8_paged_mqa_topk (the batch's rows against the context)."""
     import torch
 
     from ..api.topk import topk_memory
 
-    return topk_memory(prob.shape.S, prob.shape.N, k, max_seqlen_k=prob.max_seqlen_k,
-                       logits_dtype=torch.bfloat16 if prob.shape.bf16 else torch.float32)
+    s = prob.shape
+    paged = s.kind == "paged"
+    return topk_memory(s.S, s.N, k, max_seqlen_k=0 if paged else prob.max_seqlen_k,
+                       logits_dtype=torch.bfloat16 if s.bf16 else torch.float32, paged=paged,
+                       units=target.units or 1, backend=target.backend)
 
 
 def counts_dict(c: Counts) -> dict:
@@ -137,4 +141,14 @@ def explain_text(d: dict) -> str:
                 f"the full logits would be {m['logits_bytes'] / gib:.2f} GiB)" if k
                 else f"logits {m['logits_bytes'] / gib:.2f} GiB")
         lines.append(f"memory: inputs {m['inputs_bytes'] / gib:.2f} GiB + {held} = {m['total_bytes'] / gib:.2f} GiB")
+        if k:
+            from mqa_kernels.topk.config import table_source
+
+            c = k["select"]
+            lines += [f"top-k selection: {k['select_kernel']} (regime {c['regime']}, "
+                      f"{table_source(c['regime'], t['backend'])}): {c['num_warps']} warps, {c['parts']} "
+                      f"program(s) a row, rows up to {c['register_rows_up_to']} columns searched in registers",
+                      "an engine's step instead: these logits, then its own top-k (vLLM's top_k_per_row_prefill or "
+                      "get_indexer_topk backend, FlashInfer's top_k_ragged_transform); `mqa-logits bench --suite "
+                      "indexer` times both"]
     return "\n".join(lines)

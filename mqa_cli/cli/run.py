@@ -75,7 +75,8 @@ def run(target: Target = None, kernel: KernelSpec = None, output: Output = None,
     if dump_asm:
         asm_dump.check_folder(run_tgt, plan, dump_dir, force)
     # with --topk (prefill) the bounded plan's bytes stand in for the logits buffer
-    held = report.topk_memory(prob, topk)["total_bytes"] if topk is not None and prob.shape.kind == "prefill" else None
+    held = (report.topk_memory(prob, topk, run_tgt)["total_bytes"] if topk is not None and prob.shape.kind == "prefill"
+            else None)
     prob.check_fits(device, reference_size=4 if verify and topk is None else 0, logits_bytes=held)
     t = prob.materialise(device)
     if save_problem:
