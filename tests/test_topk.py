@@ -314,10 +314,9 @@ def test_config_regimes_and_table(monkeypatch):
     on the interpreter; many rows run the persistent kernel; bad tuning is refused; the table's nearest
     power-of-two bucket applies. The rules are checked with the sweep-written table emptied (its entries are
     whatever the last H200 sweep measured)."""
-    from mqa_kernels.topk import tuned, tuned_by_triton
+    from mqa_kernels.topk import tuned
 
     monkeypatch.setattr(tuned, "CUDA_TUNED", {})
-    monkeypatch.setattr(tuned_by_triton, "BY_RELEASE", {})
     cuda = dict(backend="cuda", units=132)
     few = C.topk_config(rows=64, cols=70000, topk=2048, **cuda)
     parts = -(-C.DEFAULTS["split"]["programs_per_unit"] * 132 // 64)  # programs per SM x SMs over the rows
@@ -326,9 +325,6 @@ def test_config_regimes_and_table(monkeypatch):
     assert C.topk_config(rows=1, cols=40 * tile - 5, topk=2048, **cuda).schedule["parts"] == 40  # >= a tile a part
     assert C.topk_config(rows=1, cols=1 << 20, topk=2048, **cuda).schedule["parts"] == C.PMAX
     assert C.topk_config(rows=64, cols=4000, topk=2048, **cuda).kernel == "topk_rows"  # fits registers
-    # at most one row per 8 SMs: the 'lone' regime, split as few rows are unless its table says otherwise
-    assert [C.topk_kind(r, 70000, 4096, 132, "cuda") for r in (1, 16, 17)] == ["lone", "lone", "split"]
-    assert C.topk_config(rows=16, cols=70000, topk=2048, **cuda).schedule["parts"] == -(-2 * 132 // 16)
     many = C.topk_config(rows=8192, cols=8192, topk=2048, **cuda)
     assert many.kernel == "topk_rows" and many.grid == (C.DEFAULTS["rows"]["programs_per_unit"] * 132,)
     assert many.schedule["scratch_elems"] > 0
@@ -444,16 +440,11 @@ def test_kernels_compile_for_sm90(tmp_path):
 def test_table_routes_and_tunes(monkeypatch):
     """tuned.py entries apply by regime and row length: a decode bucket routed to torch.topk, a prefill bucket's
     warps; an explicit kind override takes that kind's own defaults."""
-    from mqa_kernels.topk import tuned, tuned_by_triton
+    from mqa_kernels.topk import tuned
 
     monkeypatch.setattr(tuned, "CUDA_TUNED", {"rows": {8192: {"num_warps": 8, "programs_per_unit": 2}},
-                                              "split": {131072: {"kind": "torch"}},
-                                              "lone": {8192: {"kind": "rows", "num_warps": 16, "cap": 8192}}})
-    monkeypatch.setattr(tuned_by_triton, "BY_RELEASE", {})
+                                              "split": {131072: {"kind": "torch"}}})
     cuda = dict(backend="cuda", units=132)
-    lone = C.topk_config(rows=2, cols=8192, topk=2048, **cuda)  # the entry's register block, unless a cap is given
-    assert (lone.kernel, lone.constexprs["CAP"], lone.options["num_warps"]) == ("topk_rows", 8192, 16)
-    assert C.topk_config(rows=2, cols=8192, topk=2048, cap=4096, **cuda).constexprs["CAP"] == 4096
     assert C.topk_config(rows=64, cols=90000, topk=2048, **cuda).schedule["kind"] == "torch"
     rows = C.topk_config(rows=8192, cols=8192, topk=2048, **cuda)
     assert rows.options["num_warps"] == 8 and rows.grid == (264,)

@@ -27,7 +27,6 @@ MIN_CAP = 1024  # rows up to this many live entries are selected in registers
 MARGIN = 4.0  # sample-rank standard deviations kept above topk (simulated: a 32K row misses k in ~3e-4)
 PMAX = 64  # most programs per row in topk_split (kernel.py holds the same bound)
 FEW_ROWS_PER_UNIT = 2  # fewer rows than this per SM, rows longer than cap: split each row over programs
-UNITS_PER_LONE_ROW = 8  # at most one row per this many SMs ('lone' rows: decode at batch 1-16): a regime of its own
 
 # Defaults where tuned.py has no entry (the sweep's picks for most buckets; docs/DESIGN-NOTES.md): 8 programs per
 # SM for prefill rows (oversubscribed: rows differ in length), 8 warps and 2 programs per SM for long decode rows;
@@ -36,12 +35,9 @@ DEFAULTS = {
     "rows": {"num_warps": 4, "tile": 1024, "programs_per_unit": 8, "sample": 1024},
     "split": {"num_warps": 8, "tile": 1024, "programs_per_unit": 2, "sample": 2048},
 }
-DEFAULTS["lone"] = DEFAULTS["split"]  # lone rows split as few rows do, unless a table says otherwise
-TUNABLE = ("kind", "num_warps", "tile", "programs_per_unit", "parts", "maxnreg", "reduce8", "narrow", "cap")
+TUNABLE = ("kind", "num_warps", "tile", "programs_per_unit", "parts", "maxnreg", "reduce8", "narrow")
 # ("parts" and "reduce8" are test hooks: the interpreter's rows take the split kernel and the GPU's packed
 # reduction only when told.)
-# "cap" (a table's entry, when the caller gives none): rows up to it are searched in registers, and the candidate
-# capacity of longer ones.
 # "narrow": N > 0 (a power of two >= 16) runs the k-th key search on the whole block only until its bracket holds at
 # most N keys, then compacts those into N int32 of scratch and finishes there (kernel.py, _kth); 0: whole block.
 NARROW_MIN = 16
@@ -112,12 +108,9 @@ def workspace_bytes(cols: int, backend: str, default: int) -> int:
 
 
 def topk_kind(rows: int, cols: int, cap: int, units: int, backend: str) -> str:
-    """The regime: 'split' for a few rows longer than cap (decode), 'lone' for the fewest of those (at most one
-    row per UNITS_PER_LONE_ROW SMs), else 'rows'."""
+    """'split' for a few rows longer than cap (decode), else 'rows'."""
     few = rows < FEW_ROWS_PER_UNIT * max(1, units) and backend != "interpreter"
-    if not (few and cols > cap):
-        return "rows"
-    return "lone" if rows <= max(1, units) // UNITS_PER_LONE_ROW else "split"
+    return "split" if few and cols > cap else "rows"
 
 
 def topk_config(*, rows: int, cols: int, topk: int, backend: str, units: int | None, window: bool = True,
@@ -129,21 +122,17 @@ def topk_config(*, rows: int, cols: int, topk: int, backend: str, units: int | N
     if bad:
         raise ValueError(f"unknown top-k tuning keys {sorted(bad)}; known: {', '.join(TUNABLE)}")
     tuning = {a: b for a, b in tuning.items() if b is not None}
-    given_cap = cap if cap is not None else tuning.pop("cap", None)
-    cap = topk_cap(topk, given_cap)
+    cap = topk_cap(topk, cap)
     units = max(1, units or 1)
     regime = "split" if tuning.get("parts") else topk_kind(rows, cols, cap, units, backend)
     entry = tuned(regime, cols, backend)  # the table may route a regime to another kind (e.g. 'torch')
-    kind = tuning.get("kind") or entry.get("kind") or ("split" if regime == "lone" else regime)
+    kind = tuning.get("kind") or entry.get("kind") or regime
     if kind not in ("rows", "split", "torch"):
         raise ValueError(f"kind must be rows, split or torch, got {kind!r}")
     if tuning.get("kind") and kind != regime:  # an override: that kind's own defaults and table
         entry = tuned("split" if kind == "split" else "rows", cols, backend)
     p = {**entry, **tuning}
     p.pop("kind", None)
-    if given_cap is None and p.get("cap"):  # the table's register block (the caller's cap wins)
-        cap = topk_cap(topk, int(p["cap"]))
-    p.pop("cap", None)
     if backend == "interpreter":
         p.update(tile=tuning.get("tile", 128), num_warps=4)  # several tiles per row on small test matrices
     nw, tile = int(p["num_warps"]), int(p["tile"])
