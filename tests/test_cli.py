@@ -110,12 +110,12 @@ def test_run_saves_problem_and_logits_that_match_reference(runs):
 
 
 def test_explain_topk_names_the_selection_and_the_engines_path(runs):
-    """explain --topk on a decode batch: the fused call's selection config (two rows of 64K: the 'lone' regime, split
+    """explain --topk on a decode batch: the fused call's selection config (two rows of 64K: few long rows, each split
     over programs) and the engine's own path beside it."""
     r = runs[0]["explain-topk-decode"]
     assert r.returncode == 0, r.stderr
     sel = next(ln for ln in r.stdout.splitlines() if ln.startswith("top-k selection:"))
-    assert "topk_split (regime lone" in sel and "program(s) a row" in sel
+    assert "topk_split (regime split" in sel and "program(s) a row" in sel
     assert "bench --suite indexer" in r.stdout
 
 
