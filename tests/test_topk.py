@@ -249,6 +249,34 @@ def test_narrow_option_config(monkeypatch):
             C.topk_config(rows=8, cols=8, topk=2, narrow=bad, **cuda)
 
 
+@pytest.mark.parametrize("parts,cand", [(1, None), (3, None), (5, 16)])
+def test_radix_select_is_the_same_selection(parts, cand):
+    """The radix select (kind 'radix': four launches, parts programs a row; cand 16: the candidates overflow and
+    the k-th key is found on the rows themselves) picks what the exact paths pick, in the same order, on ties,
+    dead entries, windows, compressed rows, decode ends read from the context lengths and bf16."""
+    tuning = {"kind": "radix", "parts": parts, "cand": cand}
+    gen = torch.Generator().manual_seed(parts)
+    R, N, k = 8, 300, 7
+    x = torch.randint(0, 6, (R, N), generator=gen).float() + torch.randn(R, N, generator=gen) * (parts == 1)
+    x[3, ::2], x[4, 5:], x[5], x[6, :], x[7, 100:110] = float("-inf"), float("nan"), 2.0, float("-inf"), 9.0
+    ks, ke = windows(R, N, gen)
+    for xs in (padded(x), x.to(torch.bfloat16)):
+        idx, val = topk_select(xs.to(DEVICE), k, ks.to(DEVICE), ke.to(DEVICE), tuning=tuning)
+        want, _ = topk_select(xs.to(DEVICE), k, ks.to(DEVICE), ke.to(DEVICE))
+        assert torch.equal(idx, want) and val.dtype == xs.dtype
+        check_topk(xs.float(), k, idx, val.float(), ks, ke)
+    width = int((ke - ks).max())
+    comp = torch.stack([torch.cat([x[r, int(ks[r]):int(ke[r])], torch.full((width - int(ke[r] - ks[r]),), 7.0)])
+                        for r in range(R)])  # past each row's length: never read
+    idx, _ = topk_select(comp.to(DEVICE), k, ks.to(DEVICE), ke.to(DEVICE), compressed=True, values=False,
+                         tuning=tuning)
+    check_topk(x, k, idx, None, ks, ke)
+    ctx = torch.tensor([[5, 300], [0, 0], [70, 71], [299, 300]], dtype=torch.int32)
+    idx = torch.empty(R, k, dtype=torch.int32)
+    T._select_into(x, k, None, None, idx, None, paged=(ctx, 2, N), tuning=tuning)
+    check_topk(x, k, idx, None, torch.zeros(R, dtype=torch.int32), ctx.reshape(-1))
+
+
 def test_no_window_and_bf16():
     gen = torch.Generator().manual_seed(2)
     x = torch.randn(5, 200, generator=gen).to(torch.bfloat16)  # bf16: many ties

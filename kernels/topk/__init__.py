@@ -4,4 +4,4 @@ tuned.py: the H200 table tools/tune/sweep_topk.py writes)."""
 # The constexpr names that make its compiled variants differ (and name them): written once, read by
 # config.py (the config) and kernel.py (the kernels' repr).
 KEYS = ("CAP", "SAMPLE", "TILE", "NW", "MARGIN", "WINDOW", "COMPRESSED", "PAGED", "VALUES", "STATS", "R8",
-        "NARROW")
+        "NARROW", "CAND")

@@ -26,6 +26,8 @@ from . import KEYS
 MIN_CAP = 1024  # rows up to this many live entries are selected in registers
 MARGIN = 4.0  # sample-rank standard deviations kept above topk (simulated: a 32K row misses k in ~3e-4)
 PMAX = 64  # most programs per row in topk_split (kernel.py holds the same bound)
+RADIX_WS = 4100 + 3 * PMAX  # int32 workspace words a row of the radix kernels (radix.py: its layout)
+RADIX_CAND = 16384  # candidate slots a row of the radix kernels (the d1 bin of the k-th key); more read the row
 FEW_ROWS_PER_UNIT = 2  # fewer rows than this per SM, rows longer than cap: split each row over programs
 
 # Defaults where tuned.py has no entry (the sweep's picks for most buckets; docs/DESIGN-NOTES.md): 8 programs per
@@ -35,7 +37,7 @@ DEFAULTS = {
     "rows": {"num_warps": 4, "tile": 1024, "programs_per_unit": 8, "sample": 1024},
     "split": {"num_warps": 8, "tile": 1024, "programs_per_unit": 2, "sample": 2048},
 }
-TUNABLE = ("kind", "num_warps", "tile", "programs_per_unit", "parts", "maxnreg", "reduce8", "narrow")
+TUNABLE = ("kind", "num_warps", "tile", "programs_per_unit", "parts", "maxnreg", "reduce8", "narrow", "cand")
 # ("parts" and "reduce8" are test hooks: the interpreter's rows take the split kernel and the GPU's packed
 # reduction only when told.)
 # "narrow": N > 0 (a power of two >= 16) runs the k-th key search on the whole block only until its bracket holds at
@@ -107,6 +109,33 @@ def workspace_bytes(cols: int, backend: str, default: int) -> int:
     return _bucket_entry(WORKSPACE, cols) or default
 
 
+# the radix select's kernels by launch name, loaded on first use (one loader each: the jitted-kernel cache keys on it)
+_RADIX_LOADERS = {name: (lambda name=name: getattr(__import__(f"{__package__}.radix", fromlist=[name]), name))
+                  for name in ("topk_radix_hist", "topk_radix_cand", "topk_radix_kth", "topk_radix_emit")}
+
+
+def _radix_config(rows: int, cols: int, p: dict, units: int, constexprs: dict, options: dict) -> KernelConfig:
+    """The radix select's four launches (radix.py), `parts` programs a row as topk_split spreads them; the
+    emitting launch is the config, the schedule lists all four in order. Workspace: RADIX_WS zeroed int32 a row
+    ('arrive') and 2 CAND candidate slots a row ('scratch')."""
+    tile, cand = constexprs["TILE"], int(p.get("cand") or RADIX_CAND)
+    parts = int(p.get("parts") or min(PMAX, max(1, cdiv(int(p["programs_per_unit"]) * units, rows)),
+                                      max(1, cdiv(cols, tile))))
+    if not 1 <= parts <= PMAX:
+        raise ValueError(f"parts must be in [1, {PMAX}], got {parts}")
+    cx = {k: constexprs[k] for k in ("TILE", "NW", "WINDOW", "COMPRESSED", "PAGED", "VALUES")}
+    cx["CAND"] = cand
+    schedule = {"kind": "radix", "parts": parts, "scratch_elems": rows * 2 * cand, "arrive": True,
+                "arrive_words": RADIX_WS, "cols": cols}
+    schedule["scratch_bytes"] = 4 * (schedule["scratch_elems"] + rows * RADIX_WS)
+    phases = [KernelConfig("topk", name, KEYS, cx, options, grid, schedule, launcher="topk",
+                           load=_RADIX_LOADERS[name])
+              for name, grid in (("topk_radix_hist", (parts, rows)), ("topk_radix_cand", (parts, rows)),
+                                 ("topk_radix_kth", (rows,)), ("topk_radix_emit", (parts, rows)))]
+    schedule["phases"] = tuple(phases)
+    return phases[-1]
+
+
 def topk_kind(rows: int, cols: int, cap: int, units: int, backend: str) -> str:
     """'split' for a few rows longer than cap (decode), else 'rows'."""
     few = rows < FEW_ROWS_PER_UNIT * max(1, units) and backend != "interpreter"
@@ -127,10 +156,10 @@ def topk_config(*, rows: int, cols: int, topk: int, backend: str, units: int | N
     regime = "split" if tuning.get("parts") else topk_kind(rows, cols, cap, units, backend)
     entry = tuned(regime, cols, backend)  # the table may route a regime to another kind (e.g. 'torch')
     kind = tuning.get("kind") or entry.get("kind") or regime
-    if kind not in ("rows", "split", "torch"):
-        raise ValueError(f"kind must be rows, split or torch, got {kind!r}")
+    if kind not in ("rows", "split", "torch", "radix"):
+        raise ValueError(f"kind must be rows, split, torch or radix, got {kind!r}")
     if tuning.get("kind") and kind != regime:  # an override: that kind's own defaults and table
-        entry = tuned("split" if kind == "split" else "rows", cols, backend)
+        entry = tuned("rows" if kind in ("rows", "torch") else "split", cols, backend)
     p = {**entry, **tuning}
     p.pop("kind", None)
     if backend == "interpreter":
@@ -153,6 +182,8 @@ def topk_config(*, rows: int, cols: int, topk: int, backend: str, units: int | N
                   # element in Python, so there a vector of thresholds ("reduce8": True forces the GPU form: tests)
                   "R8": bool(p.get("reduce8", backend != "interpreter")), "NARROW": narrow}
     rows1 = max(rows, 1)
+    if kind == "radix":
+        return _radix_config(rows1, cols, p, units, constexprs, options)
     if kind == "split":
         parts = int(p.get("parts") or min(PMAX, max(1, cdiv(int(p["programs_per_unit"]) * units, rows1)),
                                           max(1, cdiv(cols, tile))))

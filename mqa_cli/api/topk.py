@@ -150,11 +150,14 @@ def _select_into(logits, topk: int, ks, ke, idx_out, val_out, *, compressed: boo
             stats.fill_(4)
         return
     scratch = torch.empty(sched["scratch_elems"], dtype=torch.int32, device=dev) if sched["scratch_elems"] else None
-    arrive = torch.zeros(R, dtype=torch.int32, device=dev) if sched["arrive"] else None
-    a = select_args(cfg, logits, ks, ke, idx_out, val_out, paged=paged, stats=stats, scratch=scratch, arrive=arrive)
-    kernel = launch.kernel_for(cfg, dev)
-    compiled = launch.run_kernel(kernel, cfg, a, interpreter.active())
-    if sig is not None:
+    arrive = (torch.zeros(R * sched.get("arrive_words", 1), dtype=torch.int32, device=dev) if sched["arrive"]
+              else None)
+    for phase in sched.get("phases", (cfg,)):  # the radix select: four launches on one workspace
+        a = select_args(phase, logits, ks, ke, idx_out, val_out, paged=paged, stats=stats, scratch=scratch,
+                        arrive=arrive)
+        kernel = launch.kernel_for(phase, dev)
+        compiled = launch.run_kernel(kernel, phase, a, interpreter.active())
+    if sig is not None and "phases" not in sched:
         _record(sig, compiled, kernel, cfg, a)
 
 
