@@ -5,3 +5,4 @@ tuned.py: the H200 table tools/tune/sweep_topk.py writes)."""
 # config.py (the config) and kernel.py (the kernels' repr).
 KEYS = ("CAP", "SAMPLE", "TILE", "NW", "MARGIN", "WINDOW", "COMPRESSED", "PAGED", "VALUES", "STATS", "R8",
         "NARROW", "CAND")
+RADIX_WS = 4100 + 3 * 64  # int32 workspace words a row of the radix select (kernel.py: its layout; 64 = PMAX)

@@ -21,12 +21,11 @@ compacted into N scratch words. What each step measured (instructions, registers
 from __future__ import annotations
 
 from ..common.config import KernelConfig, cdiv, pow2_ceil
-from . import KEYS
+from . import KEYS, RADIX_WS
 
 MIN_CAP = 1024  # rows up to this many live entries are selected in registers
 MARGIN = 4.0  # sample-rank standard deviations kept above topk (simulated: a 32K row misses k in ~3e-4)
 PMAX = 64  # most programs per row in topk_split (kernel.py holds the same bound)
-RADIX_WS = 4100 + 3 * PMAX  # int32 workspace words a row of the radix kernels (radix.py: its layout)
 RADIX_CAND = 16384  # candidate slots a row of the radix kernels (the d1 bin of the k-th key); more read the row
 FEW_ROWS_PER_UNIT = 2  # fewer rows than this per SM, rows longer than cap: split each row over programs
 
@@ -110,12 +109,12 @@ def workspace_bytes(cols: int, backend: str, default: int) -> int:
 
 
 # the radix select's kernels by launch name, loaded on first use (one loader each: the jitted-kernel cache keys on it)
-_RADIX_LOADERS = {name: (lambda name=name: getattr(__import__(f"{__package__}.radix", fromlist=[name]), name))
+_RADIX_LOADERS = {name: (lambda name=name: getattr(__import__(f"{__package__}.kernel", fromlist=[name]), name))
                   for name in ("topk_radix_hist", "topk_radix_cand", "topk_radix_kth", "topk_radix_emit")}
 
 
 def _radix_config(rows: int, cols: int, p: dict, units: int, constexprs: dict, options: dict) -> KernelConfig:
-    """The radix select's four launches (radix.py), `parts` programs a row as topk_split spreads them; the
+    """The radix select's four launches (kernel.py), `parts` programs a row as topk_split spreads them; the
     emitting launch is the config, the schedule lists all four in order. Workspace: RADIX_WS zeroed int32 a row
     ('arrive') and 2 CAND candidate slots a row ('scratch')."""
     tile, cand = constexprs["TILE"], int(p.get("cand") or RADIX_CAND)
