@@ -68,6 +68,16 @@ def test_indexer_suite_runs_and_writes_csv(run_cli, tmp_path):
     assert [(row["shape"], row["fused_rows_off"]) for row in csv.DictReader(open(out))] == [(c[1], "0") for c in table]
 
 
+@HEAVY
+def test_indexer_bench_times_another_selection_kind_beside(tmp_path, capsys):
+    """--select radix: the fused decode call again with the radix select, its own column, checked exact too."""
+    from mqa_cli.bench import indexer
+
+    assert indexer.main(["--form", "decode", "--select", "radix", "--csv", str(tmp_path / "i.csv")]) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| decode")]
+    assert len(rows) == 2 and all(ln.endswith("fused exact, fused radix exact |") for ln in rows)
+
+
 def test_drafts_suite_is_next_n_3_to_8_on_the_decode_kernel_shapes():
     """bench --suite drafts: every draft-row count DeepGEMM leaves out on sm90, at H 64 D 128 block 64."""
     from mqa_cli.problem import matrix, suites

@@ -26,7 +26,8 @@ from . import KEYS, RADIX_WS
 MIN_CAP = 1024  # rows up to this many live entries are selected in registers
 MARGIN = 4.0  # sample-rank standard deviations kept above topk (simulated: a 32K row misses k in ~3e-4)
 PMAX = 64  # most programs per row in topk_split (kernel.py holds the same bound)
-RADIX_CAND = 16384  # candidate slots a row of the radix kernels (the d1 bin of the k-th key); more read the row
+RADIX_CAND = 8192  # candidate slots a row of the radix select (the d1 bin of the k-th key: hundreds on smooth rows;
+# more, and it reads the row itself)
 FEW_ROWS_PER_UNIT = 2  # fewer rows than this per SM, rows longer than cap: split each row over programs
 
 # Defaults where tuned.py has no entry (the sweep's picks for most buckets; docs/DESIGN-NOTES.md): 8 programs per

@@ -121,6 +121,8 @@ def step(form, shape, fused, ours, dgl, offs, lens, M, a, fi, dev, K) -> dict:
     """One row: each call run once, its selection checked, then all timed. fused/ours/dgl make the tensors; column
     c of a logits row is position offs + c, live for c < lens."""
     fns = {"fused": fused, "ours": ours}
+    if a.select:  # the same fused call with another selection kind (the A/B of a kind not in the tables yet)
+        fns[f"fused {a.select}"] = with_kind(fused, a.select)
     if dgl is not None:
         fns["DG"] = dgl
         fns["DG+t"] = lambda: masked(dgl(), lens).topk(min(K, M), 1).indices
@@ -132,7 +134,7 @@ def step(form, shape, fused, ours, dgl, offs, lens, M, a, fi, dev, K) -> dict:
         f()
     if dev == "cuda":
         torch.cuda.synchronize()
-    bad = {"fused": exact(out["fused"], out["ours"], offs, lens)}
+    bad = {n: exact(out[n], out["ours"], offs, lens) for n in fns if n.startswith("fused")}
     if dgl is not None:
         Ld, pick = out["DG"], out["DG+t"]
         pick = torch.where(masked(Ld, lens).gather(1, pick.long()) > float("-inf"), pick + offs[:, None], -1)
@@ -148,6 +150,19 @@ def step(form, shape, fused, ours, dgl, offs, lens, M, a, fi, dev, K) -> dict:
     if dev == "cuda":
         torch.cuda.empty_cache()
     return row
+
+
+def with_kind(fn, kind: str):
+    """fn with the selection kind `kind` in force while it runs (mqa_cli.api.topk.TUNING)."""
+    from ..api import topk
+
+    def call():
+        topk.TUNING["kind"] = kind
+        try:
+            return fn()
+        finally:
+            topk.TUNING.pop("kind", None)
+    return call
 
 
 def decode(a, dg, fi, dev, cfg) -> list:
@@ -209,15 +224,18 @@ def prefill(a, dg, fi, dev, cfg) -> list:
 
 
 def table(rows, head) -> str:
-    names = [n for n in ("fused", "ours", "DG", "DG+FI", "DG+t") if any(n in r["t"] for r in rows)]
-    md = [head, "", "| form | shape | " + " | ".join(f"{n} µs" for n in names)
-          + " | fused / DG+FI | fused / DG+t | fused / ours logits | checks |", "|---" * (len(names) + 6) + "|"]
+    other = sorted({n for r in rows for n in r["t"] if n.startswith("fused ")})  # --select's column
+    names = [n for n in ("fused", *other, "ours", "DG", "DG+FI", "DG+t") if any(n in r["t"] for r in rows)]
+    md = [head, "", "| form | shape | " + " | ".join(f"{n} µs" for n in names) + " | fused / DG+FI | "
+          + "".join(f"{n} / DG+FI | " for n in other) + "fused / DG+t | fused / ours logits | checks |",
+          "|---" * (len(names) + len(other) + 6) + "|"]
     for r in rows:
         t = r["t"]
-        ratio = lambda x: f"{t['fused'] / t[x]:.3f}" if x in t else "-"  # noqa: E731
+        ratio = lambda x, y="fused": f"{t[y] / t[x]:.3f}" if x in t and y in t else "-"  # noqa: E731
         checks = ", ".join(f"{n} {'exact' if not b else f'{b} rows off'}" for n, b in r["bad"].items())
         md.append(f"| {r['form']} | {r['shape']} | " + " | ".join(f"{t[n]:.1f}" if n in t else "-" for n in names)
-                  + f" | {ratio('DG+FI')} | {ratio('DG+t')} | {ratio('ours')} | {checks} |")
+                  + f" | {ratio('DG+FI')} | " + "".join(f"{ratio('DG+FI', n)} | " for n in other)
+                  + f"{ratio('DG+t')} | {ratio('ours')} | {checks} |")
     mem = [f"{r['shape']} {r['fused_mib']} MiB" for r in rows if "fused_mib" in r]
     if mem:
         md += ["", "fused prefill memory beyond its inputs (mqa_cli.api.topk.topk_memory): " + "; ".join(mem)]
@@ -253,6 +271,7 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--only", default="", help="prefill: shapes whose name holds this text")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--fi", default="", help="folder holding the built fi_topk extension")
+    ap.add_argument("--select", default="", help="also time the fused call with this selection kind (e.g. radix)")
     ap.add_argument("--csv", default=None, help="write the rows as CSV here (default $OUT/indexer.csv)")
     a = ap.parse_args(argv)
     import triton
