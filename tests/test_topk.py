@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from mqa_cli.api import topk as T
+from mqa_cli.errors import UserError
 from mqa_cli.api.topk import fp8_mqa_topk, fp8_paged_mqa_topk, topk_recall, topk_select
 from mqa_cli.check.paged_reference import reference_paged
 from mqa_cli.check.reference import reference_logits
@@ -452,6 +453,19 @@ def test_paged_topk_recall(ctx_2d):
     finally:
         T.TUNING.clear()
     assert torch.equal(torch.sort(unsorted, dim=1).values, torch.sort(idx, dim=1).values)
+    # the engines' layouts (FlashInfer's transforms): a ragged offset a row, or a token-level page table
+    call = lambda **kw: fp8_paged_mqa_topk(t.q, t.kv_cache, t.weights, ctx, t.block_table, t.max_context_len, k,
+                                           sorted=False, cap=128, **kw)
+    plain = call()
+    offsets = torch.arange(6, dtype=torch.int32, device=DEVICE) * 1000
+    table = torch.randperm(3 * 256, device=DEVICE).to(torch.int32).reshape(3, 256)
+    for kw, want in ((dict(offsets=offsets), plain + offsets[:, None]),
+                     (dict(page_table=table), table[torch.arange(6)[:, None] // 2, plain.clamp(min=0).long()])):
+        assert torch.equal(call(**kw), torch.where(plain >= 0, want, -1)), kw
+    with pytest.raises(UserError, match="not both"):
+        call(offsets=offsets, page_table=table)
+    with pytest.raises(UserError, match=r"page_table must be int32 \[3, >= "):
+        call(page_table=table[:, :10])
 
 
 @pytest.mark.versions

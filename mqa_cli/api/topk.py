@@ -365,7 +365,8 @@ def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.T
                        block_table: torch.Tensor, max_context_len: int, topk: int, *, schedule_meta=None,
                        return_logits: bool = False, logits_dtype: torch.dtype = torch.float32, sorted: bool = True,
                        workspace_bytes: int | None = None, chunk_batch: int | None = None,
-                       cap: int | None = None, check_values: bool = False):
+                       cap: int | None = None, check_values: bool = False, offsets: torch.Tensor | None = None,
+                       page_table: torch.Tensor | None = None):
     """The top-k token positions of each decode row of fp8_paged_mqa_logits, in bounded memory.
 
     Same inputs as fp8_paged_mqa_logits (schedule_meta by keyword; it is passed on only when the whole
@@ -374,6 +375,10 @@ def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.T
     (chunk_batch, default: as many as fit in workspace_bytes, default 256 MiB or the tuned figure). The
     selection reads each row's end from context_lens itself (no extra launches). Memory as fp8_mqa_topk's.
     check_values=True (or MQA_LOGITS_CHECK=1) runs fp8_paged_mqa_logits' value checks once, schedule_meta's too.
+    The indices in an engine's layout (FlashInfer's transforms, which vLLM and SGLang hand to sparse attention;
+    -1 stays -1): offsets, int32 [B * next_n], adds its row's offset to each index (top_k_ragged_transform);
+    page_table, int32 [B, W] of token slots, maps index i of a row of sequence b to page_table[b, i]
+    (top_k_page_table_transform).
     """
     topk = _check_topk(topk)
     bf16 = _logits_dtype(logits_dtype)
@@ -401,8 +406,21 @@ def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.T
         # the schedule as the logits call takes it: passed on in one block only, checked where its plan reads it
         validate_paged_values(t, read_schedule(q, kv_cache, max_context_len, False, bf16, schedule_meta)
                               if nb >= B else None)
+    _check_layout(offsets, page_table, B, T, max_context_len, q.device)
     idx = torch.empty(S, topk, dtype=torch.int32, device=q.device)
     val = torch.empty(S, topk, dtype=logits_dtype, device=q.device) if return_logits else None
+    if offsets is not None or page_table is not None:  # select, then the engine's layout
+        out = fp8_paged_mqa_topk(q, kv_cache, weights, context_lens, block_table, max_context_len, topk,
+                                 schedule_meta=schedule_meta, return_logits=return_logits, logits_dtype=logits_dtype,
+                                 sorted=sorted, workspace_bytes=workspace_bytes, chunk_batch=chunk_batch, cap=cap)
+        got = out[0] if return_logits else out
+        live = got >= 0
+        if offsets is not None:
+            got.copy_(torch.where(live, got + offsets[:, None], got))
+        else:
+            seq = torch.arange(S, device=q.device)[:, None] // T  # each row's sequence
+            got.copy_(torch.where(live, page_table[seq, got.clamp(min=0).long()], got))
+        return out
     if nb >= B:  # one block (a decode step): the caller's tensors as they are, no views to make
         logits = fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta,
                                       max_context_len, clean_logits=False, logits_dtype=logits_dtype)
@@ -419,6 +437,17 @@ def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.T
                            dict(paged=(ctx, T, max_context_len), cap=cap))
         del logits
     return (idx, val) if return_logits else idx
+
+
+def _check_layout(offsets, page_table, B: int, T: int, max_context_len: int, device) -> None:
+    """fp8_paged_mqa_topk's index layouts: at most one, int32, on the call's device, shaped for its rows."""
+    if offsets is not None and page_table is not None:
+        raise UserError("pass offsets (a ragged transform) or page_table (a page-table transform), not both")
+    for name, x, ok in (("offsets", offsets, lambda s: s == (B * T,)),
+                        ("page_table", page_table, lambda s: len(s) == 2 and s[0] == B and s[1] >= max_context_len)):
+        if x is not None and (x.dtype != torch.int32 or x.device != device or not ok(tuple(x.shape))):
+            want = f"[{B * T}]" if name == "offsets" else f"[{B}, >= {max_context_len}]"
+            raise UserError(f"{name} must be int32 {want} on {device}, got {x.dtype} {list(x.shape)} on {x.device}")
 
 
 def topk_recall(indices: torch.Tensor, ref_logits: torch.Tensor, k: int, ks: torch.Tensor | None = None,
