@@ -130,8 +130,8 @@ def _radix_config(rows: int, cols: int, p: dict, units: int, constexprs: dict, o
     schedule["scratch_bytes"] = 4 * (schedule["scratch_elems"] + rows * RADIX_WS)
     phases = [KernelConfig("topk", name, KEYS, cx, options, grid, schedule, launcher="topk",
                            load=_RADIX_LOADERS[name])
-              for name, grid in (("topk_radix_hist", (parts, rows)), ("topk_radix_cand", (parts, rows)),
-                                 ("topk_radix_kth", (rows,)), ("topk_radix_emit", (parts, rows)))]
+              for name, grid in (("topk_radix_hist", (rows, parts)), ("topk_radix_cand", (rows, parts)),
+                                 ("topk_radix_kth", (rows,)), ("topk_radix_emit", (rows, parts)))]
     schedule["phases"] = tuple(phases)
     return phases[-1]
 

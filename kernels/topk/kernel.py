@@ -704,9 +704,9 @@ def topk_radix_hist(logits_ptr, ks_ptr, ke_ptr, ctx_ptr, idx_ptr, val_ptr, cand_
                     ctx_shift, stride_idx, stride_val,
                     CAND: tl.constexpr, TILE: tl.constexpr, NW: tl.constexpr, WINDOW: tl.constexpr,
                     COMPRESSED: tl.constexpr, PAGED: tl.constexpr, VALUES: tl.constexpr):
-    """Grid (parts, R): the d1 histogram of this program's chunk, added into the row's."""
-    part = tl.program_id(0)
-    lrow, wrow, c0, c1, _off = _row(tl.program_id(1), logits_ptr, ks_ptr, ke_ptr, ctx_ptr, ws_ptr, ncols, stride_l,
+    """Grid (R, parts): the d1 histogram of this program's chunk, added into the row's."""
+    part = tl.program_id(1)
+    lrow, wrow, c0, c1, _off = _row(tl.program_id(0), logits_ptr, ks_ptr, ke_ptr, ctx_ptr, ws_ptr, ncols, stride_l,
                                     stride_ks, stride_ke, stride_ctx_b, stride_ctx_t, next_n, max_ctx, ctx_shift,
                                     WINDOW, COMPRESSED, PAGED)
     a0, a1, _ch = _chunk(c0, c1, part, parts)
@@ -723,9 +723,9 @@ def topk_radix_cand(logits_ptr, ks_ptr, ke_ptr, ctx_ptr, idx_ptr, val_ptr, cand_
                     ctx_shift, stride_idx, stride_val,
                     CAND: tl.constexpr, TILE: tl.constexpr, NW: tl.constexpr, WINDOW: tl.constexpr,
                     COMPRESSED: tl.constexpr, PAGED: tl.constexpr, VALUES: tl.constexpr):
-    """Grid (parts, R): this program's entries above b1 (counted) and in b1 (appended to the candidate slots)."""
-    part = tl.program_id(0)
-    row = tl.program_id(1)
+    """Grid (R, parts): this program's entries above b1 (counted) and in b1 (appended to the candidate slots)."""
+    part = tl.program_id(1)
+    row = tl.program_id(0)
     lrow, wrow, c0, c1, _off = _row(row, logits_ptr, ks_ptr, ke_ptr, ctx_ptr, ws_ptr, ncols, stride_l, stride_ks,
                                     stride_ke, stride_ctx_b, stride_ctx_t, next_n, max_ctx, ctx_shift, WINDOW,
                                     COMPRESSED, PAGED)
@@ -815,9 +815,9 @@ def topk_radix_emit(logits_ptr, ks_ptr, ke_ptr, ctx_ptr, idx_ptr, val_ptr, cand_
                     ctx_shift, stride_idx, stride_val,
                     CAND: tl.constexpr, TILE: tl.constexpr, NW: tl.constexpr, WINDOW: tl.constexpr,
                     COMPRESSED: tl.constexpr, PAGED: tl.constexpr, VALUES: tl.constexpr):
-    """Grid (parts, R): this program's selected entries at its offset, in position order; program 0 pads."""
-    part = tl.program_id(0)
-    row = tl.program_id(1)
+    """Grid (R, parts): this program's selected entries at its offset, in position order; program 0 pads."""
+    part = tl.program_id(1)
+    row = tl.program_id(0)
     lrow, wrow, c0, c1, off = _row(row, logits_ptr, ks_ptr, ke_ptr, ctx_ptr, ws_ptr, ncols, stride_l, stride_ks,
                                    stride_ke, stride_ctx_b, stride_ctx_t, next_n, max_ctx, ctx_shift, WINDOW,
                                    COMPRESSED, PAGED)
