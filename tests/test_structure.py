@@ -156,8 +156,8 @@ def test_the_structure_checks_catch_what_they_guard(tmp_path):
 
 
 # Support code per kernel line: (mqa_cli + tests + tools, .py and .sh) / kernels' .py lines, as git tracks them.
-# It may not grow: 5.35 at bca2513, 4.96 now; issue 51 asks for 5.0.
-SUPPORT_PER_KERNEL_LINE = 4.97
+# It may not grow: 5.35 at bca2513, 4.73 now; issue 51 asked for 5.0.
+SUPPORT_PER_KERNEL_LINE = 4.73
 
 
 def test_support_code_stays_within_its_share_of_the_kernels():
