@@ -45,16 +45,18 @@ TUNABLE = ("kind", "num_warps", "tile", "programs_per_unit", "parts", "maxnreg",
 NARROW_MIN = 16
 
 
-def _load_rows():
-    from .kernel import topk_rows
+def _loader(name: str):
+    """A loader of kernel.py's kernel `name`, imported on first use (one loader a kernel: the jitted-kernel cache
+    keys on it)."""
+    def load():
+        from . import kernel
 
-    return topk_rows
+        return getattr(kernel, name)
+    return load
 
 
-def _load_split():
-    from .kernel import topk_split
-
-    return topk_split
+_LOADERS = {n: _loader(n) for n in ("topk_rows", "topk_split", "topk_radix_hist", "topk_radix_cand",
+                                    "topk_radix_kth", "topk_radix_emit")}
 
 
 def topk_cap(topk: int, cap: int | None = None) -> int:
@@ -109,9 +111,11 @@ def workspace_bytes(cols: int, backend: str, default: int) -> int:
     return _bucket_entry(WORKSPACE, cols) or default
 
 
-# the radix select's kernels by launch name, loaded on first use (one loader each: the jitted-kernel cache keys on it)
-_RADIX_LOADERS = {name: (lambda name=name: getattr(__import__(f"{__package__}.kernel", fromlist=[name]), name))
-                  for name in ("topk_radix_hist", "topk_radix_cand", "topk_radix_kth", "topk_radix_emit")}
+def _parts(p: dict, units: int, rows: int, cols: int, tile: int) -> int:
+    """Programs a row where rows are split: the given count, else the programs per SM over the rows, at most PMAX
+    and at least a tile of columns each."""
+    return int(p.get("parts") or min(PMAX, max(1, cdiv(int(p["programs_per_unit"]) * units, rows)),
+                                     max(1, cdiv(cols, tile))))
 
 
 def _radix_config(rows: int, cols: int, p: dict, units: int, constexprs: dict, options: dict) -> KernelConfig:
@@ -119,8 +123,7 @@ def _radix_config(rows: int, cols: int, p: dict, units: int, constexprs: dict, o
     emitting launch is the config, the schedule lists all four in order. Workspace: RADIX_WS zeroed int32 a row
     ('arrive') and 2 CAND candidate slots a row ('scratch')."""
     tile, cand = constexprs["TILE"], int(p.get("cand") or RADIX_CAND)
-    parts = int(p.get("parts") or min(PMAX, max(1, cdiv(int(p["programs_per_unit"]) * units, rows)),
-                                      max(1, cdiv(cols, tile))))
+    parts = _parts(p, units, rows, cols, tile)
     if not 1 <= parts <= PMAX:
         raise ValueError(f"parts must be in [1, {PMAX}], got {parts}")
     cx = {k: constexprs[k] for k in ("TILE", "NW", "WINDOW", "COMPRESSED", "PAGED", "VALUES")}
@@ -129,7 +132,7 @@ def _radix_config(rows: int, cols: int, p: dict, units: int, constexprs: dict, o
                 "arrive_words": RADIX_WS, "cols": cols}
     schedule["scratch_bytes"] = 4 * (schedule["scratch_elems"] + rows * RADIX_WS)
     phases = [KernelConfig("topk", name, KEYS, cx, options, grid, schedule, launcher="topk",
-                           load=_RADIX_LOADERS[name])
+                           load=_LOADERS[name])
               for name, grid in (("topk_radix_hist", (rows, parts)), ("topk_radix_cand", (rows, parts)),
                                  ("topk_radix_kth", (rows,)), ("topk_radix_emit", (rows, parts)))]
     schedule["phases"] = tuple(phases)
@@ -185,14 +188,13 @@ def topk_config(*, rows: int, cols: int, topk: int, backend: str, units: int | N
     if kind == "radix":
         return _radix_config(rows1, cols, p, units, constexprs, options)
     if kind == "split":
-        parts = int(p.get("parts") or min(PMAX, max(1, cdiv(int(p["programs_per_unit"]) * units, rows1)),
-                                          max(1, cdiv(cols, tile))))
+        parts = _parts(p, units, rows1, cols, tile)
         if not 1 <= parts <= min(PMAX, 2 * cap):
             raise ValueError(f"parts must be in [1, {min(PMAX, 2 * cap)}], got {parts}")
         grid = (rows1 * parts,)
         schedule = {"kind": kind, "parts": parts, "scratch_elems": rows1 * (4 * cap + PMAX + narrow), "arrive": True,
                     "slots_per_part": (2 * cap) // parts}
-        load, name = _load_split, "topk_split"
+        name = "topk_split"
     else:
         programs = min(rows1, 3) if backend == "interpreter" else min(rows1, int(p["programs_per_unit"]) * units)
         parts = 1
@@ -201,7 +203,7 @@ def topk_config(*, rows: int, cols: int, topk: int, backend: str, units: int | N
         per_program = narrow + (2 * cap + PMAX if long_rows else 0)
         schedule = {"kind": kind, "parts": 1, "scratch_elems": grid[0] * per_program,
                     "arrive": False, "rows_per_program": cdiv(rows1, grid[0])}
-        load, name = _load_rows, "topk_rows"
+        name = "topk_rows"
     schedule.update({"register_rows_up_to": cap, "cols": cols, "scratch_bytes": 4 * schedule["scratch_elems"],
                      "regime": regime})
-    return KernelConfig("topk", name, KEYS, constexprs, options, grid, schedule, launcher="topk", load=load)
+    return KernelConfig("topk", name, KEYS, constexprs, options, grid, schedule, launcher="topk", load=_LOADERS[name])

@@ -409,34 +409,33 @@ def fp8_paged_mqa_topk(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.T
     _check_layout(offsets, page_table, B, T, max_context_len, q.device)
     idx = torch.empty(S, topk, dtype=torch.int32, device=q.device)
     val = torch.empty(S, topk, dtype=logits_dtype, device=q.device) if return_logits else None
-    if offsets is not None or page_table is not None:  # select, then the engine's layout
-        out = fp8_paged_mqa_topk(q, kv_cache, weights, context_lens, block_table, max_context_len, topk,
-                                 schedule_meta=schedule_meta, return_logits=return_logits, logits_dtype=logits_dtype,
-                                 sorted=sorted, workspace_bytes=workspace_bytes, chunk_batch=chunk_batch, cap=cap)
-        got = out[0] if return_logits else out
-        live = got >= 0
-        if offsets is not None:
-            got.copy_(torch.where(live, got + offsets[:, None], got))
-        else:
-            seq = torch.arange(S, device=q.device)[:, None] // T  # each row's sequence
-            got.copy_(torch.where(live, page_table[seq, got.clamp(min=0).long()], got))
-        return out
     if nb >= B:  # one block (a decode step): the caller's tensors as they are, no views to make
         logits = fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta,
                                       max_context_len, clean_logits=False, logits_dtype=logits_dtype)
         _select_block_rows(logits, topk, None, None, idx, val, sorted, dict(paged=(context_lens, T, max_context_len),
                                                                               cap=cap))
-        return (idx, val) if return_logits else idx
-    for b0 in range(0, B, nb):
-        b1 = min(B, b0 + nb)
-        r0, r1 = b0 * T, b1 * T
-        ctx = context_lens[b0:b1]
-        logits = fp8_paged_mqa_logits(q[b0:b1], kv_cache, weights[r0:r1], ctx, block_table[b0:b1],
-                                      None, max_context_len, clean_logits=False, logits_dtype=logits_dtype)
-        _select_block_rows(logits, topk, None, None, idx[r0:r1], None if val is None else val[r0:r1], sorted,
-                           dict(paged=(ctx, T, max_context_len), cap=cap))
-        del logits
+    else:
+        for b0 in range(0, B, nb):
+            b1 = min(B, b0 + nb)
+            r0, r1 = b0 * T, b1 * T
+            ctx = context_lens[b0:b1]
+            logits = fp8_paged_mqa_logits(q[b0:b1], kv_cache, weights[r0:r1], ctx, block_table[b0:b1],
+                                          None, max_context_len, clean_logits=False, logits_dtype=logits_dtype)
+            _select_block_rows(logits, topk, None, None, idx[r0:r1], None if val is None else val[r0:r1], sorted,
+                               dict(paged=(ctx, T, max_context_len), cap=cap))
+            del logits
+    _to_layout(idx, offsets, page_table, T)
     return (idx, val) if return_logits else idx
+
+
+def _to_layout(idx: torch.Tensor, offsets, page_table, next_n: int) -> None:
+    """idx (token positions of B * next_n rows, -1 padding) in place in an engine's layout: plus each row's offset
+    (FlashInfer's ragged transform), or its sequence's page_table entries (the page-table transform); -1 stays."""
+    if offsets is not None:
+        idx.copy_(torch.where(idx >= 0, idx + offsets[:, None], idx))
+    elif page_table is not None:
+        seq = torch.arange(idx.shape[0], device=idx.device)[:, None] // next_n  # each row's sequence
+        idx.copy_(torch.where(idx >= 0, page_table[seq, idx.clamp(min=0).long()], idx))
 
 
 def _check_layout(offsets, page_table, B: int, T: int, max_context_len: int, device) -> None:

@@ -20,7 +20,6 @@ import argparse
 import csv
 import importlib
 import os
-import statistics
 import sys
 
 import torch
@@ -34,43 +33,13 @@ SETUP = {"cuda": dict(k=2048, dim=128, shapes="1:8192,1:32768,1:65536,8:8192,8:3
          "cpu": dict(k=8, dim=64, shapes="2:200", next_n="1,2", heads="16", chunk=(16, 80, 16))}
 
 
-def graph(fn):
-    """fn captured in a CUDA graph after a warm-up on a side stream."""
-    fn()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return g
-
-
 def timed(calls: dict, rounds: int, dev: str) -> dict:
-    """µs per replay, the median over rounds that alternate the order, each round the median of 5 flushed replays;
-    on the CPU one plain call each."""
+    """µs a call: on a GPU the median over rounds of timing.side_by_side (each call one CUDA-graph replay after an L2
+    flush, the order reversed every round); on the CPU one plain call each."""
     if dev != "cuda":
         return {n: timing.time_fn(f, on_gpu=False).median_us for n, f in calls.items()}
-    graphs = {n: graph(f) for n, f in calls.items()}
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
-    res = {k: [] for k in graphs}
-    names = list(graphs)
-    for r in range(rounds):
-        for n in (names if r % 2 == 0 else names[::-1]):
-            ts = []
-            for _ in range(5):
-                flush.zero_()
-                a, b = torch.cuda.Event(True), torch.cuda.Event(True)
-                a.record()
-                graphs[n].replay()
-                b.record()
-                b.synchronize()
-                ts.append(a.elapsed_time(b) * 1000)
-            res[n].append(statistics.median(ts))
-    return {n: statistics.median(v) for n, v in res.items()}
+    rounds_ = timing.side_by_side(calls, rounds=rounds)
+    return {n: timing.median_in_rounds(rounds_, n) for n in calls}
 
 
 def masked(L, lens):
